@@ -1,0 +1,109 @@
+// Board description: what a board DTB (board/*.dts, bindings in
+// board/bindings/) says about the board and each chip, decoded with libfdt.
+//
+// One parser serves both sides: the firmware decodes its own chip at boot
+// (a bad tree stops boot with a panic whose reason names the node and
+// property), and vtrnd decodes every chip to decide how to launch it. It is
+// plain portable C++ over libfdt: no heap, no exceptions, fixed capacities,
+// every value range-checked; it must survive arbitrary bytes (it is fuzzed).
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace vtrn::board {
+
+inline constexpr uint32_t kMaxChips = 256;
+inline constexpr uint32_t kMaxPorts = 16;
+inline constexpr uint32_t kMaxPowerDomains = 8;
+inline constexpr uint32_t kMaxThermalZones = 8;
+inline constexpr uint32_t kMaxNeuronCores = 8;
+inline constexpr size_t kNameLen = 48;
+inline constexpr size_t kMessageLen = 160;
+
+// Closed list; values are stable (they appear in logs and tests).
+enum class Error : uint32_t {
+  kOk = 0,
+  kBadTree = 1,          // not a flattened device tree, or truncated/corrupt
+  kMissingNode = 2,      // a required node is absent
+  kMissingProperty = 3,  // a required property is absent
+  kBadProperty = 4,      // wrong length, type or out-of-range value
+  kTooMany = 5,          // more entries than the fixed capacity
+  kDuplicate = 6,        // two nodes claim the same reg
+  kNoSuchChip = 7,       // asked for a chip id the board does not have
+};
+
+// Outcome of a parse. On error, message is one line naming the node path and
+// the property, e.g. "/chips/chip@1: vtrn,neuron-cores: missing".
+struct Result {
+  Error error = Error::kOk;
+  char message[kMessageLen] = {};
+  [[nodiscard]] bool ok() const { return error == Error::kOk; }
+};
+
+struct HbmGeometry {
+  uint32_t stacks = 0;          // vtrn,stacks: 1..8
+  uint64_t bytes_per_stack = 0; // vtrn,stack-bytes (64-bit): multiple of page_bytes, >= 16 MiB
+  uint32_t page_bytes = 0;      // vtrn,page-bytes: power of two, 4 KiB..2 MiB
+  uint32_t channels = 0;        // vtrn,channels: 1..32 per stack
+  [[nodiscard]] uint64_t total_bytes() const { return bytes_per_stack * stacks; }
+};
+
+struct LinkPort {
+  uint32_t index = 0;            // reg
+  uint32_t max_speed_gtps = 0;   // vtrn,max-speed-gtps: 1..128 GT/s per lane
+  uint32_t lanes = 0;            // vtrn,lanes: 1, 2, 4, 8 or 16
+  uint32_t faulty_lane_mask = 0; // vtrn,faulty-lanes (optional, default 0): bit n = lane n bad
+};
+
+struct PowerDomain {
+  uint32_t index = 0;            // reg
+  char name[kNameLen] = {};      // vtrn,name
+  uint32_t core_mask = 0;        // vtrn,cores: NeuronCores in this domain (bit n = core n)
+};
+
+struct ThermalZone {
+  uint32_t index = 0;            // reg
+  char name[kNameLen] = {};      // vtrn,name
+  int32_t throttle_mc = 0;       // vtrn,throttle-millicelsius
+  int32_t critical_mc = 0;       // vtrn,critical-millicelsius, > throttle
+};
+
+struct Chip {
+  uint32_t id = 0;                  // reg of /chips/chip@N
+  char name[kNameLen] = {};         // node name, "chip@0"
+  uint32_t neuron_cores = 0;        // vtrn,neuron-cores: 1..kMaxNeuronCores
+  uint32_t telemetry_period_ms = 0; // vtrn,telemetry-period-ms: 10..10000
+  uint32_t bar2_mib = 0;            // vtrn,bar2-mib: power of two, 4..1024
+  HbmGeometry hbm;                  // hbm child, compatible "vtrn,hbm"
+  uint32_t port_count = 0;
+  LinkPort ports[kMaxPorts];        // ports/port@N, compatible "vtrn,link-port"
+  uint32_t power_domain_count = 0;
+  PowerDomain power_domains[kMaxPowerDomains];  // power-domains/domain@N
+  uint32_t thermal_zone_count = 0;
+  ThermalZone thermal_zones[kMaxThermalZones];  // thermal-zones/zone@N
+};
+
+struct Board {
+  char model[kNameLen] = {};   // root "model"
+  uint32_t chip_count = 0;     // chips under /chips, ids 0..chip_count-1, dense
+  uint32_t chip_ids[kMaxChips] = {};
+};
+
+// Checks the header, the root compatible ("vtrn,board"), model, and that
+// /chips holds 1..kMaxChips chip nodes with distinct reg values.
+[[nodiscard]] Result parse_board(const void* fdt, size_t size, Board* out);
+
+// Decodes and validates chip `chip_id` completely (all children included).
+[[nodiscard]] Result parse_chip(const void* fdt, size_t size, uint32_t chip_id, Chip* out);
+
+// Host side: writes into `out` (capacity out_cap) a copy of the board tree
+// with exactly `chips` chip nodes: the first `chips` kept when there are more,
+// the last chip node cloned (reg and node name renumbered) when there are
+// fewer. Used by `vtrn up --chips N`.
+[[nodiscard]] Result resize_board(const void* fdt, size_t size, uint32_t chips, void* out,
+                                  size_t out_cap);
+
+const char* error_name(Error e);
+
+}  // namespace vtrn::board

@@ -1,0 +1,29 @@
+// The BAR2 region table: the firmware publishes it (publish_layout), the host
+// checks it (validate_layout) before touching any region. Validation is
+// strict: every required region present once, inside BAR2, aligned, sized as
+// the ABI requires, not overlapping another.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vtrn/hostif.h"
+
+namespace vtrn::hostif {
+
+struct Layout {
+  uint64_t bar2_size = 0;
+  Region regions[kRegionTypeCount] = {};  // indexed by RegionType; size 0 = absent
+  [[nodiscard]] const Region& at(RegionType t) const { return regions[t]; }
+};
+
+// Fills the region table of `hdr` with the default layout for a BAR2 of
+// `bar2_size` bytes (>= kMinBar2Size); the host window is the rest of BAR2.
+void publish_layout(FwHeader* hdr, uint64_t bar2_size);
+
+// Checks a copy of the firmware header against the BAR2 size the host
+// mapped. On failure returns false and writes one line naming the problem.
+[[nodiscard]] bool validate_layout(const FwHeader& copy, uint64_t bar2_size, Layout* out,
+                                   char* err, size_t err_size);
+
+}  // namespace vtrn::hostif

@@ -1,0 +1,14 @@
+# Portable code built twice: into host libraries (common/CMakeLists.txt) and
+# into the firmware (firmware/CMakeLists.txt). Paths are absolute so either
+# build can include this file.
+set(VTRN_COMMON_INCLUDES
+  ${VTRN_ROOT}/include
+  ${VTRN_ROOT}/common/crc/include
+  ${VTRN_ROOT}/common/hostif/include
+  ${VTRN_ROOT}/common/board/include)
+set(VTRN_COMMON_SOURCES
+  ${VTRN_ROOT}/common/crc/crc32.cpp
+  ${VTRN_ROOT}/common/hostif/ctrl_ring.cpp
+  ${VTRN_ROOT}/common/hostif/log_ring.cpp
+  ${VTRN_ROOT}/common/hostif/layout.cpp
+  ${VTRN_ROOT}/common/board/board.cpp)

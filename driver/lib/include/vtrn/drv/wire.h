@@ -1,0 +1,59 @@
+// The client socket wire format of vtrnd: each message is a little-endian
+// uint32 byte length followed by that many bytes of a packed protobuf-c
+// message (vtrn.api.Request from clients, vtrn.api.Response from vtrnd).
+//
+// Two ways to use it: blocking helpers (send_frame / recv_frame) for clients
+// such as the vtrn CLI, and FrameDecoder, an incremental decoder for vtrnd's
+// non-blocking event loop, which may see a frame arrive one byte at a time.
+// This is framing only; which messages go over it is vtrn_api.proto.
+// A length above kMaxFrame is a protocol error: the peer is out of sync or
+// hostile, so the connection is closed rather than resynchronised.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+#include <protobuf-c/protobuf-c.h>
+
+namespace drv {
+
+inline constexpr uint32_t kMaxFrame = 4u << 20;
+inline constexpr size_t kFrameHeader = 4;
+
+// $VTRN_RUNTIME_DIR, else ${XDG_RUNTIME_DIR:-/tmp}/vtrn-<uid>.
+std::string runtime_dir();
+// runtime_dir() + "/vtrnd.sock".
+std::string socket_path();
+
+// Appends one frame holding `msg` to `out`. Returns 0 or -EMSGSIZE when the
+// packed message is larger than kMaxFrame.
+int encode_frame(const ProtobufCMessage* msg, std::vector<uint8_t>* out);
+
+// Blocking frame I/O on a stream socket (a non-blocking fd is waited on with
+// poll). Return 0 on success, -errno on failure, -EPROTO for a bad frame
+// (length above kMaxFrame, or EOF inside a frame). recv_frame returns
+// -ENODATA on orderly EOF at a frame boundary and -ETIMEDOUT when
+// `timeout_ms` (>= 0) passes first; timeout_ms < 0 blocks.
+int send_frame(int fd, const ProtobufCMessage* msg);
+int recv_frame(int fd, std::vector<uint8_t>* payload, int timeout_ms);
+
+// Incremental decoder: feed whatever bytes arrived, then take complete
+// frames out one by one.
+class FrameDecoder {
+ public:
+  void feed(const uint8_t* data, size_t length);
+  // 1: a frame was moved into *payload; 0: need more bytes; -EPROTO: the
+  // stream announced a frame above kMaxFrame (the decoder stays broken).
+  int next(std::vector<uint8_t>* payload);
+  [[nodiscard]] size_t buffered() const { return buf_.size() - start_; }
+
+ private:
+  std::vector<uint8_t> buf_;
+  size_t start_ = 0;
+  bool broken_ = false;
+};
+
+}  // namespace drv

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# From a fresh machine to a running board: installs what is missing, builds
+# everything, brings up the default board, runs its main job (list the chips,
+# ping each one, show its info and telemetry) and brings the board down.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/install-deps.sh
+cmake --preset default
+cmake --build --preset default -j "$(nproc)"
+
+vtrn=build/host-tools/vtrn
+trap '"$vtrn" down >/dev/null 2>&1 || true' EXIT
+
+step() { printf '\n\033[1m$ vtrn %s\033[0m\n' "$*"; "$vtrn" "$@"; }
+
+step up "$@"
+step ls
+chips=$("$vtrn" ls --json | python3 -c 'import json,sys; print(" ".join(str(c["id"]) for c in json.load(sys.stdin)["chips"]))')
+for c in $chips; do
+  step info "$c"
+  step ping "$c" --count 100
+done
+step telemetry
+step logs 0 --tail 8
+step down
+trap - EXIT
