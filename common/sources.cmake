@@ -5,10 +5,12 @@ set(VTRN_COMMON_INCLUDES
   ${VTRN_ROOT}/include
   ${VTRN_ROOT}/common/crc/include
   ${VTRN_ROOT}/common/hostif/include
-  ${VTRN_ROOT}/common/board/include)
+  ${VTRN_ROOT}/common/board/include
+  ${VTRN_ROOT}/common/dma/include)
 set(VTRN_COMMON_SOURCES
   ${VTRN_ROOT}/common/crc/crc32.cpp
   ${VTRN_ROOT}/common/hostif/ctrl_ring.cpp
   ${VTRN_ROOT}/common/hostif/log_ring.cpp
   ${VTRN_ROOT}/common/hostif/layout.cpp
-  ${VTRN_ROOT}/common/board/board.cpp)
+  ${VTRN_ROOT}/common/board/board.cpp
+  ${VTRN_ROOT}/common/dma/dma_queue.cpp)

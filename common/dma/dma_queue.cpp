@@ -1,0 +1,199 @@
+// One DMA queue, device side. See dma_queue.h for the trust model.
+#include "vtrn/dma_queue.h"
+
+#include <string.h>
+
+#include "vtrn/ctrl_ring.h"
+
+namespace vtrn::dma {
+
+using hostif::load_acquire;
+using hostif::store_release;
+
+namespace {
+
+struct Resolved {
+  Status status;
+  uint8_t* ptr;
+};
+
+Resolved resolve(uint64_t addr, uint32_t length, bool host, const AddressMap& map, Status range_err) {
+  if (addr > UINT64_MAX - length) return {kErrAddrOverflow, nullptr};
+  if (host) {
+    if (addr > map.host_window_size || length > map.host_window_size - addr) return {range_err, nullptr};
+    return {kOk, map.host_window + addr};
+  }
+  if (addr < map.hbm_base || addr - map.hbm_base > map.hbm_size ||
+      length > map.hbm_size - (addr - map.hbm_base))
+    return {range_err, nullptr};
+  if (map.policy) {
+    const Status s = map.policy->check(addr, length);
+    if (s != kOk) return {s, nullptr};
+  }
+  return {kOk, map.hbm + (addr - map.hbm_base)};
+}
+
+}  // namespace
+
+Status validate(const Descriptor& d, const AddressMap& map, const uint8_t** src, uint8_t** dst) {
+  if (d.flags & ~uint32_t(kDescKnownFlags)) return kErrBadFlags;
+  if (d.length == 0) return kErrZeroLength;
+  if (d.length > kMaxDescBytes) return kErrTooLong;
+  const bool src_host = d.flags & kDescSrcHost;
+  const bool dst_host = d.flags & kDescDstHost;
+  const Resolved s = resolve(d.src, d.length, src_host, map, kErrSrcRange);
+  if (s.status != kOk) return s.status;
+  const Resolved t = resolve(d.dst, d.length, dst_host, map, kErrDstRange);
+  if (t.status != kOk) return t.status;
+  if (src_host == dst_host && d.src < d.dst + d.length && d.dst < d.src + d.length) return kErrOverlap;
+  *src = s.ptr;
+  *dst = t.ptr;
+  return kOk;
+}
+
+Queue::Queue(QueueControl* ctl, Descriptor* sq, Completion* cq, uint32_t depth, QueueStats* stats)
+    : ctl_(ctl), sq_(sq), cq_(cq), stats_(stats), depth_(depth) {
+  reset_seen_ = load_acquire(&ctl_->reset_req);
+  restart();
+  store_release(&ctl_->reset_ack, reset_seen_);
+}
+
+void Queue::restart() {
+  sq_cons_ = sq_prod_seen_ = cq_prod_ = 0;
+  error_ = kQueueOk;
+  in_chain_ = false;
+  store_release(&ctl_->sq_cons, 0);
+  store_release(&ctl_->cq_prod, 0);
+  store_release(&ctl_->error, kQueueOk);
+}
+
+void Queue::latch(QueueError e) {
+  if (error_ != kQueueOk) return;
+  error_ = e;
+  store_release(&ctl_->error, e);
+}
+
+bool Queue::has_work() const {
+  if (load_acquire(&ctl_->reset_req) != reset_seen_) return true;
+  return error_ == kQueueOk && load_acquire(&ctl_->sq_prod) != sq_cons_;
+}
+
+bool Queue::cq_space(uint32_t needed) {
+  const uint32_t cons = load_acquire(&ctl_->cq_cons);
+  const uint32_t used = cq_prod_ - cons;
+  if (used > depth_) {
+    latch(kQueueCqConsumerAhead);
+    return false;
+  }
+  return depth_ - used >= needed;
+}
+
+void Queue::stats_begin() {
+  if (stats_) __atomic_store_n(&stats_->seq, stats_->seq + 1, __ATOMIC_RELEASE);
+}
+
+void Queue::stats_end() {
+  if (stats_) __atomic_store_n(&stats_->seq, stats_->seq + 1, __ATOMIC_RELEASE);
+}
+
+void Queue::add_busy_ns(uint64_t ns) {
+  if (!stats_) return;
+  stats_begin();
+  stats_->busy_ns += ns;
+  stats_end();
+}
+
+void Queue::complete(uint64_t cookie, Status status, uint32_t bytes, bool irq, PollResult* r) {
+  cq_[cq_prod_ & (depth_ - 1)] = Completion{cookie, status, bytes};
+  // Release: the entry is visible before the index that publishes it.
+  ++cq_prod_;
+  store_release(&ctl_->cq_prod, cq_prod_);
+  ++r->completions;
+  if (irq && load_acquire(&ctl_->irq_armed)) r->irq = true;
+  if (stats_) {
+    ++stats_->chains;
+    stats_->bytes += bytes;
+    if (status != kOk) ++stats_->errors;
+    if (status < kStatusCount) ++stats_->errors_by_status[status];
+    if (irq) ++stats_->irqs;
+  }
+}
+
+PollResult Queue::poll(const AddressMap& map, Copier& copier, uint32_t budget) {
+  PollResult r;
+  const uint32_t req = load_acquire(&ctl_->reset_req);
+  if (req != reset_seen_) {
+    // The host zeroed sq_prod and cq_cons before asking; restart at 0.
+    restart();
+    reset_seen_ = req;
+    store_release(&ctl_->reset_ack, req);
+  }
+  if (error_ != kQueueOk) return r;
+
+  const uint32_t prod = load_acquire(&ctl_->sq_prod);
+  if (int32_t(prod - sq_prod_seen_) < 0) {
+    latch(kQueueSqIndexBackward);
+  } else if (prod - sq_cons_ > depth_) {
+    latch(kQueueSqIndexJump);
+  }
+  if (error_ != kQueueOk) {
+    // Whatever chain was open can never finish: say so rather than drop it.
+    if (in_chain_ && cq_space(1)) complete(chain_cookie_, kErrQueueBroken, uint32_t(chain_bytes_), chain_irq_, &r);
+    in_chain_ = false;
+    return r;
+  }
+  sq_prod_seen_ = prod;
+  if (prod == sq_cons_) return r;
+
+  stats_begin();
+  while (sq_cons_ != prod && r.descriptors < budget) {
+    Descriptor d;
+    memcpy(&d, &sq_[sq_cons_ & (depth_ - 1)], sizeof d);
+    const bool first = d.flags & kDescFirst;
+    const bool last = d.flags & kDescLast;
+    const uint32_t needed = (first && in_chain_ ? 1 : 0) + (last || (!first && !in_chain_) ? 1 : 0);
+    if (!cq_space(needed)) break;
+    ++sq_cons_;
+    ++r.descriptors;
+    if (stats_) ++stats_->descriptors;
+
+    if (first) {
+      if (in_chain_) complete(chain_cookie_, kErrChainUnterminated, uint32_t(chain_bytes_), chain_irq_, &r);
+      in_chain_ = true;
+      chain_len_ = 0;
+      chain_status_ = kOk;
+      chain_bytes_ = 0;
+      chain_irq_ = false;
+    } else if (!in_chain_) {
+      complete(d.cookie, kErrChainNoFirst, 0, d.flags & kDescIrq, &r);
+      continue;
+    }
+    ++chain_len_;
+    chain_cookie_ = d.cookie;
+    chain_irq_ = chain_irq_ || (d.flags & kDescIrq);
+    if (chain_status_ == kOk) {
+      if (chain_len_ > kMaxChainDescs) {
+        chain_status_ = kErrChainTooLong;
+      } else {
+        const uint8_t* src;
+        uint8_t* dst;
+        chain_status_ = validate(d, map, &src, &dst);
+        if (chain_status_ == kOk) {
+          copier.copy(dst, src, d.length);
+          chain_bytes_ += d.length;
+        }
+      }
+    }
+    if (last) {
+      complete(chain_cookie_, chain_status_, uint32_t(chain_bytes_), chain_irq_, &r);
+      in_chain_ = false;
+    }
+  }
+  stats_end();
+  // Release: our reads of the consumed descriptors are done before the host
+  // may reuse their slots.
+  store_release(&ctl_->sq_cons, sq_cons_);
+  return r;
+}
+
+}  // namespace vtrn::dma

@@ -1,0 +1,112 @@
+// vtrn DMA ABI: descriptor and completion formats and the per-queue control
+// block in BAR2, shared byte for byte by the firmware copy engine and the host
+// driver. Same conventions as hostif.h: fixed-width little-endian fields, one
+// writer per field, free-running uint32 indexes, payload before index.
+//
+// A queue is a submission ring (host produces descriptors, engine consumes)
+// and a completion ring (engine produces, host consumes). Descriptors form
+// chains: FIRST ... LAST (a single descriptor carries both flags). The engine
+// writes one completion per chain, after its LAST descriptor, carrying the
+// LAST descriptor's cookie, the chain's status and the bytes it moved.
+//
+// Addresses: a descriptor names each side's address space in its flags.
+// Host-window addresses are byte offsets from the start of the host DMA window
+// region of BAR2; HBM addresses are chip physical addresses inside the HBM
+// range the firmware reports. Nothing else is reachable.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vtrn/hostif.h"
+
+namespace vtrn::dma {
+
+enum DescFlags : uint32_t {
+  kDescFirst = 1u << 0,     // first descriptor of a chain
+  kDescLast = 1u << 1,      // last descriptor of a chain: a completion follows
+  kDescIrq = 1u << 2,       // interrupt the host when this chain completes
+  kDescFence = 1u << 3,     // start only after every earlier chain of this queue completed
+                            // (one engine runs a queue strictly in order, so today every
+                            // chain is fenced; the bit keeps its meaning for parallel engines)
+  kDescSrcHost = 1u << 8,   // src is a host-window offset (else HBM)
+  kDescDstHost = 1u << 9,   // dst is a host-window offset (else HBM)
+  kDescKnownFlags = kDescFirst | kDescLast | kDescIrq | kDescFence | kDescSrcHost | kDescDstHost,
+};
+
+struct Descriptor {
+  uint64_t src;
+  uint64_t dst;
+  uint32_t length;  // bytes, 1..kMaxDescBytes
+  uint32_t flags;   // DescFlags
+  uint64_t cookie;  // opaque to the engine; echoed in the chain's completion
+};
+static_assert(sizeof(Descriptor) == 32);
+static_assert(offsetof(Descriptor, length) == 16);
+static_assert(offsetof(Descriptor, cookie) == 24);
+
+inline constexpr uint32_t kMaxDescBytes = 16u << 20;  // x kMaxChainDescs fits Completion::bytes
+inline constexpr uint32_t kMaxChainDescs = 64;
+
+// Completion status. Closed list; values are ABI.
+enum Status : uint32_t {
+  kOk = 0,
+  kErrZeroLength = 1,        // length 0
+  kErrTooLong = 2,           // length > kMaxDescBytes
+  kErrAddrOverflow = 3,      // address + length wraps around 2^64
+  kErrSrcRange = 4,          // src outside the host window / HBM
+  kErrDstRange = 5,          // dst outside the host window / HBM
+  kErrBadFlags = 6,          // unknown flag bits
+  kErrChainTooLong = 7,      // more than kMaxChainDescs descriptors
+  kErrChainUnterminated = 8, // a FIRST arrived before the previous chain's LAST
+  kErrChainNoFirst = 9,      // a descriptor outside any chain (no FIRST)
+  kErrNotAllocated = 10,     // HBM range not inside one live allocation
+  kErrEcc = 11,              // HBM range touches a retired (uncorrectable) page
+  kErrOverlap = 12,          // src and dst ranges overlap
+  kErrQueueBroken = 13,      // the queue latched a protocol error; chain flushed
+  kErrReset = 14,            // the chip was reset with this chain in flight
+  kStatusCount = 15,
+};
+
+struct Completion {
+  uint64_t cookie;
+  uint32_t status;  // Status
+  uint32_t bytes;   // bytes the chain moved; on error, what moved before it
+};
+static_assert(sizeof(Completion) == 16);
+
+// Why a queue latched broken (QueueControl::error). Values are ABI.
+enum QueueError : uint32_t {
+  kQueueOk = 0,
+  kQueueSqIndexJump = 1,      // sq_prod moved more than depth ahead of the engine
+  kQueueSqIndexBackward = 2,  // sq_prod moved backwards
+  kQueueCqConsumerAhead = 3,  // cq_cons beyond what the engine produced
+};
+
+// One per queue, in the DMA region. Indexes on their own cache lines.
+struct QueueControl {
+  hostif::CacheLineIndex sq_prod;    // writer: host
+  hostif::CacheLineIndex sq_cons;    // writer: engine
+  hostif::CacheLineIndex cq_prod;    // writer: engine
+  hostif::CacheLineIndex cq_cons;    // writer: host
+  hostif::CacheLineIndex error;      // writer: engine; QueueError latched
+  hostif::CacheLineIndex reset_req;  // writer: host; bump to ask for a reset
+  hostif::CacheLineIndex reset_ack;  // writer: engine; = reset_req once the queue restarted at 0
+  hostif::CacheLineIndex irq_armed;  // writer: host; 1 = interrupt on IRQ-flagged completions
+};
+static_assert(sizeof(QueueControl) == 8 * 64);
+
+// Per-queue statistics, writer: engine, read with the seqlock in `seq`.
+struct QueueStats {
+  uint32_t seq;
+  uint32_t reserved;
+  uint64_t descriptors;
+  uint64_t chains;
+  uint64_t bytes;
+  uint64_t errors;
+  uint64_t busy_ns;
+  uint64_t irqs;
+  uint64_t errors_by_status[kStatusCount];
+};
+
+}  // namespace vtrn::dma
