@@ -13,4 +13,5 @@ set(VTRN_COMMON_SOURCES
   ${VTRN_ROOT}/common/hostif/log_ring.cpp
   ${VTRN_ROOT}/common/hostif/layout.cpp
   ${VTRN_ROOT}/common/board/board.cpp
-  ${VTRN_ROOT}/common/dma/dma_queue.cpp)
+  ${VTRN_ROOT}/common/dma/dma_queue.cpp
+  ${VTRN_ROOT}/common/dma/dma_host.cpp)
