@@ -158,7 +158,9 @@ class Gic {
   // Distributor then this core's CPU interface:
   //  GICD_CTLR = 0; read TYPER (kBadHardware if it reports no SPIs);
   //  every INTID: ICENABLER/ICPENDR/ICACTIVER all-ones;
-  //  every SPI: priority kDefaultPriority, target CPU 0, level-triggered;
+  //  every SPI: priority kDefaultPriority, level-triggered, targeted at
+  //  this core (the mask the banked ITARGETSR0 reads back; CPU 0 if it
+  //  reads zero, as on a uniprocessor GIC);
   //  GICD_CTLR = enable; then init_cpu_interface().
   // kInvalidArgument on a zero base address.
   Status init(const GicConfig& cfg);
@@ -177,6 +179,8 @@ class Gic {
   // Lower value = higher priority. The GIC may implement fewer than 8 bits.
   Status set_priority(uint32_t intid, uint8_t priority);
   // SGIs have fixed configuration (kInvalidArgument). PPIs and SPIs accepted.
+  // A read-modify-write of GICD_ICFGR (two bits per INTID): configure at
+  // boot, from one core, while the INTID is disabled.
   Status set_trigger(uint32_t intid, Trigger trigger);
   // CPU target mask (bit n = CPU n); SPIs only (kInvalidArgument otherwise),
   // mask must be non-zero.

@@ -1,0 +1,37 @@
+# HAL source lists, included by hal/CMakeLists.txt (host: fake backend and
+# tests) and by firmware/CMakeLists.txt (QEMU backend). Paths are absolute so
+# either build can include this file. The backend is chosen at link time:
+# VTRN_HAL_SOURCES plus exactly one of VTRN_HAL_QEMU_SOURCES or
+# VTRN_HAL_FAKE_SOURCES.
+set(VTRN_HAL_INCLUDES
+  ${VTRN_ROOT}/hal/mmio/include
+  ${VTRN_ROOT}/hal/uart/include
+  ${VTRN_ROOT}/hal/gic/include
+  ${VTRN_ROOT}/hal/timer/include
+  ${VTRN_ROOT}/hal/pcie/include
+  ${VTRN_ROOT}/hal/ivshmem/include)
+
+# Backend-independent driver logic (register sequences, validation, math).
+set(VTRN_HAL_SOURCES
+  ${VTRN_ROOT}/hal/mmio/src/status.cpp
+  ${VTRN_ROOT}/hal/uart/src/pl011.cpp
+  ${VTRN_ROOT}/hal/gic/src/gic.cpp
+  ${VTRN_ROOT}/hal/gic/src/gicv2m.cpp
+  ${VTRN_ROOT}/hal/timer/src/timer.cpp
+  ${VTRN_ROOT}/hal/pcie/src/ecam.cpp
+  ${VTRN_ROOT}/hal/pcie/src/enumerate.cpp
+  ${VTRN_ROOT}/hal/ivshmem/src/ivshmem.cpp)
+
+# Real hardware access (AArch64 inline asm): firmware only.
+set(VTRN_HAL_QEMU_SOURCES
+  ${VTRN_ROOT}/hal/mmio/src/mmio_qemu.cpp
+  ${VTRN_ROOT}/hal/timer/src/timer_qemu.cpp)
+
+# Host fake backend (RAM register file, timer variables) and the fake PCI
+# config-space model shared by the pcie and ivshmem tests.
+set(VTRN_HAL_FAKE_INCLUDES
+  ${VTRN_ROOT}/hal/pcie/fake/include)
+set(VTRN_HAL_FAKE_SOURCES
+  ${VTRN_ROOT}/hal/mmio/src/mmio_fake.cpp
+  ${VTRN_ROOT}/hal/timer/src/timer_fake.cpp
+  ${VTRN_ROOT}/hal/pcie/fake/fake_ecam.cpp)
