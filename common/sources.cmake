@@ -6,7 +6,8 @@ set(VTRN_COMMON_INCLUDES
   ${VTRN_ROOT}/common/crc/include
   ${VTRN_ROOT}/common/hostif/include
   ${VTRN_ROOT}/common/board/include
-  ${VTRN_ROOT}/common/dma/include)
+  ${VTRN_ROOT}/common/dma/include
+  ${VTRN_ROOT}/common/hbm/include)
 set(VTRN_COMMON_SOURCES
   ${VTRN_ROOT}/common/crc/crc32.cpp
   ${VTRN_ROOT}/common/hostif/ctrl_ring.cpp
@@ -14,4 +15,5 @@ set(VTRN_COMMON_SOURCES
   ${VTRN_ROOT}/common/hostif/layout.cpp
   ${VTRN_ROOT}/common/board/board.cpp
   ${VTRN_ROOT}/common/dma/dma_queue.cpp
-  ${VTRN_ROOT}/common/dma/dma_host.cpp)
+  ${VTRN_ROOT}/common/dma/dma_host.cpp
+  ${VTRN_ROOT}/common/hbm/hbm.cpp)

@@ -1,0 +1,394 @@
+// Randomised trace tester for the HBM allocator core: thousands of mixed
+// allocate/free/free_all/retire/quota/reset steps (sizes 4 KiB..16 MiB,
+// alignments up to 2 MiB, several owners), each followed by a full check
+// against a plain reference model (std::map of live allocations, a set of
+// retired pages, per-owner usage). What it checks after every step: the
+// allocator's audit() (free lists agree with the bitmaps, no two adjacent
+// free blocks, the address tree, accounting), and from the outside the
+// address map: live blocks are exactly the model's allocations, nothing
+// overlaps, used/free/retired bytes add up exactly, retired pages lie in no
+// free block and only in allocations the model knows are poisoned, and
+// per-owner and per-category usage match. Failures the model cannot
+// predict exactly (kNoMemory depends on placement) are checked against the
+// good-fit guarantee instead. Seeded, reproducible; a failure names the
+// seed and the step.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+// cmocka 1.1 ships no extern "C" guards.
+extern "C" {
+#include <cmocka.h>
+}
+
+#include <map>
+#include <set>
+#include <vector>
+
+#include "vtrn/hbm.h"
+
+using namespace vtrn::hbm;
+
+namespace {
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+constexpr uint64_t kPage = 4 * kKiB;
+constexpr uint64_t kBase = 0x8000'0000ull;
+constexpr uint32_t kOwners = 6;
+constexpr uint32_t kSteps = 15000;
+
+struct Rng {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  uint64_t below(uint64_t n) { return next() % n; }
+};
+
+struct Live {
+  uint64_t bytes;
+  uint32_t owner;
+  Category category;
+};
+
+struct OwnerModel {
+  uint64_t quota = kNoQuota;
+  bool explicit_quota = false;
+};
+
+struct Model {
+  std::map<uint64_t, Live> live;
+  std::set<uint64_t> retired;
+  std::map<uint32_t, OwnerModel> owners;  // owners the allocator must know
+  uint64_t used_by(uint32_t owner) const {
+    uint64_t n = 0;
+    for (auto& [a, l] : live)
+      if (l.owner == owner) n += l.bytes;
+    return n;
+  }
+  uint32_t count_of(uint32_t owner) const {
+    uint32_t n = 0;
+    for (auto& [a, l] : live)
+      if (l.owner == owner) n++;
+    return n;
+  }
+  const std::pair<const uint64_t, Live>* containing(uint64_t addr) const {
+    auto it = live.upper_bound(addr);
+    if (it == live.begin()) return nullptr;
+    --it;
+    return addr < it->first + it->second.bytes ? &*it : nullptr;
+  }
+  bool poisoned(uint64_t addr, uint64_t bytes) const {
+    auto it = retired.lower_bound(addr);
+    return it != retired.end() && *it < addr + bytes;
+  }
+  // Drops owners that hold nothing and never had a quota set, as the
+  // allocator does.
+  void drop_if_idle(uint32_t owner) {
+    auto it = owners.find(owner);
+    if (it != owners.end() && !it->second.explicit_quota && count_of(owner) == 0)
+      owners.erase(it);
+  }
+};
+
+struct Harness {
+  Config config;
+  std::vector<uint8_t> arena;
+  Allocator alloc;
+  Model model;
+  Rng rng;
+  uint64_t seed;
+  uint32_t step = 0;
+  // Outcome counts over the whole trace (resets clear the allocator's).
+  uint64_t allocs = 0, frees = 0, nomem = 0, quota = 0, poisoned_frees = 0, resets = 0;
+};
+
+#define CHECK(cond)                                                                       \
+  do {                                                                                    \
+    if (!(cond))                                                                          \
+      fail_msg("seed %llu step %u: check failed: %s", (unsigned long long)h.seed, h.step, \
+               #cond);                                                                    \
+  } while (0)
+
+struct Walk {
+  std::vector<BlockInfo> blocks;
+};
+
+void collect(const BlockInfo& b, void* ctx) { static_cast<Walk*>(ctx)->blocks.push_back(b); }
+
+void check_everything(Harness& h) {
+  CHECK(h.alloc.audit() == Error::kOk);
+  Walk w;
+  h.alloc.for_each_block(collect, &w);
+  const uint64_t total = h.alloc.total_bytes();
+  uint64_t expect = kBase, used = 0, free_bytes = 0, retired_outside = 0, largest = 0;
+  uint32_t used_blocks = 0;
+  bool prev_free = false;
+  for (const BlockInfo& b : w.blocks) {
+    CHECK(b.addr == expect);  // contiguous, hence no overlap
+    CHECK(b.bytes > 0 && b.bytes % kPage == 0);
+    expect += b.bytes;
+    auto r = h.model.retired.lower_bound(b.addr);
+    bool has_retired = r != h.model.retired.end() && *r < b.addr + b.bytes;
+    switch (b.state) {
+      case BlockState::kFree:
+        CHECK(!prev_free);  // coalescing complete
+        CHECK(!has_retired);
+        free_bytes += b.bytes;
+        if (b.bytes > largest) largest = b.bytes;
+        break;
+      case BlockState::kUsed: {
+        auto it = h.model.live.find(b.addr);
+        CHECK(it != h.model.live.end());
+        CHECK(it->second.bytes == b.bytes);
+        AllocationInfo info;
+        CHECK(h.alloc.lookup(b.addr, b.bytes, &info) == Error::kOk);
+        CHECK(info.addr == b.addr && info.owner == it->second.owner &&
+              info.category == it->second.category);
+        CHECK(info.poisoned == has_retired);
+        used += b.bytes;
+        used_blocks++;
+        break;
+      }
+      case BlockState::kRetired:
+        CHECK(b.bytes == kPage && h.model.retired.count(b.addr) == 1);
+        retired_outside += b.bytes;
+        break;
+    }
+    prev_free = b.state == BlockState::kFree;
+  }
+  CHECK(expect == kBase + total);
+  CHECK(used_blocks == h.model.live.size());
+  uint64_t model_used = 0;
+  uint64_t cat_bytes[kCategoryCount] = {};
+  for (auto& [a, l] : h.model.live) {
+    model_used += l.bytes;
+    cat_bytes[uint32_t(l.category)] += l.bytes;
+  }
+  uint64_t model_retired_outside = 0;
+  for (uint64_t p : h.model.retired)
+    if (h.model.containing(p) == nullptr) model_retired_outside += kPage;
+  Stats s;
+  h.alloc.stats(&s);
+  CHECK(used == model_used && s.used_bytes == model_used);
+  CHECK(retired_outside == model_retired_outside && s.retired_bytes == retired_outside);
+  CHECK(s.free_bytes == free_bytes && used + free_bytes + retired_outside == total);
+  CHECK(s.largest_free_bytes == largest);
+  CHECK(s.retired_pages == h.model.retired.size());
+  CHECK(s.live_allocations == h.model.live.size());
+  CHECK(s.owners == h.model.owners.size());
+  for (uint32_t c = 0; c < kCategoryCount; ++c) CHECK(s.category_bytes[c] == cat_bytes[c]);
+  uint64_t owner_bytes[kOwners + 1] = {};
+  uint32_t owner_count[kOwners + 1] = {};
+  for (auto& [a, l] : h.model.live) {
+    owner_bytes[l.owner] += l.bytes;
+    owner_count[l.owner]++;
+  }
+  for (uint32_t o = 1; o <= kOwners; ++o) {
+    OwnerUsage u;
+    Error e = h.alloc.owner_usage(o, &u);
+    bool known = h.model.owners.count(o) == 1;
+    CHECK(e == (known ? Error::kOk : Error::kNotFound));
+    if (known) {
+      CHECK(u.used_bytes == owner_bytes[o]);
+      CHECK(u.allocations == owner_count[o]);
+      CHECK(u.quota == h.model.owners[o].quota);
+    }
+  }
+}
+
+uint64_t random_size(Rng& r) {
+  // Log-uniform over 4 KiB..16 MiB, then an arbitrary byte count below it.
+  uint32_t shift = 12 + uint32_t(r.below(13));
+  uint64_t hi = 1ull << shift;
+  return hi / 2 + 1 + r.below(hi / 2);
+}
+
+void step_allocate(Harness& h) {
+  uint32_t owner = 1 + uint32_t(h.rng.below(kOwners));
+  Category cat = Category(h.rng.below(kCategoryCount));
+  uint64_t size = random_size(h.rng);
+  if (size > 16 * kMiB) size = 16 * kMiB;
+  uint64_t align = h.rng.below(3) == 0 ? (kPage << h.rng.below(10)) : 0;
+  uint64_t pages = (size + kPage - 1) / kPage;
+  uint64_t bytes = pages * kPage;
+  Stats before;
+  h.alloc.stats(&before);
+  uint64_t addr = 0;
+  Error e = h.alloc.allocate(owner, cat, size, align, &addr);
+  if (h.model.live.size() >= h.config.limits.max_allocations) {
+    CHECK(e == Error::kTooManyAllocations);
+    return;
+  }
+  auto it = h.model.owners.find(owner);
+  uint64_t quota = it == h.model.owners.end() ? h.config.default_quota : it->second.quota;
+  if (quota != kNoQuota && h.model.used_by(owner) + bytes > quota) {
+    CHECK(e == Error::kQuota);
+    h.quota++;
+    return;
+  }
+  if (e == Error::kNoMemory) {
+    // Good fit guarantees success when a free block reaches the request
+    // padded for alignment and rounded up to its size class (< 1/32 more).
+    uint64_t need = pages + (align > kPage ? align / kPage - 1 : 0);
+    CHECK(before.largest_free_bytes / kPage < need + need / 32 + 1);
+    h.nomem++;
+    return;
+  }
+  CHECK(e == Error::kOk);
+  CHECK(addr % (align > kPage ? align : kPage) == 0);
+  CHECK(addr >= kBase && addr + bytes <= kBase + h.alloc.total_bytes());
+  CHECK(h.model.live.count(addr) == 0);
+  h.model.live[addr] = Live{bytes, owner, cat};
+  h.allocs++;
+  if (it == h.model.owners.end()) h.model.owners[owner] = OwnerModel{h.config.default_quota, false};
+}
+
+void step_free(Harness& h) {
+  if (h.model.live.empty()) return;
+  auto it = h.model.live.begin();
+  std::advance(it, h.rng.below(h.model.live.size()));
+  uint64_t addr = it->first;
+  uint32_t owner = it->second.owner;
+  if (h.rng.below(10) == 0) {
+    uint32_t other = owner % kOwners + 1;
+    CHECK(h.alloc.free(addr, other) == Error::kNotOwner);
+    CHECK(h.alloc.free(addr + kPage / 2, owner) == Error::kNoSuchAllocation);
+  }
+  CHECK(h.alloc.free(addr, h.rng.below(2) ? owner : kAnyOwner) == Error::kOk);
+  h.frees++;
+  if (h.model.poisoned(addr, it->second.bytes)) h.poisoned_frees++;
+  h.model.live.erase(it);
+  h.model.drop_if_idle(owner);
+}
+
+void step_free_all(Harness& h) {
+  uint32_t owner = 1 + uint32_t(h.rng.below(kOwners));
+  uint32_t expect = h.model.count_of(owner);
+  uint32_t freed = 0;
+  CHECK(h.alloc.free_all(owner, &freed) == Error::kOk);
+  CHECK(freed == expect);
+  for (auto it = h.model.live.begin(); it != h.model.live.end();)
+    it = it->second.owner == owner ? h.model.live.erase(it) : std::next(it);
+  h.model.drop_if_idle(owner);
+}
+
+void step_retire(Harness& h) {
+  uint64_t addr = kBase + h.rng.below(h.alloc.total_bytes());
+  // Half the time aim inside a live allocation to exercise poisoning.
+  if (!h.model.live.empty() && h.rng.below(2) == 0) {
+    auto it = h.model.live.begin();
+    std::advance(it, h.rng.below(h.model.live.size()));
+    addr = it->first + h.rng.below(it->second.bytes);
+  }
+  uint64_t page = addr & ~(kPage - 1);
+  RetireOutcome out;
+  Error e = h.alloc.retire_page(addr, &out);
+  if (h.model.retired.count(page)) {
+    CHECK(e == Error::kAlreadyRetired);
+    return;
+  }
+  if (h.model.retired.size() >= h.config.limits.max_retired_pages) {
+    CHECK(e == Error::kTooManyRetired);
+    return;
+  }
+  CHECK(e == Error::kOk);
+  auto owner_alloc = h.model.containing(page);
+  CHECK(out.was_allocated == (owner_alloc != nullptr));
+  if (owner_alloc) CHECK(out.allocation_addr == owner_alloc->first && out.owner == owner_alloc->second.owner);
+  h.model.retired.insert(page);
+}
+
+void step_quota(Harness& h) {
+  uint32_t owner = 1 + uint32_t(h.rng.below(kOwners));
+  if (h.rng.below(3) == 0) {
+    CHECK(h.alloc.remove_owner(owner) == Error::kOk);
+    for (auto it = h.model.live.begin(); it != h.model.live.end();)
+      it = it->second.owner == owner ? h.model.live.erase(it) : std::next(it);
+    h.model.owners.erase(owner);
+    return;
+  }
+  uint64_t quota = h.rng.below(2) ? kNoQuota : (32 * kMiB + h.rng.below(128 * kMiB));
+  CHECK(h.alloc.set_quota(owner, quota) == Error::kOk);
+  h.model.owners[owner] = OwnerModel{quota, true};
+}
+
+// A chip reset: everything live is gone, the retired list comes back.
+void step_reset(Harness& h) {
+  std::vector<uint64_t> image(h.config.limits.max_retired_pages);
+  uint32_t n = 0;
+  CHECK(h.alloc.export_retired(image.data(), uint32_t(image.size()), &n) == Error::kOk);
+  CHECK(n == h.model.retired.size());
+  CHECK(h.alloc.init(h.config, h.arena.data(), h.arena.size()) == Error::kOk);
+  CHECK(h.alloc.import_retired(image.data(), n) == Error::kOk);
+  h.model.live.clear();
+  h.model.owners.clear();
+  h.resets++;
+}
+
+void step_lookup(Harness& h) {
+  uint64_t addr = kBase + h.rng.below(h.alloc.total_bytes());
+  uint64_t len = 1 + h.rng.below(64 * kKiB);
+  if (addr + len > kBase + h.alloc.total_bytes()) return;
+  AllocationInfo info;
+  Error e = h.alloc.lookup(addr, len, &info);
+  auto a = h.model.containing(addr);
+  bool inside = a != nullptr && addr + len <= a->first + a->second.bytes;
+  CHECK(e == (inside ? Error::kOk : Error::kNotFound));
+  if (inside) CHECK(info.addr == a->first);
+}
+
+void run_trace(uint64_t seed) {
+  Harness h;
+  h.seed = seed;
+  h.rng.s = seed;
+  h.config.geometry.stacks = 2;
+  h.config.geometry.bytes_per_stack = 256 * kMiB;
+  h.config.geometry.page_bytes = kPage;
+  h.config.geometry.channels = 8;
+  h.config.base = kBase;
+  h.config.limits.max_allocations = 160;
+  h.config.limits.max_owners = 8;
+  h.config.limits.max_retired_pages = 192;
+  h.arena.assign(Allocator::arena_bytes(h.config.limits), 0);
+  assert_int_equal(h.alloc.init(h.config, h.arena.data(), h.arena.size()), Error::kOk);
+  for (h.step = 0; h.step < kSteps; ++h.step) {
+    uint64_t r = h.rng.below(1000);
+    if (r < 480) step_allocate(h);
+    else if (r < 905) step_free(h);
+    else if (r < 920) step_free_all(h);
+    else if (r < 935) step_retire(h);
+    else if (r < 945) step_quota(h);
+    else if (r < 947) step_reset(h);
+    else step_lookup(h);
+    check_everything(h);
+  }
+  printf("seed %llu: %llu allocs, %llu frees (%llu poisoned), %llu no-memory, %llu quota, "
+         "%llu resets, %zu retired pages\n",
+         (unsigned long long)seed, (unsigned long long)h.allocs, (unsigned long long)h.frees,
+         (unsigned long long)h.poisoned_frees, (unsigned long long)h.nomem,
+         (unsigned long long)h.quota, (unsigned long long)h.resets, h.model.retired.size());
+}
+
+void test_trace_seed_1_keeps_model_and_invariants(void**) { run_trace(1); }
+void test_trace_seed_2_keeps_model_and_invariants(void**) { run_trace(2); }
+void test_trace_seed_3_keeps_model_and_invariants(void**) { run_trace(0xC0FFEE); }
+void test_trace_seed_4_keeps_model_and_invariants(void**) { run_trace(0x5EED5EED); }
+
+}  // namespace
+
+int main() {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_trace_seed_1_keeps_model_and_invariants),
+      cmocka_unit_test(test_trace_seed_2_keeps_model_and_invariants),
+      cmocka_unit_test(test_trace_seed_3_keeps_model_and_invariants),
+      cmocka_unit_test(test_trace_seed_4_keeps_model_and_invariants),
+  };
+  return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
