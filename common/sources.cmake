@@ -17,3 +17,9 @@ set(VTRN_COMMON_SOURCES
   ${VTRN_ROOT}/common/dma/dma_queue.cpp
   ${VTRN_ROOT}/common/dma/dma_host.cpp
   ${VTRN_ROOT}/common/hbm/hbm.cpp)
+
+include(${VTRN_ROOT}/common/link/sources.cmake)
+include(${VTRN_ROOT}/common/power/sources.cmake)
+list(APPEND VTRN_COMMON_INCLUDES ${VTRN_LINK_INCLUDES} ${VTRN_POWER_INCLUDES})
+list(REMOVE_DUPLICATES VTRN_COMMON_INCLUDES)
+list(APPEND VTRN_COMMON_SOURCES ${VTRN_LINK_SOURCES} ${VTRN_POWER_SOURCES})

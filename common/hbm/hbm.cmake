@@ -16,3 +16,9 @@ set_tests_properties(hbm_trace PROPERTIES TIMEOUT 120)
 add_executable(hbm_bench ${VTRN_ROOT}/common/hbm/bench/hbm_bench.cpp)
 target_link_libraries(hbm_bench PRIVATE vtrn_common)
 target_compile_options(hbm_bench PRIVATE -O2)
+
+# Which part of the fragmentation figure is placement policy and which is
+# the trace: the churn under several lifetime models and policies.
+add_executable(hbm_frag_policies ${VTRN_ROOT}/common/hbm/bench/hbm_frag_policies.cpp)
+target_link_libraries(hbm_frag_policies PRIVATE vtrn_common)
+target_compile_options(hbm_frag_policies PRIVATE -O2)

@@ -81,7 +81,7 @@ void test_init_rejects_invalid_geometry_and_small_arena(void**) {
   c.limits.max_allocations = 0;
   assert_int_equal(a.init(c, g_arena, sizeof(g_arena)), Error::kBadConfig);
   c = make_config();
-  size_t need = Allocator::arena_bytes(c.limits);
+  size_t need = Allocator::arena_bytes(c);
   assert_int_equal(a.init(c, g_arena, need - 1), Error::kArenaTooSmall);
   assert_int_equal(a.init(c, g_arena + 4, need), Error::kArenaTooSmall);
   assert_int_equal(a.init(c, g_arena, need), Error::kOk);
@@ -91,12 +91,24 @@ void test_init_rejects_invalid_geometry_and_small_arena(void**) {
 }
 
 void test_arena_bytes_follows_published_bound(void**) {
-  Limits l;
-  l.max_allocations = 4096;
-  l.max_owners = 256;
-  l.max_retired_pages = 256;
-  // 48 * (2 * (A + R) + 2) + 72 * O + 4 * H + 4 * R with H = 512.
-  assert_int_equal(Allocator::arena_bytes(l), 48 * (2 * (4096 + 256) + 2) + 72 * 256 + 4 * 512 + 4 * 256);
+  Config c = make_config(1, 256 * kMiB);
+  c.limits.max_allocations = 4096;
+  c.limits.max_owners = 256;
+  c.limits.max_retired_pages = 256;
+  // 36 * (2 * (A + R) + 2) + 72 * O + 4 * H + 4 * R + 4 * P + 8 * W with
+  // H = 512, P = 65,536 pages, W = 1024 + 16 + 1 bitmap words.
+  size_t records = 36 * (2 * (4096 + 256) + 2);
+  assert_int_equal(Allocator::arena_bytes(c),
+                   records + 72 * 256 + 4 * 512 + 4 * 256 + 4 * 65536 + 8 * (1024 + 16 + 1));
+  assert_int_equal(Allocator::arena_bytes(c), 605392);  // the example in vtrn/hbm.h
+  // Pages not a multiple of 64 round each level up; sections round up to 8.
+  c = make_config(1, 100 * kPage);
+  c.limits.max_allocations = 1;
+  c.limits.max_owners = 1;
+  c.limits.max_retired_pages = 1;
+  assert_int_equal(Allocator::arena_bytes(c), 216 + 72 + 8 + 8 + 400 + 8 * (2 + 1));
+  c.geometry.stacks = 0;
+  assert_int_equal(Allocator::arena_bytes(c), 0);
 }
 
 void test_allocation_rounds_size_up_to_page(void**) {

@@ -4,7 +4,7 @@
 // against a plain reference model (std::map of live allocations, a set of
 // retired pages, per-owner usage). What it checks after every step: the
 // allocator's audit() (free lists agree with the bitmaps, no two adjacent
-// free blocks, the address tree, accounting), and from the outside the
+// free blocks, the live-start index, accounting), and from the outside the
 // address map: live blocks are exactly the model's allocations, nothing
 // overlaps, used/free/retired bytes add up exactly, retired pages lie in no
 // free block and only in allocations the model knows are poisoned, and
@@ -356,7 +356,7 @@ void run_trace(uint64_t seed) {
   h.config.limits.max_allocations = 160;
   h.config.limits.max_owners = 8;
   h.config.limits.max_retired_pages = 192;
-  h.arena.assign(Allocator::arena_bytes(h.config.limits), 0);
+  h.arena.assign(Allocator::arena_bytes(h.config), 0);
   assert_int_equal(h.alloc.init(h.config, h.arena.data(), h.arena.size()), Error::kOk);
   for (h.step = 0; h.step < kSteps; ++h.step) {
     uint64_t r = h.rng.below(1000);

@@ -8,7 +8,8 @@
 // the memory it manages: the host DMA writes HBM directly, and page
 // retirement must work on memory that is known bad, so every piece of
 // metadata (block headers included) lives out of band, in one arena that
-// the caller provides and that is sized by arena_bytes() from the limits.
+// the caller provides and that is sized by arena_bytes() from the geometry
+// and the limits.
 // There is no heap, no exception, no RTTI and no lock: the caller
 // serialises calls (the firmware's HBM service runs on one core).
 //
@@ -21,27 +22,42 @@
 // Config::base (which must be kMaxAlignment-aligned), so a block may span
 // two stacks; stack_of(addr) is (addr - base) / bytes_per_stack.
 //
-// Bounded time. allocate, free, lookup, set_quota: O(1) plus an
-// O(log max_allocations) red-black tree step (the address index of live
-// allocations that lookup uses). free of a poisoned allocation adds
-// O(max_retired_pages) to split the range around its retired pages.
-// free_all(owner) costs one free per allocation the owner holds.
-// retire_page walks at most 2 * max_retired_pages + 1 blocks. stats()
-// scans the top free list for the exact largest block; audit() is O(n) and
-// meant for tests and a debug command.
+// Placement is TLSF good fit, kept over address-ordered first fit on
+// measurement (bench/hbm_frag_policies): on the churn (random
+// lifetimes, 50..70% full) first fit leaves 54% fragmentation against 61%
+// here, and every policy tried stays above 50%, because about 98% of frees
+// land away from the largest free block; a bounded-time first fit (a
+// segment tree over pages) would cost O(log pages) per operation for that.
 //
-// Worst-case metadata, the published bound (A = max_allocations,
-// R = max_retired_pages, O = max_owners, H = the power of two >= 2 * O):
-//   arena   = 48 * (2 * (A + R) + 2) + 72 * O + 4 * H + 4 * R bytes
-//             (arena_bytes() computes it; the sections need no padding);
-//   object  = sizeof(Allocator), 3,936 bytes (x86-64 and AArch64), fixed.
-// Neither depends on the HBM size or the page size: a block record exists
-// per block, not per page, and there are at most 2 * (A + R) + 1 blocks
-// (every free block is followed by a non-free one or the end, and non-free
-// blocks are live allocations or retired pages outside them); one more
-// record is the tree's nil sentinel. The HBM size only has to satisfy
+// Bounded time. allocate, free, lookup, check_range, next_allocation,
+// set_quota: O(1) apart from one owner-table probe and a walk of at most
+// L = ceil(log64(pages)) words of the live-start bitmap (L <= 6; 3 for
+// 64 Ki pages). There is no tree: free finds its record through a
+// page-indexed table, lookup through the bitmap. free of a poisoned
+// allocation adds O(max_retired_pages) to split the range around its
+// retired pages. free_all(owner) costs one free per allocation the owner
+// holds. retire_page walks at most 2 * max_retired_pages + 1 blocks.
+// stats() scans the top free list for the exact largest block; audit() is
+// O(blocks + pages / 64) and meant for tests and a debug command.
+//
+// Worst-case metadata, the published bound (P = pages of HBM = HBM bytes /
+// page bytes, A = max_allocations, R = max_retired_pages, O = max_owners,
+// H = the power of two >= 2 * O, W = words of the bitmap: W_0 = ceil(P/64),
+// W_k+1 = ceil(W_k/64) until a level has one word, W = sum of the W_k,
+// which is < P/63 + 6):
+//   arena   = 36 * (2 * (A + R) + 2) + 72 * O + 4 * H + 4 * R + 4 * P + 8 * W
+//             bytes, each section rounded up to 8 (arena_bytes() computes it);
+//   object  = sizeof(Allocator), 4,008 bytes (x86-64 and AArch64), fixed.
+// The block records do not depend on the HBM size: a record exists per
+// block, not per page, and there are at most 2 * (A + R) + 1 blocks (every
+// free block is followed by a non-free one or the end, and non-free blocks
+// are live allocations or retired pages outside them). What scales with the
+// HBM is 4 bytes a page for the start-page -> record table plus one bit a
+// page (and 1/64 of that per level) for the bitmap: 4.13 bytes a page,
+// 0.1% of the HBM at 4 KiB pages. The HBM size has to satisfy
 // total_bytes / page_bytes < 2^31.
-// Example: A = 4096, R = 256, O = 256 -> 439,392 bytes for any HBM size.
+// Example: A = 4096, R = 256, O = 256, 256 MiB of 4 KiB pages (P = 65,536)
+// -> 313,416 + 18,432 + 2,048 + 1,024 + 262,144 + 8,328 = 605,392 bytes.
 #pragma once
 
 #include <stddef.h>
@@ -165,8 +181,9 @@ class Allocator {
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
-  // Bytes of arena that init() needs for these limits (the bound above).
-  [[nodiscard]] static size_t arena_bytes(const Limits& limits);
+  // Bytes of arena that init() needs for this geometry and these limits
+  // (the bound above); 0 when the config is one init() would reject.
+  [[nodiscard]] static size_t arena_bytes(const Config& config);
 
   // Validates the geometry (1..kMaxStacks stacks, page a power of two in
   // 4 KiB..2 MiB, bytes_per_stack a multiple of it, fewer than 2^31 pages),
@@ -223,8 +240,8 @@ class Allocator {
   // Visits every block in address order (O(number of blocks)).
   void for_each_block(void (*fn)(const BlockInfo&, void*), void* ctx) const;
   // Checks every invariant (address map contiguous, no two free neighbours,
-  // free lists agree with the bitmaps and the size classes, the address
-  // index is a valid red-black tree holding exactly the live allocations,
+  // free lists agree with the bitmaps and the size classes, the live-start
+  // bitmap and page table index exactly the live allocations,
   // per-owner and per-category accounting, retired pages only in retired
   // blocks or poisoned allocations). O(n); kInconsistent on the first break.
   Error audit() const;
@@ -259,14 +276,11 @@ class Allocator {
   uint32_t owner_home(uint32_t id) const;
   void owner_erase(uint32_t id);
 
-  void tree_insert(uint32_t z);
-  void tree_remove(uint32_t z);
-  void tree_rotate_left(uint32_t x);
-  void tree_rotate_right(uint32_t x);
-  void tree_transplant(uint32_t u, uint32_t v);
-  uint32_t tree_floor(uint32_t page) const;
-  uint32_t tree_ceil(uint32_t page) const;
-  Error tree_check(uint32_t n, uint32_t lo, uint32_t hi, int* black_height) const;
+  void live_mark(uint32_t page);
+  void live_unmark(uint32_t page);
+  [[nodiscard]] bool live_at(uint32_t page) const;
+  uint32_t live_at_or_before(uint32_t page) const;
+  uint32_t live_at_or_after(uint32_t page) const;
 
   uint32_t retired_lower_bound(uint32_t page) const;
   void fill_info(uint32_t b, AllocationInfo* out) const;
@@ -283,7 +297,7 @@ class Allocator {
   uint64_t default_quota_ = kNoQuota;
 
   Block* blocks_ = nullptr;
-  uint32_t block_capacity_ = 0;  // records, index 0 is the tree's nil sentinel
+  uint32_t block_capacity_ = 0;  // records; index 0 is never used ("none")
   uint32_t spare_head_ = 0;      // chain of unused records
   Owner* owners_ = nullptr;
   uint32_t* owner_hash_ = nullptr;  // owner slot + 1, 0 = empty
@@ -292,7 +306,16 @@ class Allocator {
   uint32_t* retired_ = nullptr;     // sorted page numbers
   uint32_t retired_count_ = 0;
 
-  uint32_t tree_root_ = 0;
+  // Live allocations by first page: a bit per page in a bitmap with
+  // summary levels (a bit per non-empty word below), and the record of the
+  // allocation starting at each page, valid only where the bit is set.
+  static constexpr uint32_t kMaxLevels = 6;  // 64^6 > 2^31 pages
+  uint64_t* live_bits_ = nullptr;
+  uint32_t level_offset_[kMaxLevels] = {};  // first word of each level
+  uint32_t level_words_[kMaxLevels] = {};
+  uint32_t levels_ = 0;
+  uint32_t* start_record_ = nullptr;
+
   uint32_t fl_bitmap_ = 0;
   uint32_t sl_bitmap_[kFlCount] = {};
   uint32_t heads_[kFlCount][kSlCount] = {};

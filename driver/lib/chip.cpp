@@ -1,0 +1,796 @@
+// One chip: QEMU process, ivshmem server, boot handshake and control queue
+// (see vtrn/drv/chip.h).
+#include "vtrn/drv/chip.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "vtrn/drv/log.h"
+#include "vtrn/drv/qemu_launch.h"
+
+namespace drv {
+
+using namespace vtrn::hostif;
+
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+constexpr uint64_t kBootPollNs = 10 * kMs;     // re-check while booting (doorbells may coalesce)
+constexpr uint64_t kReadyPollNs = 200 * kMs;   // logs, telemetry, panic watch once READY
+constexpr uint64_t kStopGraceNs = 1500 * kMs;  // firmware Shutdown -> QEMU exit
+constexpr uint64_t kQuitGraceNs = 1000 * kMs;  // QMP quit -> QEMU exit
+constexpr size_t kQemuLines = 32;
+
+// Keeps text printable: firmware and UART bytes are untrusted, and protobuf
+// strings must be valid UTF-8.
+std::string printable(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) out += (c >= 0x20 && c < 0x7f) || c == '\t' ? char(c) : '?';
+  return out;
+}
+
+bool write_file(const std::string& path, const std::vector<uint8_t>& data, std::string* err) {
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd) {
+    *err = path + ": " + strerror(errno);
+    return false;
+  }
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = write(fd.get(), data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *err = path + ": " + strerror(errno);
+      return false;
+    }
+    off += size_t(n);
+  }
+  return true;
+}
+
+// Last `n` lines of a file, reading at most its last 8 KiB.
+std::vector<std::string> tail_file(const std::string& path, size_t n) {
+  std::vector<std::string> lines;
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return lines;
+  off_t size = lseek(fd.get(), 0, SEEK_END);
+  off_t start = size > 8192 ? size - 8192 : 0;
+  std::string text(size_t(size - start), '\0');
+  ssize_t got = pread(fd.get(), text.data(), text.size(), start);
+  if (got <= 0) return lines;
+  text.resize(size_t(got));
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t e = text.find('\n', pos);
+    if (e == std::string::npos) e = text.size();
+    std::string line = text.substr(pos, e - pos);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) lines.push_back(printable(line));
+    pos = e + 1;
+  }
+  if (start > 0 && !lines.empty()) lines.erase(lines.begin());  // first one is cut
+  if (lines.size() > n) lines.erase(lines.begin(), lines.end() - ptrdiff_t(n));
+  return lines;
+}
+
+std::string version_string(uint32_t v) {
+  return std::to_string(v >> 16) + "." + std::to_string((v >> 8) & 0xff) + "." +
+         std::to_string(v & 0xff);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+std::string exit_text(int status) {
+  if (WIFEXITED(status)) return "status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
+  return "unknown status";
+}
+
+}  // namespace
+
+const char* chip_state_name(Vtrn__Api__ChipState s) {
+  switch (s) {
+    case VTRN__API__CHIP_STATE__CHIP_STATE_STARTING: return "STARTING";
+    case VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING: return "BOOTING";
+    case VTRN__API__CHIP_STATE__CHIP_STATE_READY: return "READY";
+    case VTRN__API__CHIP_STATE__CHIP_STATE_FAILED: return "FAILED";
+    case VTRN__API__CHIP_STATE__CHIP_STATE_PANIC: return "PANIC";
+    case VTRN__API__CHIP_STATE__CHIP_STATE_HALTED: return "HALTED";
+    default: return "UNKNOWN";
+  }
+}
+
+Chip::Chip(EventLoop* loop, ChipOptions opts)
+    : loop_(loop),
+      opts_(std::move(opts)),
+      dir_(opts_.runtime_dir + "/chip" + std::to_string(opts_.board.id)),
+      label_("chip " + std::to_string(opts_.board.id)) {}
+
+Chip::~Chip() {
+  for (EventLoop::TimerId t : {boot_timer_, poll_timer_, op_timer_, stop_timer_})
+    if (t != 0) loop_->cancel_timer(t);
+  if (pid_ > 0 && !exited_) {
+    // Last resort (vtrnd normally stops chips first): never leave QEMU behind.
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (qemu_out_) loop_->remove(qemu_out_.get());
+  if (ivshmem_.listen_fd() >= 0) loop_->remove(ivshmem_.listen_fd());
+  if (ivshmem_.peer_fd() >= 0) loop_->remove(ivshmem_.peer_fd());
+  for (uint32_t v = 0; v < ivshmem_.vectors(); ++v) loop_->remove(ivshmem_.host_eventfd(v));
+}
+
+bool Chip::settled() const {
+  return state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY ||
+         state_ == VTRN__API__CHIP_STATE__CHIP_STATE_FAILED ||
+         state_ == VTRN__API__CHIP_STATE__CHIP_STATE_PANIC ||
+         state_ == VTRN__API__CHIP_STATE__CHIP_STATE_HALTED;
+}
+
+void Chip::set_state(Vtrn__Api__ChipState s, const std::string& error) {
+  if (state_ == s && error.empty()) return;
+  state_ = s;
+  if (!error.empty()) error_ = error;
+  if (s != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+    fail_all_ops(VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
+                 label_ + " is " + chip_state_name(s));
+  }
+  if (on_state_change) on_state_change(*this);
+}
+
+void Chip::fail(const std::string& why) {
+  if (boot_timer_ != 0) loop_->cancel_timer(boot_timer_);
+  boot_timer_ = 0;
+  fail_lines_ = last_lines(10);
+  DRV_LOGE("%s", why.c_str());
+  for (const std::string& l : fail_lines_) DRV_LOGE("%s:   %s", label_.c_str(), l.c_str());
+  set_state(VTRN__API__CHIP_STATE__CHIP_STATE_FAILED, why);
+}
+
+bool Chip::start(std::string* err) {
+  auto bail = [&](const std::string& why) {
+    *err = label_ + ": " + why;
+    fail(*err);
+    return false;
+  };
+  set_state(VTRN__API__CHIP_STATE__CHIP_STATE_STARTING);
+  if (mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) return bail(dir_ + ": " + strerror(errno));
+  std::string why;
+  const std::string dtb_path = dir_ + "/board.dtb";
+  if (!write_file(dtb_path, opts_.dtb, &why)) return bail(why);
+
+  const uint64_t bar2_bytes = uint64_t(opts_.board.bar2_mib) << 20;
+  if (!ivshmem_.create(dir_ + "/ivshmem.sock", bar2_bytes, kVectorCount, &why))
+    return bail(why);
+  hif_.attach(ivshmem_.bar2(), ivshmem_.bar2_size());
+  loop_->add(ivshmem_.listen_fd(), EPOLLIN, [this](uint32_t) {
+    std::string e;
+    if (!ivshmem_.accept_peer(&e)) {
+      DRV_LOGW("%s: ivshmem: %s", label_.c_str(), e.c_str());
+      return;
+    }
+    DRV_LOGD("%s: QEMU connected to the ivshmem server", label_.c_str());
+    loop_->add(ivshmem_.peer_fd(), EPOLLRDHUP, [this](uint32_t) {
+      // QEMU closed its end: it is exiting; SIGCHLD tells the rest.
+      loop_->remove(ivshmem_.peer_fd());
+      ivshmem_.drop_peer();
+    });
+    if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_STARTING)
+      set_state(VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING);
+  });
+  for (uint32_t v = 0; v < kVectorCount; ++v) {
+    loop_->add(ivshmem_.host_eventfd(v), EPOLLIN, [this, v](uint32_t) { on_host_doorbell(v); });
+  }
+  qmp_ = std::make_unique<QmpClient>(loop_, label_);
+  if (!qmp_->listen(dir_ + "/qmp.sock", &why)) return bail(why);
+
+  QemuParams p;
+  p.chip = opts_.board.id;
+  p.cores = opts_.board.neuron_cores;
+  p.mem_mib = 64 + (opts_.board.hbm.total_bytes() >> 20);
+  p.firmware = opts_.firmware;
+  p.board_dtb = dtb_path;
+  p.board_size = opts_.dtb.size();
+  p.ivshmem_sock = ivshmem_.path();
+  p.qmp_sock = dir_ + "/qmp.sock";
+  p.uart_log = dir_ + "/uart.log";
+  p.vectors = kVectorCount;
+  p.gdb_port = opts_.gdb_port;
+  std::vector<std::string> argv;
+  if (!build_qemu_argv(chip_args_template(), opts_.qemu, p, &argv, &why)) return bail(why);
+  cmdline_ = join_command(argv);
+  DRV_LOGI("%s: launching %s", label_.c_str(), cmdline_.c_str());
+
+  int out_fd = -1;
+  launch_ns_ = monotonic_ns();
+  pid_ = spawn_qemu(argv, &out_fd, &why);
+  if (pid_ < 0) return bail(why);
+  qemu_out_.reset(out_fd);
+  loop_->add(qemu_out_.get(), EPOLLIN, [this](uint32_t) { read_qemu_output(); });
+
+  boot_timer_ = loop_->add_timer(launch_ns_ + uint64_t(opts_.boot_timeout_ms) * kMs,
+                                 [this] {
+                                   boot_timer_ = 0;
+                                   on_boot_timeout();
+                                 });
+  schedule_poll(kBootPollNs);
+  return true;
+}
+
+void Chip::attach_for_test(uint8_t* bar2, uint64_t size) {
+  test_mode_ = true;
+  hif_.attach(bar2, size);
+  launch_ns_ = monotonic_ns();
+  set_state(VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING);
+}
+
+void Chip::schedule_poll(uint64_t delay_ns) {
+  if (test_mode_) return;
+  if (poll_timer_ != 0) loop_->cancel_timer(poll_timer_);
+  poll_timer_ = loop_->add_timer_in(delay_ns, [this] {
+    poll_timer_ = 0;
+    check_firmware();
+    if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_STARTING ||
+        state_ == VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING) {
+      schedule_poll(kBootPollNs);
+    } else if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+      poll_logs();
+      sample_telemetry();
+      schedule_poll(kReadyPollNs);
+    }
+  });
+}
+
+void Chip::read_qemu_output() {
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(qemu_out_.get(), buf, sizeof buf);
+    if (n > 0) {
+      qemu_partial_.append(buf, size_t(n));
+      size_t pos;
+      while ((pos = qemu_partial_.find('\n')) != std::string::npos) {
+        std::string line = printable(qemu_partial_.substr(0, pos));
+        qemu_partial_.erase(0, pos + 1);
+        if (line.empty()) continue;
+        DRV_LOGW("%s: qemu: %s", label_.c_str(), line.c_str());
+        qemu_lines_.push_back(line);
+        if (qemu_lines_.size() > kQemuLines) qemu_lines_.pop_front();
+      }
+      if (qemu_partial_.size() > 4096) qemu_partial_.clear();
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    // EOF: QEMU closed its output (it is exiting).
+    loop_->remove(qemu_out_.get());
+    qemu_out_.reset();
+    return;
+  }
+}
+
+void Chip::on_host_doorbell(uint32_t vector) {
+  uint64_t n = ivshmem_.drain_host(vector);
+  host_rx_events_ += n;
+  if (vector == kVectorControl) {
+    check_firmware();
+    pump();
+  } else if (vector == kVectorLog) {
+    poll_logs();
+  }
+}
+
+void Chip::check_firmware() {
+  const uint32_t fw = hif_.fw_state();
+  switch (state_) {
+    case VTRN__API__CHIP_STATE__CHIP_STATE_STARTING:
+    case VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING:
+      if (fw == kStateReady) {
+        on_ready();
+      } else if (fw == kStatePanic) {
+        on_panic();
+      } else if (fw == kStateBooting && state_ == VTRN__API__CHIP_STATE__CHIP_STATE_STARTING) {
+        set_state(VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING);
+      }
+      break;
+    case VTRN__API__CHIP_STATE__CHIP_STATE_READY:
+      if (fw == kStatePanic) {
+        on_panic();
+      } else if (fw == kStateHalted) {
+        poll_logs();
+        set_state(VTRN__API__CHIP_STATE__CHIP_STATE_HALTED, stopping_ ? "" : label_ + ": firmware halted");
+      } else if (fw != kStateReady) {
+        fail(label_ + ": firmware left READY (state " + fw_state_name(fw) + ")");
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+void Chip::on_ready() {
+  std::string why;
+  if (!hif_.bring_up(&why)) {
+    fail(label_ + ": " + why);
+    return;
+  }
+  if (boot_timer_ != 0) loop_->cancel_timer(boot_timer_);
+  boot_timer_ = 0;
+  boot_ns_ = monotonic_ns() - launch_ns_;
+  set_state(VTRN__API__CHIP_STATE__CHIP_STATE_READY);
+  const FwHeader& h = hif_.header();
+  DRV_LOGI("%s: READY in %.1f ms (firmware %s, build %s, boot generation %u)", label_.c_str(),
+           double(boot_ns_) / 1e6, version_string(h.fw_version).c_str(), h.build_id,
+           h.boot_generation);
+  poll_logs();
+  sample_telemetry();
+  schedule_poll(kReadyPollNs);
+  // Cache what the firmware says about itself for `vtrn ls`.
+  Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
+  Vtrn__Ctrl__InfoRequest info = VTRN__CTRL__INFO_REQUEST__INIT;
+  req.body_case = VTRN__CTRL__REQUEST__BODY_INFO;
+  req.info = &info;
+  submit(req, 2000, false, [this](const CtrlResult& r) {
+    if (r.status != VTRN__API__STATUS__STATUS_OK || r.response == nullptr ||
+        r.response->body_case != VTRN__CTRL__RESPONSE__BODY_INFO) {
+      DRV_LOGW("%s: firmware Info after boot failed: %s", label_.c_str(), r.error.c_str());
+      return;
+    }
+    const Vtrn__Ctrl__InfoResponse* i = r.response->info;
+    info_.valid = true;
+    info_.fw_version = printable(i->fw_version);
+    info_.build_id = printable(i->build_id);
+    info_.chip_name = printable(i->chip_name);
+    info_.board_model = printable(i->board_model);
+    info_.pci_address = printable(i->pci_address);
+    info_.cpu = printable(i->cpu);
+    info_.timer_hz = i->timer_hz;
+    info_.gic_version = i->gic_version;
+  });
+  pump();
+}
+
+void Chip::on_panic() {
+  has_panic_ = hif_.read_panic(&panic_);
+  if (!hif_.up()) {
+    std::string ignored;
+    (void)hif_.bring_up(&ignored);  // for the log ring, if the layout made it out
+  }
+  poll_logs();
+  if (boot_timer_ != 0) loop_->cancel_timer(boot_timer_);
+  boot_timer_ = 0;
+  std::string why = label_ + ": firmware panic";
+  if (has_panic_) why += std::string(": ") + printable(panic_.reason);
+  fail_lines_ = last_lines(10);
+  DRV_LOGE("%s", why.c_str());
+  for (const std::string& l : fail_lines_) DRV_LOGE("%s:   %s", label_.c_str(), l.c_str());
+  set_state(VTRN__API__CHIP_STATE__CHIP_STATE_PANIC, why);
+}
+
+void Chip::on_boot_timeout() {
+  if (settled()) return;
+  check_firmware();
+  if (settled()) return;
+  const uint32_t fw = hif_.fw_state();
+  std::string ignored;
+  if (fw != kStateOff && !hif_.up()) (void)hif_.bring_up(&ignored);
+  poll_logs();
+  std::string why = label_ + ": boot timed out after " + std::to_string(opts_.boot_timeout_ms) +
+                    " ms in state " + fw_state_name(fw);
+  std::string last = last_line();
+  if (!last.empty()) why += ": " + last;
+  fail(why);
+  if (opts_.gdb_port != 0) {
+    DRV_LOGI("%s: QEMU left running for the debugger (gdb port %u)", label_.c_str(),
+             opts_.gdb_port);
+  } else if (pid_ > 0 && !exited_) {
+    kill(pid_, SIGKILL);  // a hung firmware would only burn a host core
+  }
+}
+
+void Chip::on_child_exit(int wait_status) {
+  if (exited_) return;
+  exited_ = true;
+  if (qemu_out_) read_qemu_output();
+  const bool booting = state_ == VTRN__API__CHIP_STATE__CHIP_STATE_STARTING ||
+                       state_ == VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING;
+  DRV_LOGI("%s: QEMU (pid %d) exited with %s", label_.c_str(), int(pid_),
+           exit_text(wait_status).c_str());
+  if (stopping_) {
+    if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_FAILED &&
+        state_ != VTRN__API__CHIP_STATE__CHIP_STATE_PANIC)
+      set_state(VTRN__API__CHIP_STATE__CHIP_STATE_HALTED);
+    finish_stop();
+    return;
+  }
+  if (booting) {
+    check_firmware();  // it may have panicked and then exited
+    if (settled()) return;
+  }
+  if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY ||
+      state_ == VTRN__API__CHIP_STATE__CHIP_STATE_STARTING ||
+      state_ == VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING) {
+    std::string why = label_ + ": QEMU exited with " + exit_text(wait_status) +
+                      (booting ? " during boot" : "");
+    std::string last = last_line();
+    if (!last.empty()) why += ": " + last;
+    fail(why);
+  }
+}
+
+// ---- control queue ----------------------------------------------------------
+
+void Chip::submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool spin, CtrlDone done) {
+  CtrlResult r;
+  if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY || stopping_) {
+    r.status = VTRN__API__STATUS__STATUS_CHIP_NOT_READY;
+    r.error = label_ + " is " + chip_state_name(state_) + (error_.empty() ? "" : ": " + error_);
+    done(r);
+    return;
+  }
+  Op op;
+  op.payload.resize(protobuf_c_message_get_packed_size(&req.base));
+  protobuf_c_message_pack(&req.base, op.payload.data());
+  if (op.payload.size() > kCtrlMaxPayload) {
+    r.status = VTRN__API__STATUS__STATUS_BAD_REQUEST;
+    r.error = "request of " + std::to_string(op.payload.size()) + " bytes exceeds a control slot";
+    done(r);
+    return;
+  }
+  op.timeout_ms = timeout_ms;
+  op.spin = spin;
+  op.done = std::move(done);
+  ops_.push_back(std::move(op));
+  pump();
+}
+
+void Chip::pump() {
+  if (pumping_) {
+    repump_ = true;
+    return;
+  }
+  pumping_ = true;
+  do {
+    repump_ = false;
+    process_responses();
+    if (!inflight_ && !ops_.empty() && state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+      issue_front();
+      repump_ = true;
+    }
+  } while (repump_);
+  pumping_ = false;
+}
+
+void Chip::issue_front() {
+  current_ = std::move(ops_.front());
+  ops_.pop_front();
+  current_seq_ = next_seq_++;
+  if (next_seq_ == 0) next_seq_ = 1;
+  current_t0_ = monotonic_ns();
+  RingStatus s = hif_.push_request(current_seq_, current_.payload.data(),
+                                   uint32_t(current_.payload.size()));
+  if (s != RingStatus::kOk) {
+    CtrlResult r;
+    if (s == RingStatus::kFull) {
+      r.status = VTRN__API__STATUS__STATUS_TIMEOUT;
+      r.error = label_ + ": control request ring full (firmware not consuming)";
+      inflight_ = true;
+      complete_inflight(r);
+    } else {
+      inflight_ = true;
+      r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
+      r.error = label_ + ": control request ring broken: " +
+                ctrl_error_name(hif_.request_ring_error());
+      complete_inflight(r);
+      fail(r.error);
+    }
+    return;
+  }
+  inflight_ = true;
+  // Release ordering of the index store is done by push(); the eventfd write
+  // is a syscall, which orders it after.
+  if (!test_mode_) ivshmem_.notify_chip(kVectorControl);
+  const uint32_t seq = current_seq_;
+  op_timer_ = loop_->add_timer(current_t0_ + uint64_t(current_.timeout_ms) * kMs, [this, seq] {
+    op_timer_ = 0;
+    if (!inflight_ || current_seq_ != seq) return;
+    pump();  // a response may be sitting there with its doorbell coalesced
+    if (!inflight_ || current_seq_ != seq) return;
+    CtrlResult r;
+    r.status = VTRN__API__STATUS__STATUS_TIMEOUT;
+    r.error = label_ + ": no response to control request " + std::to_string(seq) + " within " +
+              std::to_string(current_.timeout_ms) + " ms";
+    if (uint32_t e = hif_.fw_ring_error(); e != kCtrlOk)
+      r.error += std::string(" (firmware latched: ") + ctrl_error_name(e) + ")";
+    DRV_LOGW("%s", r.error.c_str());
+    complete_inflight(r);
+    pump();
+  });
+  if (current_.spin) {
+    const uint64_t until = current_t0_ + kSpinNs;
+    while (!hif_.response_pending() && monotonic_ns() < until) {
+      cpu_relax();
+    }
+  }
+}
+
+void Chip::complete_inflight(const CtrlResult& r) {
+  if (!inflight_) return;
+  inflight_ = false;
+  if (op_timer_ != 0) loop_->cancel_timer(op_timer_);
+  op_timer_ = 0;
+  CtrlDone done = std::move(current_.done);
+  current_ = Op{};
+  if (done) done(r);
+}
+
+void Chip::process_responses() {
+  if (!hif_.up()) return;
+  std::vector<uint8_t> payload;
+  for (;;) {
+    SlotHeader h{};
+    RingStatus s = hif_.pop_response(&h, &payload);
+    const uint64_t t1 = monotonic_ns();
+    if (s == RingStatus::kEmpty) return;
+    if (s != RingStatus::kOk) {
+      std::string why = label_ + ": response ring broken: " +
+                        ctrl_error_name(hif_.response_ring_error());
+      if (inflight_) {
+        CtrlResult r;
+        r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
+        r.error = why;
+        complete_inflight(r);
+      }
+      fail(why);
+      return;
+    }
+    if (h.kind == kSlotEvent) {
+      Vtrn__Ctrl__Event* ev = vtrn__ctrl__event__unpack(nullptr, payload.size(), payload.data());
+      if (ev == nullptr) {
+        DRV_LOGW("%s: undecodable event (seq %u, %u bytes)", label_.c_str(), h.seq, h.length);
+        continue;
+      }
+      if (ev->body_case == VTRN__CTRL__EVENT__BODY_BOOT) {
+        DRV_LOGI("%s: boot event: generation %u, firmware boot %.3f ms", label_.c_str(),
+                 ev->boot->boot_generation, double(ev->boot->boot_ns) / 1e6);
+      } else {
+        DRV_LOGD("%s: event %d", label_.c_str(), int(ev->body_case));
+      }
+      vtrn__ctrl__event__free_unpacked(ev, nullptr);
+      continue;
+    }
+    if (!inflight_ || h.seq != current_seq_) {
+      DRV_LOGD("%s: dropping response seq %u (expected %u)", label_.c_str(), h.seq,
+               inflight_ ? current_seq_ : 0);
+      continue;
+    }
+    CtrlResult r;
+    r.rtt_ns = t1 - current_t0_;
+    Vtrn__Ctrl__Response* resp =
+        vtrn__ctrl__response__unpack(nullptr, payload.size(), payload.data());
+    if (resp == nullptr) {
+      r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
+      r.error = label_ + ": firmware response does not decode";
+    } else if (resp->status != VTRN__CTRL__STATUS__STATUS_OK) {
+      r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
+      r.error = label_ + ": firmware status " + std::to_string(int(resp->status)) +
+                (resp->error && resp->error[0] ? std::string(": ") + printable(resp->error) : "");
+      r.response = resp;
+    } else {
+      r.response = resp;
+    }
+    complete_inflight(r);
+    if (resp != nullptr) vtrn__ctrl__response__free_unpacked(resp, nullptr);
+  }
+}
+
+void Chip::fail_all_ops(Vtrn__Api__Status status, const std::string& why) {
+  CtrlResult r;
+  r.status = status;
+  r.error = why;
+  if (inflight_) complete_inflight(r);
+  auto ops = std::move(ops_);
+  ops_.clear();
+  for (Op& op : ops) {
+    if (op.done) op.done(r);
+  }
+}
+
+// ---- logs and telemetry -------------------------------------------------------
+
+void Chip::poll_logs() {
+  if (!hif_.up()) return;
+  std::vector<std::string> lines;
+  uint64_t lost = 0;
+  hif_.read_log_lines(&lines, &lost);
+  if (lines.empty() && lost == 0) return;
+  for (std::string& l : lines) {
+    l = printable(l);
+    history_.push_back(l);
+    if (history_.size() > kLogHistoryLines) history_.pop_front();
+  }
+  lost_total_ += lost;
+  auto listeners = listeners_;  // a listener may unsubscribe itself
+  for (auto& [id, l] : listeners) l(lines, lost);
+}
+
+int Chip::subscribe_logs(LogListener l) {
+  int id = next_listener_++;
+  listeners_[id] = std::move(l);
+  return id;
+}
+
+void Chip::unsubscribe_logs(int id) { listeners_.erase(id); }
+
+void Chip::sample_telemetry() {
+  Telemetry t{};
+  if (!hif_.read_telemetry(&t)) return;
+  if (t.uptime_ns != last_sample_.uptime_ns) {
+    prev_sample_ = last_sample_;
+    have_prev_sample_ = last_sample_.uptime_ns != 0;
+    last_sample_ = t;
+  }
+}
+
+bool Chip::telemetry(TelemetrySample* out) {
+  if (!hif_.up()) return false;
+  sample_telemetry();
+  if (last_sample_.uptime_ns == 0 && last_sample_.seq == 0) {
+    if (!hif_.read_telemetry(&out->t)) return false;
+  } else {
+    out->t = last_sample_;
+  }
+  double ratio = 0;
+  if (have_prev_sample_ && last_sample_.uptime_ns > prev_sample_.uptime_ns &&
+      last_sample_.idle_ns >= prev_sample_.idle_ns) {
+    ratio = double(last_sample_.idle_ns - prev_sample_.idle_ns) /
+            double(last_sample_.uptime_ns - prev_sample_.uptime_ns);
+  } else if (out->t.uptime_ns > 0) {
+    ratio = double(out->t.idle_ns) / double(out->t.uptime_ns);
+  }
+  out->idle_ratio = ratio < 0 ? 0 : ratio > 1 ? 1 : ratio;
+  out->host_rx_events = host_rx_events_;
+  return true;
+}
+
+std::vector<std::string> Chip::last_lines(size_t n) const {
+  std::vector<std::string> out;
+  if (!history_.empty()) {
+    size_t from = history_.size() > n ? history_.size() - n : 0;
+    out.assign(history_.begin() + ptrdiff_t(from), history_.end());
+  } else if (!test_mode_) {
+    out = tail_file(dir_ + "/uart.log", n);
+  }
+  for (const std::string& q : qemu_lines_) out.push_back("qemu: " + q);
+  if (out.size() > n) out.erase(out.begin(), out.end() - ptrdiff_t(n));
+  return out;
+}
+
+std::string Chip::last_line() const {
+  // QEMU's own complaint ("could not load kernel ...") explains more than
+  // the firmware's last words, so it wins.
+  if (!qemu_lines_.empty()) return qemu_lines_.back();
+  std::vector<std::string> l = last_lines(1);
+  return l.empty() ? "" : l.back();
+}
+
+ChipStatus Chip::status() const {
+  ChipStatus s;
+  s.id = id();
+  s.state = state_;
+  s.error = error_;
+  if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_FAILED ||
+      state_ == VTRN__API__CHIP_STATE__CHIP_STATE_PANIC)
+    s.last_log = fail_lines_;
+  s.pid = exited_ ? 0 : int(pid_ > 0 ? pid_ : 0);
+  s.gdb_port = opts_.gdb_port;
+  s.boot_ns = boot_ns_;
+  s.bar2_bytes = uint64_t(opts_.board.bar2_mib) << 20;
+  s.header_valid = hif_.up();
+  if (hif_.up()) {
+    s.header = hif_.header();
+    s.heartbeat = hif_.heartbeat();
+    s.uptime_ns = last_sample_.uptime_ns;
+  }
+  s.has_panic = has_panic_;
+  s.panic = panic_;
+  s.info = info_;
+  s.qemu_cmdline = cmdline_;
+  return s;
+}
+
+// ---- stop -------------------------------------------------------------------
+
+void Chip::stop(std::function<void()> done) {
+  if (done) stop_done_.push_back(std::move(done));
+  if (stopping_) return;
+  stopping_ = true;
+  if (pid_ <= 0 || exited_) {
+    finish_stop();
+    return;
+  }
+  auto kill_phase = [this] {
+    stop_timer_ = 0;
+    DRV_LOGW("%s: QEMU did not quit, sending SIGKILL", label_.c_str());
+    kill(pid_, SIGKILL);
+  };
+  auto quit_phase = [this, kill_phase] {
+    stop_timer_ = 0;
+    if (exited_) return;
+    if (qmp_ && qmp_->ready()) {
+      DRV_LOGI("%s: asking QEMU to quit (QMP)", label_.c_str());
+      qmp_->execute("quit", [](bool, const std::string&) {});
+      stop_timer_ = loop_->add_timer_in(kQuitGraceNs, kill_phase);
+    } else {
+      kill_phase();
+    }
+  };
+  if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+    // Ask the firmware first: it answers, then powers off (PSCI SYSTEM_OFF).
+    // Queue-wise this bypasses submit(), which refuses work once stopping.
+    Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
+    Vtrn__Ctrl__ShutdownRequest sd = VTRN__CTRL__SHUTDOWN_REQUEST__INIT;
+    req.body_case = VTRN__CTRL__REQUEST__BODY_SHUTDOWN;
+    req.shutdown = &sd;
+    Op op;
+    op.payload.resize(protobuf_c_message_get_packed_size(&req.base));
+    protobuf_c_message_pack(&req.base, op.payload.data());
+    op.timeout_ms = uint32_t(kStopGraceNs / kMs);
+    op.spin = false;
+    op.done = [this](const CtrlResult& r) {
+      if (r.status != VTRN__API__STATUS__STATUS_OK)
+        DRV_LOGW("%s: firmware shutdown: %s", label_.c_str(), r.error.c_str());
+    };
+    ops_.push_front(std::move(op));
+    pump();
+    stop_timer_ = loop_->add_timer_in(kStopGraceNs, quit_phase);
+  } else {
+    quit_phase();
+  }
+}
+
+void Chip::finish_stop() {
+  if (stop_timer_ != 0) loop_->cancel_timer(stop_timer_);
+  stop_timer_ = 0;
+  if (poll_timer_ != 0) loop_->cancel_timer(poll_timer_);
+  poll_timer_ = 0;
+  if (boot_timer_ != 0) loop_->cancel_timer(boot_timer_);
+  boot_timer_ = 0;
+  fail_all_ops(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, label_ + " is stopping");
+  auto done = std::move(stop_done_);
+  stop_done_.clear();
+  for (auto& d : done) d();
+}
+
+void Chip::cleanup() {
+  if (qemu_out_) {
+    loop_->remove(qemu_out_.get());
+    qemu_out_.reset();
+  }
+  if (ivshmem_.peer_fd() >= 0) loop_->remove(ivshmem_.peer_fd());
+  if (ivshmem_.listen_fd() >= 0) loop_->remove(ivshmem_.listen_fd());
+  for (uint32_t v = 0; v < ivshmem_.vectors(); ++v) loop_->remove(ivshmem_.host_eventfd(v));
+  hif_.attach(nullptr, 0);
+  ivshmem_.close();
+  if (qmp_) qmp_->close();
+  qmp_.reset();
+  if (test_mode_) return;
+  for (const char* f : {"board.dtb", "uart.log", "ivshmem.sock", "qmp.sock"})
+    unlink((dir_ + "/" + f).c_str());
+  if (rmdir(dir_.c_str()) != 0 && errno != ENOENT)
+    DRV_LOGW("%s: cannot remove %s: %s", label_.c_str(), dir_.c_str(), strerror(errno));
+}
+
+}  // namespace drv

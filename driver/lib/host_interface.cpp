@@ -1,0 +1,185 @@
+// Host-side BAR2 access (see vtrn/drv/host_interface.h).
+#include "vtrn/drv/host_interface.h"
+
+#include <string.h>
+
+namespace drv {
+
+using namespace vtrn::hostif;
+
+namespace {
+
+template <typename T>
+T load_acquire_field(const T* p) {
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+}  // namespace
+
+const char* ctrl_error_name(uint32_t e) {
+  switch (e) {
+    case kCtrlOk: return "ok";
+    case kCtrlIndexJump: return "producer index jumped";
+    case kCtrlIndexBackward: return "producer index moved backwards";
+    case kCtrlBadLength: return "slot length too large";
+    case kCtrlBadCrc: return "slot CRC mismatch";
+    case kCtrlBadKind: return "unexpected slot kind";
+    case kCtrlConsumerAhead: return "consumer index beyond producer";
+    default: return "unknown ring error";
+  }
+}
+
+const char* fw_state_name(uint32_t s) {
+  switch (s) {
+    case kStateOff: return "OFF";
+    case kStateBooting: return "BOOTING";
+    case kStateReady: return "READY";
+    case kStateHalted: return "HALTED";
+    case kStatePanic: return "PANIC";
+    default: return "INVALID";
+  }
+}
+
+void HostInterface::attach(uint8_t* base, uint64_t size) {
+  *this = HostInterface{};
+  base_ = base;
+  size_ = size;
+}
+
+uint32_t HostInterface::fw_state() const {
+  if (base_ == nullptr || size_ < sizeof(FwHeader)) return kStateOff;
+  return load_acquire_field(&reinterpret_cast<const FwHeader*>(base_)->state);
+}
+
+uint64_t HostInterface::heartbeat() const {
+  if (base_ == nullptr || size_ < sizeof(FwHeader)) return 0;
+  return load_acquire_field(&reinterpret_cast<const FwHeader*>(base_)->heartbeat);
+}
+
+FwHeader HostInterface::header_snapshot() const {
+  FwHeader h{};
+  if (base_ == nullptr || size_ < sizeof(FwHeader)) return h;
+  // Acquire on the state word orders the copy after the firmware's
+  // publication of READY (it writes the header, then the state).
+  (void)fw_state();
+  memcpy(&h, base_, sizeof h);
+  h.build_id[sizeof h.build_id - 1] = '\0';
+  return h;
+}
+
+bool HostInterface::bring_up(std::string* err) {
+  up_ = false;
+  if (base_ == nullptr || size_ < kMinBar2Size) {
+    *err = "BAR2 mapping missing or smaller than the ABI minimum";
+    return false;
+  }
+  hdr_ = header_snapshot();
+  char msg[160] = {};
+  if (!validate_layout(hdr_, size_, &layout_, msg, sizeof msg)) {
+    *err = std::string("invalid BAR2 layout: ") + msg;
+    return false;
+  }
+  const Region& idx = layout_.at(kRegionCtrlIndex);
+  indexes_ = reinterpret_cast<CtrlIndexes*>(base_ + idx.offset);
+  RingMemory req{};
+  req.slots = base_ + layout_.at(kRegionCtrlReq).offset;
+  req.slot_count = kCtrlSlots;
+  req.slot_size = kCtrlSlotSize;
+  req.prod = &indexes_->req_prod;
+  req.cons = &indexes_->req_cons;
+  req.my_error = &indexes_->host_error;
+  RingMemory resp = req;
+  resp.slots = base_ + layout_.at(kRegionCtrlResp).offset;
+  resp.prod = &indexes_->resp_prod;
+  resp.cons = &indexes_->resp_cons;
+  req_ = RingProducer(req);
+  resp_ = RingConsumer(resp, (1u << kSlotResponse) | (1u << kSlotEvent));
+  const Region& log = layout_.at(kRegionLog);
+  log_ = LogReader(reinterpret_cast<const LogRingHeader*>(base_ + log.offset),
+                   log.size - sizeof(LogRingHeader));
+  log_lost_seen_ = 0;
+  telemetry_ = reinterpret_cast<const Telemetry*>(base_ + layout_.at(kRegionTelemetry).offset);
+  up_ = true;
+  return true;
+}
+
+RingStatus HostInterface::push_request(uint32_t seq, const void* payload, uint32_t length) {
+  if (!up_) return RingStatus::kBroken;
+  return req_.push(kSlotRequest, seq, payload, length);
+}
+
+RingStatus HostInterface::pop_response(SlotHeader* hdr, std::vector<uint8_t>* payload) {
+  if (!up_) return RingStatus::kBroken;
+  payload->resize(kCtrlMaxPayload);
+  RingStatus s = resp_.pop(hdr, payload->data(), uint32_t(payload->size()));
+  payload->resize(s == RingStatus::kOk ? hdr->length : 0);
+  return s;
+}
+
+bool HostInterface::response_pending() { return up_ && resp_.has_pending(); }
+
+uint32_t HostInterface::fw_ring_error() const {
+  if (!up_) return kCtrlOk;
+  return load_acquire(&indexes_->fw_error);
+}
+
+bool HostInterface::read_telemetry(Telemetry* out) const {
+  if (!up_) return false;
+  // The firmware refreshes the block for a few microseconds every period;
+  // a thousand tries only fail when it is stuck mid-update.
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    uint32_t s1 = load_acquire_field(&telemetry_->seq);
+    if (s1 & 1u) continue;
+    memcpy(out, telemetry_, sizeof *out);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    uint32_t s2 = load_acquire_field(&telemetry_->seq);
+    if (s1 == s2) return true;
+  }
+  return false;
+}
+
+bool HostInterface::read_panic(PanicRecord* out) const {
+  if (base_ == nullptr) return false;
+  uint64_t offset = kPanicOffset;
+  if (up_) {
+    offset = layout_.at(kRegionPanic).offset;
+  } else {
+    // No validated table: accept the published one only if it lies inside
+    // BAR2, else fall back to the ABI default.
+    FwHeader h = header_snapshot();
+    for (uint32_t i = 0; i < h.region_count && i < kMaxRegions; ++i) {
+      const Region& r = h.regions[i];
+      if (r.type == kRegionPanic && r.offset >= sizeof(FwHeader) && r.offset <= size_ &&
+          sizeof(PanicRecord) <= size_ - r.offset && r.size >= sizeof(PanicRecord)) {
+        offset = r.offset;
+      }
+    }
+  }
+  if (offset + sizeof(PanicRecord) > size_) return false;
+  memcpy(out, base_ + offset, sizeof *out);
+  out->reason[sizeof out->reason - 1] = '\0';
+  return out->magic == kPanicMagic;
+}
+
+void HostInterface::read_log_lines(std::vector<std::string>* lines, uint64_t* lost_bytes) {
+  *lost_bytes = 0;
+  if (!up_) return;
+  char buf[8192];
+  for (;;) {
+    size_t n = log_.read(buf, sizeof buf);
+    if (n == 0) break;
+    size_t start = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (buf[i] != '\n') continue;
+      lines->emplace_back(buf + start, i - start);
+      start = i + 1;
+    }
+    // LogReader hands out complete lines only; a tail without '\n' is a
+    // line longer than our buffer: keep it rather than lose it.
+    if (start < n) lines->emplace_back(buf + start, n - start);
+  }
+  *lost_bytes = log_.lost_bytes() - log_lost_seen_;
+  log_lost_seen_ = log_.lost_bytes();
+}
+
+}  // namespace drv

@@ -1,0 +1,53 @@
+// Building and starting one chip's QEMU. The command line is a template
+// (qemu/chip.args, compiled in) with {placeholders} filled from the board
+// DTB and the chip's runtime directory; this file knows the placeholders,
+// not the machine options, so qemu/ stays the one place to change them.
+//
+// spawn_qemu() forks and execs with stdin on /dev/null, stdout and stderr
+// into a pipe vtrnd reads (QEMU prints its own failures there), every other
+// fd closed by CLOEXEC, and PR_SET_PDEATHSIG so a crashed vtrnd never leaves
+// a QEMU running.
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace drv {
+
+struct QemuParams {
+  uint32_t chip = 0;
+  uint32_t cores = 1;
+  uint64_t mem_mib = 0;
+  std::string firmware;
+  std::string board_dtb;
+  uint64_t board_size = 0;
+  std::string ivshmem_sock;
+  std::string qmp_sock;
+  std::string uart_log;
+  uint32_t vectors = 4;
+  uint32_t gdb_port = 0;  // 0: no gdbstub
+};
+
+// The compiled-in qemu/chip.args.
+const char* chip_args_template();
+
+// Fills the template. false + *err naming the line on a bad template.
+bool build_qemu_argv(const char* tmpl, const std::string& qemu, const QemuParams& p,
+                     std::vector<std::string>* argv, std::string* err);
+
+// The QEMU binary: `flag` if non-empty, else $VTRN_QEMU, else
+// qemu-system-aarch64 on PATH. false + *err =
+// "qemu-system-aarch64 not found (install qemu-system-arm or set VTRN_QEMU)".
+bool find_qemu(const std::string& flag, std::string* path, std::string* err);
+
+// Starts argv[0]; *stderr_read receives the read end of the output pipe.
+// Returns the pid, or -1 with *err.
+pid_t spawn_qemu(const std::vector<std::string>& argv, int* stderr_read, std::string* err);
+
+// Shell-quoted command line, for logs and `vtrn info`.
+std::string join_command(const std::vector<std::string>& argv);
+
+}  // namespace drv

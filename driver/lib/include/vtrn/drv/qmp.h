@@ -1,0 +1,62 @@
+// A QMP (QEMU Machine Protocol) client for one chip, driven by EventLoop.
+//
+// vtrnd listens on chip<N>/qmp.sock and QEMU connects to it as a chardev
+// client (-chardev socket,...,path= + -mon mode=control), so the socket exists
+// before QEMU starts and there is no connect-retry race. QMP is newline-
+// delimited JSON: the server greets, we send qmp_capabilities, then commands
+// are answered in order with {"return":...} or {"error":...}; asynchronous
+// {"event":...} lines (SHUTDOWN, RESET, STOP...) may arrive at any time and
+// are logged. Writes are small and rare, so they are written blocking.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+#include <deque>
+
+#include "vtrn/drv/event_loop.h"
+#include "vtrn/drv/fd.h"
+
+namespace drv {
+
+class QmpClient {
+ public:
+  // ok: false with the QMP error description (or "QMP connection closed").
+  using Reply = std::function<void(bool ok, const std::string& detail)>;
+  using EventHook = std::function<void(const std::string& event)>;
+
+  QmpClient(EventLoop* loop, std::string label) : loop_(loop), label_(std::move(label)) {}
+  ~QmpClient() { close(); }
+  QmpClient(const QmpClient&) = delete;
+  QmpClient& operator=(const QmpClient&) = delete;
+
+  // Creates the listening socket (mode 0600) and watches it.
+  bool listen(const std::string& path, std::string* err);
+  // Queues a command (sent once the capabilities handshake is done).
+  void execute(const std::string& command, Reply reply);
+  [[nodiscard]] bool ready() const { return negotiated_; }
+  void set_event_hook(EventHook hook) { on_event_ = std::move(hook); }
+  void close();
+
+ private:
+  void on_accept();
+  void on_readable();
+  void handle_line(const std::string& line);
+  void send_raw(const std::string& json);
+  void flush_pending();
+  void fail_all(const std::string& why);
+
+  EventLoop* loop_;
+  std::string label_;
+  std::string path_;
+  UniqueFd listen_;
+  UniqueFd conn_;
+  std::string inbuf_;
+  bool negotiated_ = false;
+  bool caps_sent_ = false;
+  std::deque<std::pair<std::string, Reply>> queued_;  // not yet sent
+  std::deque<Reply> awaiting_;                        // sent, in order
+  EventHook on_event_;
+};
+
+}  // namespace drv

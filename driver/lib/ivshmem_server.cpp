@@ -1,0 +1,167 @@
+// Per-chip ivshmem server (see vtrn/drv/ivshmem_server.h). The handshake is
+// written in one go right after accept(): it is a dozen 8-byte messages,
+// far below the socket buffer, and QEMU reads the first three synchronously
+// while realizing the device, so QEMU blocks until we answer. That is why
+// the socket must be listening before QEMU starts.
+#include "vtrn/drv/ivshmem_server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "vtrn/hostif.h"
+
+namespace drv {
+
+int ivshmem_send_msg(int sock, int64_t value, int attach_fd) {
+  uint8_t bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = uint8_t(uint64_t(value) >> (8 * i));
+  iovec iov{bytes, sizeof bytes};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  if (attach_fd >= 0) {
+    memset(control, 0, sizeof control);
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &attach_fd, sizeof(int));
+  }
+  for (;;) {
+    ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+    if (n == ssize_t(sizeof bytes)) return 0;
+    if (n < 0 && errno == EINTR) continue;
+    // The socket is blocking and the message tiny: a short write is a
+    // broken peer, not back-pressure.
+    return n < 0 ? -errno : -EIO;
+  }
+}
+
+IvshmemServer::~IvshmemServer() { close(); }
+
+bool IvshmemServer::create(const std::string& path, uint64_t bar2_bytes, uint32_t vectors,
+                           std::string* err) {
+  close();
+  auto fail = [&](const std::string& what) {
+    *err = what + ": " + strerror(errno);
+    close();
+    return false;
+  };
+  memfd_.reset(memfd_create("vtrn-bar2", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!memfd_) return fail("memfd_create");
+  if (ftruncate(memfd_.get(), off_t(bar2_bytes)) != 0) return fail("ftruncate BAR2");
+  // Neither QEMU nor we may resize BAR2 under the other's mapping (a shrink
+  // would turn accesses into SIGBUS).
+  if (fcntl(memfd_.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+    return fail("seal BAR2");
+  if (int r = bar2_.map(memfd_.get(), size_t(bar2_bytes)); r < 0) {
+    errno = -r;
+    return fail("mmap BAR2");
+  }
+  for (uint32_t v = 0; v < vectors; ++v) {
+    host_efd_.emplace_back(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    chip_efd_.emplace_back(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!host_efd_.back() || !chip_efd_.back()) return fail("eventfd");
+  }
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) {
+    *err = "ivshmem socket path too long: " + path;
+    close();
+    return false;
+  }
+  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  listen_.reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!listen_) return fail("socket");
+  unlink(path.c_str());
+  if (bind(listen_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    return fail("bind " + path);
+  path_ = path;
+  if (chmod(path.c_str(), 0600) != 0) return fail("chmod " + path);
+  if (listen(listen_.get(), 2) != 0) return fail("listen " + path);
+  return true;
+}
+
+bool IvshmemServer::accept_peer(std::string* err) {
+  UniqueFd conn(accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  if (!conn) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      *err = "no pending connection";
+    } else {
+      *err = std::string("accept: ") + strerror(errno);
+    }
+    return false;
+  }
+  if (peer_) {
+    *err = "second ivshmem peer refused (one chip per server)";
+    return false;
+  }
+  auto send = [&](int64_t v, int fd) {
+    int r = ivshmem_send_msg(conn.get(), v, fd);
+    if (r < 0) *err = std::string("ivshmem handshake: ") + strerror(-r);
+    return r == 0;
+  };
+  using vtrn::hostif::kChipPeerId;
+  using vtrn::hostif::kHostPeerId;
+  if (!send(kIvshmemProtocolVersion, -1) || !send(kChipPeerId, -1) || !send(-1, memfd_.get()))
+    return false;
+  for (auto& fd : host_efd_) {
+    if (!send(kHostPeerId, fd.get())) return false;
+  }
+  for (auto& fd : chip_efd_) {
+    if (!send(kChipPeerId, fd.get())) return false;
+  }
+  peer_ = std::move(conn);
+  return true;
+}
+
+int IvshmemServer::notify_chip(uint32_t vector) {
+  if (vector >= chip_efd_.size()) return -EINVAL;
+  const uint64_t one = 1;
+  for (;;) {
+    ssize_t n = write(chip_efd_[vector].get(), &one, sizeof one);
+    if (n == ssize_t(sizeof one)) return 0;
+    if (n < 0 && errno == EINTR) continue;
+    // EAGAIN means the counter is saturated: the chip has a wake-up pending
+    // already, which is all a doorbell promises.
+    if (n < 0 && errno == EAGAIN) return 0;
+    return n < 0 ? -errno : -EIO;
+  }
+}
+
+uint64_t IvshmemServer::drain_host(uint32_t vector) {
+  if (vector >= host_efd_.size()) return 0;
+  uint64_t total = 0;
+  for (;;) {
+    uint64_t v = 0;
+    ssize_t n = read(host_efd_[vector].get(), &v, sizeof v);
+    if (n == ssize_t(sizeof v)) {
+      total += v;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return total;  // EAGAIN: drained
+  }
+}
+
+void IvshmemServer::close() {
+  peer_.reset();
+  listen_.reset();
+  if (!path_.empty()) unlink(path_.c_str());
+  path_.clear();
+  host_efd_.clear();
+  chip_efd_.clear();
+  bar2_.reset();
+  memfd_.reset();
+}
+
+}  // namespace drv

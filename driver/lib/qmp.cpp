@@ -1,0 +1,172 @@
+// QMP client (see vtrn/drv/qmp.h).
+#include "vtrn/drv/qmp.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <nlohmann/json.hpp>
+
+#include "vtrn/drv/log.h"
+
+namespace drv {
+
+bool QmpClient::listen(const std::string& path, std::string* err) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) {
+    *err = "QMP socket path too long: " + path;
+    return false;
+  }
+  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  listen_.reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  unlink(path.c_str());
+  if (!listen_ || bind(listen_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      chmod(path.c_str(), 0600) != 0 || ::listen(listen_.get(), 1) != 0) {
+    *err = "QMP socket " + path + ": " + strerror(errno);
+    listen_.reset();
+    unlink(path.c_str());
+    return false;
+  }
+  path_ = path;
+  loop_->add(listen_.get(), EPOLLIN, [this](uint32_t) { on_accept(); });
+  return true;
+}
+
+void QmpClient::on_accept() {
+  UniqueFd c(accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  if (!c) return;
+  if (conn_) return;  // one monitor per chip; a second connection is dropped
+  conn_ = std::move(c);
+  loop_->add(conn_.get(), EPOLLIN | EPOLLRDHUP, [this](uint32_t) { on_readable(); });
+}
+
+void QmpClient::on_readable() {
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(conn_.get(), buf, sizeof buf);
+    if (n > 0) {
+      inbuf_.append(buf, size_t(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    // EOF or error: QEMU is gone (or going).
+    loop_->remove(conn_.get());
+    conn_.reset();
+    negotiated_ = false;
+    fail_all("QMP connection closed");
+    break;
+  }
+  size_t pos;
+  while ((pos = inbuf_.find('\n')) != std::string::npos) {
+    std::string line = inbuf_.substr(0, pos);
+    inbuf_.erase(0, pos + 1);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) handle_line(line);
+  }
+  if (inbuf_.size() > (1u << 20)) inbuf_.clear();  // a runaway line is not QMP
+}
+
+void QmpClient::handle_line(const std::string& line) {
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    DRV_LOGW("%s: QMP: unparsable line: %.200s", label_.c_str(), line.c_str());
+    return;
+  }
+  if (j.contains("QMP")) {
+    if (!caps_sent_) {
+      caps_sent_ = true;
+      awaiting_.push_back([this](bool ok, const std::string& detail) {
+        if (!ok) {
+          DRV_LOGW("%s: QMP capabilities refused: %s", label_.c_str(), detail.c_str());
+          return;
+        }
+        negotiated_ = true;
+        flush_pending();
+      });
+      send_raw(R"({"execute":"qmp_capabilities"})");
+    }
+    return;
+  }
+  if (j.contains("event")) {
+    std::string ev = j["event"].is_string() ? j["event"].get<std::string>() : "?";
+    DRV_LOGI("%s: QMP event %s", label_.c_str(), ev.c_str());
+    if (on_event_) on_event_(ev);
+    return;
+  }
+  if (awaiting_.empty()) return;
+  Reply reply = std::move(awaiting_.front());
+  awaiting_.pop_front();
+  if (j.contains("return")) {
+    reply(true, "");
+  } else {
+    std::string desc = "QMP error";
+    if (j.contains("error") && j["error"].is_object() && j["error"].contains("desc") &&
+        j["error"]["desc"].is_string())
+      desc = j["error"]["desc"].get<std::string>();
+    reply(false, desc);
+  }
+}
+
+void QmpClient::send_raw(const std::string& json) {
+  if (!conn_) return;
+  std::string msg = json + "\n";
+  size_t off = 0;
+  while (off < msg.size()) {
+    ssize_t n = send(conn_.get(), msg.data() + off, msg.size() - off, MSG_NOSIGNAL);
+    if (n > 0) {
+      off += size_t(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      // QEMU reads its monitor promptly; a full buffer for a one-line
+      // command means it is wedged, and the caller's timeout handles that.
+      DRV_LOGW("%s: QMP socket full, command dropped", label_.c_str());
+      return;
+    }
+    DRV_LOGW("%s: QMP write: %s", label_.c_str(), strerror(errno));
+    return;
+  }
+}
+
+void QmpClient::execute(const std::string& command, Reply reply) {
+  queued_.emplace_back(command, std::move(reply));
+  flush_pending();
+}
+
+void QmpClient::flush_pending() {
+  if (!negotiated_ || !conn_) return;
+  while (!queued_.empty()) {
+    auto [cmd, reply] = std::move(queued_.front());
+    queued_.pop_front();
+    awaiting_.push_back(std::move(reply));
+    send_raw(nlohmann::json{{"execute", cmd}}.dump());
+  }
+}
+
+void QmpClient::fail_all(const std::string& why) {
+  auto a = std::move(awaiting_);
+  auto q = std::move(queued_);
+  awaiting_.clear();
+  queued_.clear();
+  for (auto& r : a) r(false, why);
+  for (auto& [cmd, r] : q) r(false, why);
+}
+
+void QmpClient::close() {
+  if (conn_) loop_->remove(conn_.get());
+  if (listen_) loop_->remove(listen_.get());
+  conn_.reset();
+  listen_.reset();
+  if (!path_.empty()) unlink(path_.c_str());
+  path_.clear();
+  negotiated_ = false;
+  fail_all("QMP closed");
+}
+
+}  // namespace drv

@@ -1,0 +1,819 @@
+// vtrnd service implementation (see server.h).
+#include "server.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "vtrn/drv/client.h"
+#include "vtrn/drv/log.h"
+
+namespace drv {
+namespace {
+
+constexpr size_t kMaxClientBacklog = 16u << 20;  // unread output before a client is dropped
+constexpr uint32_t kPingTimeoutMs = 1000;
+constexpr uint32_t kInfoTimeoutMs = 3000;
+constexpr uint32_t kMaxPingCount = 100000;
+constexpr uint32_t kMaxPingPayload = 1024;
+
+// Owns everything a protobuf-c message under construction points at.
+class Arena {
+ public:
+  char* str(const std::string& s) {
+    strs_.push_back(std::make_unique<std::string>(s));
+    return strs_.back()->data();
+  }
+  template <typename T>
+  T* make(const T& init) {
+    auto p = std::make_shared<T>(init);
+    keep_.push_back(p);
+    return p.get();
+  }
+  template <typename T>
+  T** ptrs(size_t n) {
+    auto v = std::make_shared<std::vector<T*>>(n == 0 ? 1 : n);
+    keep_.push_back(v);
+    return v->data();
+  }
+  char** strv(const std::vector<std::string>& v) {
+    char** out = ptrs<char>(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = str(v[i]);
+    return out;
+  }
+
+ private:
+  std::vector<std::unique_ptr<std::string>> strs_;
+  std::vector<std::shared_ptr<void>> keep_;
+};
+
+std::string version_string(uint32_t v) {
+  return std::to_string(v >> 16) + "." + std::to_string((v >> 8) & 0xff) + "." +
+         std::to_string(v & 0xff);
+}
+
+Vtrn__Api__ChipSummary* make_summary(Arena& a, const ChipStatus& s, const std::string& board) {
+  Vtrn__Api__ChipSummary* m = a.make<Vtrn__Api__ChipSummary>(VTRN__API__CHIP_SUMMARY__INIT);
+  m->id = s.id;
+  m->state = s.state;
+  std::string fw = s.info.valid ? s.info.fw_version
+                                : s.header_valid ? version_string(s.header.fw_version) : "";
+  m->fw_version = a.str(fw);
+  m->uptime_ns = s.uptime_ns;
+  m->pci_address = a.str(s.info.pci_address);
+  m->bar2_bytes = s.bar2_bytes;
+  m->board = a.str(board);
+  m->qemu_pid = s.pid;
+  m->gdb_port = s.gdb_port;
+  m->boot_ns = s.boot_ns;
+  m->error = a.str(s.error);
+  m->n_last_log = s.last_log.size();
+  m->last_log = a.strv(s.last_log);
+  m->heartbeat = s.heartbeat;
+  m->boot_generation = s.header_valid ? s.header.boot_generation : 0;
+  return m;
+}
+
+}  // namespace
+
+Daemon::Daemon(DaemonOptions opts, BoardSpec board)
+    : opts_(std::move(opts)), board_(std::move(board)) {}
+
+Daemon::~Daemon() {
+  // Chips kill and reap any QEMU still running in their destructors.
+  chips_.clear();
+}
+
+// ---- start-up -----------------------------------------------------------------
+
+bool Daemon::take_runtime_dir(std::string* err) {
+  const std::string& dir = opts_.runtime_dir;
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    *err = "cannot create runtime directory " + dir + ": " + strerror(errno);
+    return false;
+  }
+  struct stat st{};
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    *err = "runtime directory " + dir + " is not a directory";
+    return false;
+  }
+  if (st.st_uid != getuid()) {
+    *err = "runtime directory " + dir + " belongs to another user";
+    return false;
+  }
+  chmod(dir.c_str(), 0700);
+
+  const std::string pidfile = dir + "/vtrnd.pid";
+  const std::string sock = dir + "/vtrnd.sock";
+  // Another vtrnd owns the directory if its pid is alive and its socket
+  // answers; anything else is the leftover of a crash and is cleaned up.
+  {
+    UniqueFd fd(open(pidfile.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd) {
+      char buf[32] = {};
+      ssize_t n = read(fd.get(), buf, sizeof buf - 1);
+      int pid = n > 0 ? atoi(buf) : 0;
+      bool alive = pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+      Client probe;
+      std::string ignored;
+      if (alive && probe.connect(sock, &ignored)) {
+        *err = "vtrnd is already running (pid " + std::to_string(pid) + ", socket " + sock + ")";
+        return false;
+      }
+      DRV_LOGW("removing stale runtime state of vtrnd pid %d in %s", pid, dir.c_str());
+    }
+  }
+  unlink(sock.c_str());
+  unlink(pidfile.c_str());
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name.rfind("chip", 0) != 0) continue;
+      std::string cdir = dir + "/" + name;
+      for (const char* f : {"board.dtb", "uart.log", "ivshmem.sock", "qmp.sock"})
+        unlink((cdir + "/" + f).c_str());
+      rmdir(cdir.c_str());
+    }
+    closedir(d);
+  }
+  UniqueFd pf(open(pidfile.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!pf) {
+    *err = "cannot create " + pidfile + ": " + strerror(errno);
+    return false;
+  }
+  std::string pid = std::to_string(getpid()) + "\n";
+  if (write(pf.get(), pid.data(), pid.size()) != ssize_t(pid.size())) {
+    *err = "cannot write " + pidfile + ": " + strerror(errno);
+    unlink(pidfile.c_str());
+    return false;
+  }
+  own_runtime_dir_ = true;
+  return true;
+}
+
+bool Daemon::listen_socket(std::string* err) {
+  const std::string path = opts_.runtime_dir + "/vtrnd.sock";
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) {
+    *err = "socket path too long: " + path;
+    return false;
+  }
+  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  listen_.reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  // umask makes the socket 0600 from its creation, with no window in which
+  // another user could connect.
+  mode_t old = umask(0177);
+  int r = listen_ ? bind(listen_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) : -1;
+  int e = errno;
+  umask(old);
+  if (r != 0 || ::listen(listen_.get(), 64) != 0) {
+    *err = "cannot listen on " + path + ": " + strerror(r != 0 ? e : errno);
+    return false;
+  }
+  loop_.add(listen_.get(), EPOLLIN, [this](uint32_t) { on_accept(); });
+  return true;
+}
+
+bool Daemon::start(std::string* err) {
+  if (!loop_.ok()) {
+    *err = std::string("epoll/timerfd: ") + strerror(errno);
+    return false;
+  }
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&set, s);
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  signal_fd_.reset(signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!signal_fd_) {
+    *err = std::string("signalfd: ") + strerror(errno);
+    return false;
+  }
+  loop_.add(signal_fd_.get(), EPOLLIN, [this](uint32_t) { on_signal(); });
+
+  if (!take_runtime_dir(err)) return false;
+  if (!listen_socket(err)) {
+    remove_runtime_files(/*keep_log=*/true);
+    return false;
+  }
+  DRV_LOGI("serving %s (board %s \"%s\", %u chips)", (opts_.runtime_dir + "/vtrnd.sock").c_str(),
+           board_.file.c_str(), board_.board.model, board_.board.chip_count);
+
+  for (const vtrn::board::Chip& bc : board_.chips) {
+    ChipOptions co;
+    co.runtime_dir = opts_.runtime_dir;
+    co.qemu = opts_.qemu;
+    co.firmware = opts_.firmware;
+    co.board_model = board_.board.model;
+    co.dtb = board_.dtb;
+    co.board = bc;
+    co.gdb_port = opts_.gdb_base_port ? opts_.gdb_base_port + bc.id : 0;
+    co.boot_timeout_ms = opts_.boot_timeout_ms;
+    chips_.push_back(std::make_unique<Chip>(&loop_, std::move(co)));
+  }
+  for (auto& c : chips_) {
+    std::string why;
+    // A chip that cannot launch is FAILED with the reason; the others still
+    // start, and clients see which one failed and why.
+    (void)c->start(&why);
+  }
+  return true;
+}
+
+int Daemon::run() {
+  int r = loop_.run();
+  if (r < 0) {
+    DRV_LOGE("event loop: %s", strerror(-r));
+    exit_status_ = 1;
+  }
+  return exit_status_;
+}
+
+// ---- clients --------------------------------------------------------------------
+
+void Daemon::on_accept() {
+  for (;;) {
+    UniqueFd fd(accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!fd) return;
+    uint64_t cid = next_conn_++;
+    int raw = fd.get();
+    Conn& c = conns_[cid];
+    c.fd = std::move(fd);
+    loop_.add(raw, EPOLLIN | EPOLLRDHUP, [this, cid](uint32_t ev) { on_conn_event(cid, ev); });
+  }
+}
+
+void Daemon::on_conn_event(uint64_t cid, uint32_t events) {
+  auto it = conns_.find(cid);
+  if (it == conns_.end()) return;
+  if (events & EPOLLOUT) flush(cid);
+  if (conns_.find(cid) == conns_.end()) return;
+  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+    uint8_t buf[65536];
+    for (;;) {
+      auto c = conns_.find(cid);
+      if (c == conns_.end()) return;
+      ssize_t n = read(c->second.fd.get(), buf, sizeof buf);
+      if (n > 0) {
+        c->second.decoder.feed(buf, size_t(n));
+        std::vector<uint8_t> payload;
+        int r;
+        while ((r = c->second.decoder.next(&payload)) == 1) {
+          handle_frame(cid, payload);
+          c = conns_.find(cid);
+          if (c == conns_.end()) return;
+        }
+        if (r < 0) {
+          DRV_LOGW("client %llu: frame above %u bytes, closing", (unsigned long long)cid,
+                   kMaxFrame);
+          close_conn(cid);
+          return;
+        }
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      close_conn(cid);  // EOF or error
+      return;
+    }
+  }
+}
+
+void Daemon::close_conn(uint64_t cid) {
+  auto it = conns_.find(cid);
+  if (it == conns_.end()) return;
+  for (auto [chip, sub] : it->second.log_subs) chips_[chip]->unsubscribe_logs(sub);
+  loop_.remove(it->second.fd.get());
+  conns_.erase(it);
+}
+
+void Daemon::reply(uint64_t cid, Vtrn__Api__Response* resp) {
+  auto it = conns_.find(cid);
+  if (it == conns_.end()) return;  // the client left; its answer goes nowhere
+  Conn& c = it->second;
+  if (encode_frame(&resp->base, &c.out) < 0) {
+    Vtrn__Api__Response small = VTRN__API__RESPONSE__INIT;
+    small.id = resp->id;
+    small.status = VTRN__API__STATUS__STATUS_INTERNAL;
+    small.error = const_cast<char*>("response larger than the frame limit");
+    (void)encode_frame(&small.base, &c.out);
+  }
+  if (c.out.size() - c.out_off > kMaxClientBacklog) {
+    DRV_LOGW("client %llu: not reading (%zu bytes queued), dropping it",
+             (unsigned long long)cid, c.out.size() - c.out_off);
+    close_conn(cid);
+    return;
+  }
+  flush(cid);
+}
+
+void Daemon::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err) {
+  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+  resp.id = id;
+  resp.status = st;
+  std::string e = err;
+  resp.error = e.data();
+  reply(cid, &resp);
+}
+
+void Daemon::flush(uint64_t cid) {
+  auto it = conns_.find(cid);
+  if (it == conns_.end()) return;
+  Conn& c = it->second;
+  while (c.out_off < c.out.size()) {
+    ssize_t n = send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
+    if (n > 0) {
+      c.out_off += size_t(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    close_conn(cid);
+    return;
+  }
+  if (c.out_off == c.out.size()) {
+    c.out.clear();
+    c.out_off = 0;
+  } else if (c.out_off > (1u << 20)) {
+    c.out.erase(c.out.begin(), c.out.begin() + ptrdiff_t(c.out_off));
+    c.out_off = 0;
+  }
+  bool want = !c.out.empty();
+  if (want != c.want_write) {
+    c.want_write = want;
+    loop_.modify(c.fd.get(), EPOLLIN | EPOLLRDHUP | (want ? uint32_t(EPOLLOUT) : 0u));
+  }
+}
+
+Chip* Daemon::find_chip(uint32_t id) {
+  for (auto& c : chips_) {
+    if (c->id() == id) return c.get();
+  }
+  return nullptr;
+}
+
+void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
+  Vtrn__Api__Request* req = vtrn__api__request__unpack(nullptr, payload.size(), payload.data());
+  if (req == nullptr) {
+    reply_error(cid, 0, VTRN__API__STATUS__STATUS_BAD_REQUEST, "request does not decode");
+    return;
+  }
+  const uint64_t id = req->id;
+  if (shutting_down_ && req->body_case != VTRN__API__REQUEST__BODY_LIST &&
+      req->body_case != VTRN__API__REQUEST__BODY_SHUTDOWN) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_SHUTTING_DOWN, "vtrnd is shutting down");
+  } else {
+    switch (req->body_case) {
+      case VTRN__API__REQUEST__BODY_LIST: do_list(cid, id); break;
+      case VTRN__API__REQUEST__BODY_INFO: do_info(cid, id, *req->info); break;
+      case VTRN__API__REQUEST__BODY_PING: do_ping(cid, id, *req->ping); break;
+      case VTRN__API__REQUEST__BODY_LOGS: do_logs(cid, id, *req->logs); break;
+      case VTRN__API__REQUEST__BODY_TELEMETRY: do_telemetry(cid, id, *req->telemetry); break;
+      case VTRN__API__REQUEST__BODY_SHUTDOWN: do_shutdown(cid, id); break;
+      default:
+        reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "request has no body");
+        break;
+    }
+  }
+  vtrn__api__request__free_unpacked(req, nullptr);
+}
+
+// ---- requests -------------------------------------------------------------------
+
+void Daemon::do_list(uint64_t cid, uint64_t id) {
+  Arena a;
+  Vtrn__Api__ListResponse list = VTRN__API__LIST_RESPONSE__INIT;
+  list.board = a.str(board_.board.model);
+  list.board_file = a.str(board_.file);
+  list.n_chips = chips_.size();
+  list.chips = a.ptrs<Vtrn__Api__ChipSummary>(chips_.size());
+  for (size_t i = 0; i < chips_.size(); ++i)
+    list.chips[i] = make_summary(a, chips_[i]->status(), board_.board.model);
+  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+  resp.id = id;
+  resp.body_case = VTRN__API__RESPONSE__BODY_LIST;
+  resp.list = &list;
+  reply(cid, &resp);
+}
+
+void Daemon::do_info(uint64_t cid, uint64_t id, const Vtrn__Api__InfoRequest& r) {
+  Chip* chip = find_chip(r.chip);
+  if (chip == nullptr) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
+                "no chip " + std::to_string(r.chip) + " on this board");
+    return;
+  }
+  // Answered from the board, the header and (when READY) a fresh firmware
+  // Info; a chip that is not READY still gets its summary and error back.
+  auto answer = [this, cid, id, chip](Vtrn__Api__Status st, const std::string& err,
+                                      const Vtrn__Ctrl__InfoResponse* fw) {
+    Arena a;
+    const ChipStatus s = chip->status();
+    const vtrn::board::Chip& bc = chip->options().board;
+    Vtrn__Api__ChipInfo info = VTRN__API__CHIP_INFO__INIT;
+    info.summary = make_summary(a, s, board_.board.model);
+    info.neuron_cores = bc.neuron_cores;
+    info.hbm_stacks = bc.hbm.stacks;
+    info.hbm_bytes_per_stack = bc.hbm.bytes_per_stack;
+    info.hbm_page_bytes = bc.hbm.page_bytes;
+    info.hbm_channels = bc.hbm.channels;
+    info.link_ports = bc.port_count;
+    info.power_domains = bc.power_domain_count;
+    info.thermal_zones = bc.thermal_zone_count;
+    info.telemetry_period_ms = bc.telemetry_period_ms;
+    info.chip_name = a.str(bc.name);
+    info.qemu_cmdline = a.str(s.qemu_cmdline);
+    if (s.header_valid) {
+      info.build_id = a.str(s.header.build_id);
+      info.abi_major = s.header.abi_major;
+      info.abi_minor = s.header.abi_minor;
+      info.capabilities = s.header.capabilities;
+    }
+    if (fw != nullptr) {
+      // The firmware's own view wins where it has one.
+      info.summary->fw_version = a.str(fw->fw_version ? fw->fw_version : "");
+      info.summary->pci_address = a.str(fw->pci_address ? fw->pci_address : "");
+      info.summary->uptime_ns = fw->uptime_ns;
+      if (fw->build_id && fw->build_id[0]) info.build_id = a.str(fw->build_id);
+      info.cpu = a.str(fw->cpu ? fw->cpu : "");
+      info.timer_hz = fw->timer_hz;
+      info.gic_version = fw->gic_version;
+      if (fw->chip_name && fw->chip_name[0]) info.chip_name = a.str(fw->chip_name);
+    } else if (s.info.valid) {
+      info.cpu = a.str(s.info.cpu);
+      info.timer_hz = s.info.timer_hz;
+      info.gic_version = s.info.gic_version;
+    }
+    if (s.has_panic) {
+      Vtrn__Api__PanicInfo* p = a.make<Vtrn__Api__PanicInfo>(VTRN__API__PANIC_INFO__INIT);
+      p->cause = s.panic.cause;
+      p->ec = s.panic.ec;
+      p->esr = s.panic.esr;
+      p->elr = s.panic.elr;
+      p->far = s.panic.far;
+      p->reason = a.str(s.panic.reason);
+      p->cpu = s.panic.cpu;
+      info.panic = p;
+    }
+    Vtrn__Api__InfoResponse ir = VTRN__API__INFO_RESPONSE__INIT;
+    ir.info = &info;
+    Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+    resp.id = id;
+    resp.status = st;
+    std::string e = err;
+    resp.error = e.data();
+    resp.body_case = VTRN__API__RESPONSE__BODY_INFO;
+    resp.info = &ir;
+    reply(cid, &resp);
+  };
+  if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+    const ChipStatus s = chip->status();
+    std::string err = "chip " + std::to_string(r.chip) + " is " + chip_state_name(s.state);
+    if (!s.error.empty()) err = s.error;
+    answer(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, err, nullptr);
+    return;
+  }
+  Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
+  Vtrn__Ctrl__InfoRequest ireq = VTRN__CTRL__INFO_REQUEST__INIT;
+  req.body_case = VTRN__CTRL__REQUEST__BODY_INFO;
+  req.info = &ireq;
+  chip->submit(req, kInfoTimeoutMs, false, [answer](const Chip::CtrlResult& res) {
+    const Vtrn__Ctrl__InfoResponse* fw = nullptr;
+    if (res.status == VTRN__API__STATUS__STATUS_OK && res.response != nullptr &&
+        res.response->body_case == VTRN__CTRL__RESPONSE__BODY_INFO)
+      fw = res.response->info;
+    if (res.status == VTRN__API__STATUS__STATUS_OK && fw == nullptr) {
+      answer(VTRN__API__STATUS__STATUS_CHIP_ERROR, "firmware answered Info with another body",
+             nullptr);
+      return;
+    }
+    answer(res.status, res.error, fw);
+  });
+}
+
+namespace {
+// One PingRequest in progress. It is kept alive only by the completion or
+// timer that will continue it, so it frees itself when it finishes or when
+// its chip fails every pending request.
+struct PingJob : std::enable_shared_from_this<PingJob> {
+  uint64_t cid = 0, id = 0;
+  uint32_t chip_id = 0, count = 0, sent = 0, lost = 0, lost_in_row = 0;
+  bool spin = false;
+  uint32_t interval_us = 0;
+  std::vector<uint8_t> payload;
+  std::vector<uint64_t> rtts;
+  Chip* chip = nullptr;
+  EventLoop* loop = nullptr;
+  std::function<bool(uint64_t)> client_alive;
+  std::function<void(PingJob&, Vtrn__Api__Status, const std::string&)> finish;
+
+  void step() {
+    if (!client_alive(cid)) return;  // client gone: stop pinging
+    Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
+    Vtrn__Ctrl__PingRequest pr = VTRN__CTRL__PING_REQUEST__INIT;
+    req.body_case = VTRN__CTRL__REQUEST__BODY_PING;
+    req.ping = &pr;
+    pr.host_time_ns = monotonic_ns();
+    pr.payload.data = payload.data();
+    pr.payload.len = payload.size();
+    ++sent;
+    auto self = shared_from_this();
+    chip->submit(req, kPingTimeoutMs, spin, [self](const Chip::CtrlResult& res) { self->done(res); });
+  }
+
+  void done(const Chip::CtrlResult& res) {
+    if (res.status == VTRN__API__STATUS__STATUS_TIMEOUT) {
+      ++lost;
+      if (++lost_in_row >= 3) return finish(*this, VTRN__API__STATUS__STATUS_TIMEOUT, res.error);
+    } else if (res.status != VTRN__API__STATUS__STATUS_OK) {
+      return finish(*this, res.status, res.error);
+    } else {
+      const Vtrn__Ctrl__Response* r = res.response;
+      if (r == nullptr || r->body_case != VTRN__CTRL__RESPONSE__BODY_PING ||
+          r->ping->payload.len != payload.size() ||
+          (!payload.empty() && memcmp(r->ping->payload.data, payload.data(), payload.size()) != 0))
+        return finish(*this, VTRN__API__STATUS__STATUS_CHIP_ERROR,
+                      "chip " + std::to_string(chip_id) + ": ping echo does not match");
+      lost_in_row = 0;
+      rtts.push_back(res.rtt_ns);
+    }
+    if (sent >= count) return finish(*this, VTRN__API__STATUS__STATUS_OK, "");
+    if (interval_us == 0) return step();
+    auto self = shared_from_this();
+    loop->add_timer_in(uint64_t(interval_us) * 1000, [self] { self->step(); });
+  }
+};
+}  // namespace
+
+void Daemon::do_ping(uint64_t cid, uint64_t id, const Vtrn__Api__PingRequest& r) {
+  Chip* chip = find_chip(r.chip);
+  if (chip == nullptr) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
+                "no chip " + std::to_string(r.chip) + " on this board");
+    return;
+  }
+  if (r.count < 1 || r.count > kMaxPingCount) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                "ping count " + std::to_string(r.count) + " outside 1.." +
+                    std::to_string(kMaxPingCount));
+    return;
+  }
+  if (r.payload_bytes > kMaxPingPayload) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                "ping payload " + std::to_string(r.payload_bytes) + " bytes above " +
+                    std::to_string(kMaxPingPayload));
+    return;
+  }
+  if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+    const ChipStatus s = chip->status();
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
+                s.error.empty()
+                    ? "chip " + std::to_string(r.chip) + " is " + chip_state_name(s.state)
+                    : s.error);
+    return;
+  }
+  auto job = std::make_shared<PingJob>();
+  job->cid = cid;
+  job->id = id;
+  job->chip_id = r.chip;
+  job->count = r.count;
+  job->spin = r.wait == VTRN__API__WAIT_MODE__WAIT_SPIN_BLOCK;
+  job->interval_us = r.interval_us;
+  job->payload.resize(r.payload_bytes);
+  for (size_t i = 0; i < job->payload.size(); ++i) job->payload[i] = uint8_t(i * 7 + 1);
+  job->rtts.reserve(r.count);
+  job->chip = chip;
+  job->loop = &loop_;
+  job->client_alive = [this](uint64_t c) { return conns_.count(c) != 0; };
+  job->finish = [this](PingJob& j, Vtrn__Api__Status st, const std::string& err) {
+    Vtrn__Api__PingResponse pr = VTRN__API__PING_RESPONSE__INIT;
+    pr.n_rtt_ns = j.rtts.size();
+    pr.rtt_ns = j.rtts.data();
+    pr.lost = j.lost;
+    Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+    resp.id = j.id;
+    resp.status = st;
+    std::string e = err;
+    resp.error = e.data();
+    resp.body_case = VTRN__API__RESPONSE__BODY_PING;
+    resp.ping = &pr;
+    reply(j.cid, &resp);
+  };
+  job->step();
+}
+
+void Daemon::do_logs(uint64_t cid, uint64_t id, const Vtrn__Api__LogsRequest& r) {
+  Chip* chip = find_chip(r.chip);
+  if (chip == nullptr) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
+                "no chip " + std::to_string(r.chip) + " on this board");
+    return;
+  }
+  std::vector<std::string> lines(chip->log_history().begin(), chip->log_history().end());
+  if (lines.empty()) {
+    // Before READY (or after a failed boot) the log ring is not readable;
+    // the UART and QEMU lines are what there is.
+    lines = chip->status().last_log;
+  }
+  if (r.tail != 0 && lines.size() > r.tail) lines.erase(lines.begin(), lines.end() - r.tail);
+  auto send = [this, cid, id](const std::vector<std::string>& l, uint64_t dropped) {
+    Arena a;
+    Vtrn__Api__LogsResponse lr = VTRN__API__LOGS_RESPONSE__INIT;
+    lr.n_lines = l.size();
+    lr.lines = a.strv(l);
+    lr.dropped = dropped;
+    Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+    resp.id = id;
+    resp.body_case = VTRN__API__RESPONSE__BODY_LOGS;
+    resp.logs = &lr;
+    reply(cid, &resp);
+  };
+  // Keep frames well below kMaxFrame even for a full history.
+  constexpr size_t kLinesPerFrame = 512;
+  for (size_t i = 0; i < lines.size() || i == 0; i += kLinesPerFrame) {
+    std::vector<std::string> part(lines.begin() + ptrdiff_t(std::min(i, lines.size())),
+                                  lines.begin() + ptrdiff_t(std::min(i + kLinesPerFrame, lines.size())));
+    send(part, 0);
+    if (conns_.find(cid) == conns_.end()) return;
+  }
+  if (!r.follow) return;
+  size_t idx = 0;
+  for (; idx < chips_.size(); ++idx) {
+    if (chips_[idx].get() == chip) break;
+  }
+  // Lost bytes are what the ring reports; the protocol field counts lines,
+  // so report one per overrun event as a lower bound.
+  int sub = chip->subscribe_logs([send](const std::vector<std::string>& l, uint64_t lost) {
+    send(l, lost ? 1 : 0);
+  });
+  conns_[cid].log_subs.emplace_back(uint32_t(idx), sub);
+}
+
+void Daemon::do_telemetry(uint64_t cid, uint64_t id, const Vtrn__Api__TelemetryRequest& r) {
+  std::vector<Chip*> want;
+  if (r.chip < 0) {
+    for (auto& c : chips_) {
+      if (c->state() == VTRN__API__CHIP_STATE__CHIP_STATE_READY) want.push_back(c.get());
+    }
+  } else {
+    Chip* chip = find_chip(uint32_t(r.chip));
+    if (chip == nullptr) {
+      reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
+                  "no chip " + std::to_string(r.chip) + " on this board");
+      return;
+    }
+    if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+      reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
+                  "chip " + std::to_string(r.chip) + " is " + chip_state_name(chip->state()));
+      return;
+    }
+    want.push_back(chip);
+  }
+  Arena a;
+  std::vector<Vtrn__Api__Telemetry*> out;
+  for (Chip* c : want) {
+    TelemetrySample s;
+    if (!c->telemetry(&s)) continue;
+    Vtrn__Api__Telemetry* t = a.make<Vtrn__Api__Telemetry>(VTRN__API__TELEMETRY__INIT);
+    t->chip = c->id();
+    t->uptime_ns = s.t.uptime_ns;
+    t->heartbeat = s.t.heartbeat;
+    t->period_ms = s.t.period_ms;
+    t->neuron_cores = s.t.neuron_cores;
+    t->idle_ns = s.t.idle_ns;
+    t->irq_count = s.t.irq_count;
+    t->doorbell_irq_count = s.t.doorbell_irq_count;
+    t->timer_irq_count = s.t.timer_irq_count;
+    t->ctrl_requests = s.t.ctrl_requests;
+    t->ctrl_errors = s.t.ctrl_errors;
+    t->events_sent = s.t.events_sent;
+    t->log_bytes = s.t.log_bytes;
+    t->temperature_mc = s.t.temperature_mc;
+    t->idle_ratio = s.idle_ratio;
+    t->host_rx_events = s.host_rx_events;
+    out.push_back(t);
+  }
+  if (r.chip >= 0 && out.empty()) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_ERROR,
+                "chip " + std::to_string(r.chip) + ": telemetry block never held still");
+    return;
+  }
+  Vtrn__Api__TelemetryResponse tr = VTRN__API__TELEMETRY_RESPONSE__INIT;
+  tr.n_chips = out.size();
+  tr.chips = out.data();
+  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+  resp.id = id;
+  resp.body_case = VTRN__API__RESPONSE__BODY_TELEMETRY;
+  resp.telemetry = &tr;
+  reply(cid, &resp);
+}
+
+void Daemon::do_shutdown(uint64_t cid, uint64_t id) {
+  shutdown_waiters_.emplace_back(cid, id);
+  begin_shutdown();
+}
+
+// ---- signals and shutdown ---------------------------------------------------
+
+void Daemon::on_signal() {
+  signalfd_siginfo si;
+  while (read(signal_fd_.get(), &si, sizeof si) == ssize_t(sizeof si)) {
+    if (si.ssi_signo == SIGCHLD) {
+      reap_children();
+      continue;
+    }
+    if (!shutting_down_) {
+      DRV_LOGI("%s: shutting down", strsignal(int(si.ssi_signo)));
+      begin_shutdown();
+    } else {
+      // A second request to stop: no more grace periods.
+      DRV_LOGW("%s again: killing every QEMU now", strsignal(int(si.ssi_signo)));
+      for (auto& c : chips_) {
+        if (c->pid() > 0) kill(c->pid(), SIGKILL);
+      }
+    }
+  }
+}
+
+void Daemon::reap_children() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (auto& c : chips_) {
+      if (c->pid() > 0 && c->pid() == pid) c->on_child_exit(status);
+    }
+  }
+}
+
+void Daemon::begin_shutdown() {
+  if (shutting_down_) return;
+  shutting_down_ = true;
+  chips_to_stop_ = uint32_t(chips_.size());
+  chips_stopped_ = 0;
+  if (chips_.empty()) {
+    finish_shutdown();
+    return;
+  }
+  for (auto& c : chips_) {
+    c->stop([this] {
+      if (++chips_stopped_ == chips_to_stop_) finish_shutdown();
+    });
+  }
+}
+
+void Daemon::finish_shutdown() {
+  for (auto [cid, id] : shutdown_waiters_) {
+    Vtrn__Api__ShutdownResponse sr = VTRN__API__SHUTDOWN_RESPONSE__INIT;
+    sr.chips_stopped = chips_stopped_;
+    Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+    resp.id = id;
+    resp.body_case = VTRN__API__RESPONSE__BODY_SHUTDOWN;
+    resp.shutdown = &sr;
+    reply(cid, &resp);
+  }
+  shutdown_waiters_.clear();
+  // Give the answers a moment to drain to clients that are slow to read;
+  // the socket is already unlinked, so no new client can arrive.
+  remove_runtime_files();
+  const int64_t until = monotonic_ms() + 500;
+  for (;;) {
+    bool pending = false;
+    for (auto& [cid, c] : conns_) pending |= c.out_off < c.out.size();
+    if (!pending || monotonic_ms() >= until) break;
+    loop_.run_once(50);
+  }
+  DRV_LOGI("stopped %u chip(s); bye", chips_stopped_);
+  loop_.stop();
+}
+
+void Daemon::remove_runtime_files(bool keep_log) {
+  if (listen_) {
+    loop_.remove(listen_.get());
+    listen_.reset();
+  }
+  for (auto& c : chips_) c->cleanup();
+  if (!own_runtime_dir_) return;
+  const std::string& dir = opts_.runtime_dir;
+  unlink((dir + "/vtrnd.sock").c_str());
+  unlink((dir + "/vtrnd.pid").c_str());
+  // The log the CLI redirected us into goes too after an orderly stop, so
+  // nothing is left behind (its fd stays open for the last lines). A failed
+  // start keeps it: the caller reads the reason from it.
+  if (!keep_log) unlink((dir + "/vtrnd.log").c_str());
+  if (rmdir(dir.c_str()) != 0 && errno != ENOENT)
+    DRV_LOGW("runtime directory %s not removed: %s", dir.c_str(), strerror(errno));
+  own_runtime_dir_ = false;
+}
+
+}  // namespace drv

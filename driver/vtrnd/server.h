@@ -1,0 +1,92 @@
+// vtrnd's service: the client socket, request dispatch, the chips of one
+// board, signals and the orderly shutdown. Everything runs on one EventLoop:
+// clients are non-blocking with their own output buffers, so a client that
+// stops reading only grows its own buffer (and is dropped past a limit);
+// it never delays other clients or the chips.
+#pragma once
+
+#include <stdint.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vtrn/drv/board_file.h"
+#include "vtrn/drv/chip.h"
+#include "vtrn/drv/event_loop.h"
+#include "vtrn/drv/fd.h"
+#include "vtrn/drv/wire.h"
+
+namespace drv {
+
+struct DaemonOptions {
+  std::string runtime_dir;
+  std::string qemu;
+  std::string firmware;
+  uint32_t boot_timeout_ms = 10000;
+  uint32_t gdb_base_port = 0;  // 0: no gdbstub
+};
+
+class Daemon {
+ public:
+  Daemon(DaemonOptions opts, BoardSpec board);
+  ~Daemon();
+
+  // Takes the runtime directory (refusing when another vtrnd owns it),
+  // listens on vtrnd.sock and launches every chip. false + *err.
+  bool start(std::string* err);
+  // Runs until shutdown completes; returns the process exit status.
+  int run();
+
+ private:
+  struct Conn {
+    UniqueFd fd;
+    FrameDecoder decoder;
+    std::vector<uint8_t> out;
+    size_t out_off = 0;
+    bool want_write = false;
+    std::vector<std::pair<uint32_t, int>> log_subs;  // (chip index, listener id)
+  };
+
+  bool take_runtime_dir(std::string* err);
+  bool listen_socket(std::string* err);
+  void on_accept();
+  void on_conn_event(uint64_t cid, uint32_t events);
+  void close_conn(uint64_t cid);
+  void handle_frame(uint64_t cid, const std::vector<uint8_t>& payload);
+  void reply(uint64_t cid, Vtrn__Api__Response* resp);
+  void reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err);
+  void flush(uint64_t cid);
+  Chip* find_chip(uint32_t id);
+
+  void do_list(uint64_t cid, uint64_t id);
+  void do_info(uint64_t cid, uint64_t id, const Vtrn__Api__InfoRequest& r);
+  void do_ping(uint64_t cid, uint64_t id, const Vtrn__Api__PingRequest& r);
+  void do_logs(uint64_t cid, uint64_t id, const Vtrn__Api__LogsRequest& r);
+  void do_telemetry(uint64_t cid, uint64_t id, const Vtrn__Api__TelemetryRequest& r);
+  void do_shutdown(uint64_t cid, uint64_t id);
+
+  void on_signal();
+  void reap_children();
+  void begin_shutdown();
+  void finish_shutdown();
+  void remove_runtime_files(bool keep_log = false);
+
+  DaemonOptions opts_;
+  BoardSpec board_;
+  EventLoop loop_;
+  UniqueFd listen_;
+  UniqueFd signal_fd_;
+  std::vector<std::unique_ptr<Chip>> chips_;
+  std::map<uint64_t, Conn> conns_;
+  uint64_t next_conn_ = 1;
+  bool own_runtime_dir_ = false;
+  bool shutting_down_ = false;
+  uint32_t chips_to_stop_ = 0;
+  uint32_t chips_stopped_ = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> shutdown_waiters_;  // (conn, request id)
+  int exit_status_ = 0;
+};
+
+}  // namespace drv
