@@ -1,6 +1,7 @@
 // Host side of one DMA queue. See dma_host.h.
 #include "vtrn/dma_host.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "vtrn/ctrl_ring.h"
@@ -9,6 +10,32 @@ namespace vtrn::dma {
 
 using hostif::load_acquire;
 using hostif::store_release;
+
+bool validate_dma_region(const DmaRegionHeader& h, uint64_t region_size, char* err, size_t err_size) {
+  auto fail = [&](const char* fmt, auto... args) {
+    if (err && err_size) snprintf(err, err_size, fmt, args...);
+    return false;
+  };
+  if (h.version != kDmaRegionVersion) return fail("dma region version %u, host speaks %u", h.version, kDmaRegionVersion);
+  if (h.queue_count == 0 || h.queue_count > kMaxQueues)
+    return fail("dma queue count %u outside 1..%u", h.queue_count, kMaxQueues);
+  if (h.depth < kMinDepth || h.depth > kMaxDepth || (h.depth & (h.depth - 1)))
+    return fail("dma queue depth %u not a power of two in %u..%u", h.depth, kMinDepth, kMaxDepth);
+  if (h.queue_stride != queue_stride(h.depth))
+    return fail("dma queue stride %llu, expected %llu", (unsigned long long)h.queue_stride,
+                (unsigned long long)queue_stride(h.depth));
+  if (dma_region_bytes(h.queue_count, h.depth) > region_size)
+    return fail("dma region holds %llu bytes, %u queues of depth %u need %llu",
+                (unsigned long long)region_size, h.queue_count, h.depth,
+                (unsigned long long)dma_region_bytes(h.queue_count, h.depth));
+  if (h.max_desc_bytes == 0 || h.max_desc_bytes > kMaxDescBytes || h.max_chain_descs == 0 ||
+      h.max_chain_descs > kMaxChainDescs)
+    return fail("dma limits %u bytes / %u descriptors exceed the ABI", h.max_desc_bytes, h.max_chain_descs);
+  if (h.hbm_size == 0 || h.hbm_base > UINT64_MAX - h.hbm_size)
+    return fail("dma HBM range [0x%llx, +0x%llx) invalid", (unsigned long long)h.hbm_base,
+                (unsigned long long)h.hbm_size);
+  return true;
+}
 
 HostQueue::HostQueue(QueueControl* ctl, Descriptor* sq, Completion* cq, uint32_t depth)
     : ctl_(ctl), sq_(sq), cq_(cq), depth_(depth) {
@@ -33,7 +60,10 @@ uint32_t HostQueue::free_slots() {
 }
 
 bool HostQueue::submit(const Descriptor* d, uint32_t n) {
-  if (host_error_ != HostError::kNone || n > free_slots()) return false;
+  // free_slots() may itself find the device misbehaving and latch: read it
+  // before testing the error.
+  const uint32_t free = free_slots();
+  if (host_error_ != HostError::kNone || n > free) return false;
   for (uint32_t i = 0; i < n; ++i) sq_[(sq_prod_ + i) & (depth_ - 1)] = d[i];
   sq_prod_ += n;
   submitted_ += n;

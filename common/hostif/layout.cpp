@@ -2,6 +2,8 @@
 // whatever the firmware actually published.
 #include "vtrn/layout.h"
 
+#include "vtrn/dma_abi.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -24,6 +26,7 @@ constexpr Rule kRules[] = {
     {kRegionCtrlResp, "ctrl-resp", 0, uint64_t(kCtrlSlots) * kCtrlSlotSize, true},
     {kRegionLog, "log", sizeof(LogRingHeader) + 4096, 0, true},
     {kRegionHostWindow, "host-window", 4096, 0, false},
+    {kRegionDma, "dma", dma::dma_region_bytes(1, dma::kMinDepth), 0, false},
 };
 
 const Rule* rule_for(uint32_t type) {
@@ -37,7 +40,10 @@ bool is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
 }  // namespace
 
-void publish_layout(FwHeader* hdr, uint64_t bar2_size) {
+bool publish_layout(FwHeader* hdr, uint64_t bar2_size, uint32_t dma_queues, uint32_t dma_depth) {
+  const uint64_t dma_bytes = dma_queues ? dma::dma_region_bytes(dma_queues, dma_depth) : 0;
+  const uint64_t window = dma_queues ? (kDmaOffset + dma_bytes + 0xFFFFF) & ~uint64_t(0xFFFFF) : kHostWindowOffset;
+  if (window + 0x100000 > bar2_size) return false;
   const Region table[] = {
       {kRegionPanic, 0, kPanicOffset, 0x1000},
       {kRegionTelemetry, 0, kTelemetryOffset, kCtrlIndexOffset - kTelemetryOffset},
@@ -45,14 +51,18 @@ void publish_layout(FwHeader* hdr, uint64_t bar2_size) {
       {kRegionCtrlReq, 0, kCtrlReqOffset, uint64_t(kCtrlSlots) * kCtrlSlotSize},
       {kRegionCtrlResp, 0, kCtrlRespOffset, uint64_t(kCtrlSlots) * kCtrlSlotSize},
       {kRegionLog, 0, kLogOffset, sizeof(LogRingHeader) + kLogDataSize},
-      {kRegionHostWindow, 0, kHostWindowOffset, bar2_size - kHostWindowOffset},
+      {kRegionHostWindow, 0, window, bar2_size - window},
+      {kRegionDma, 0, kDmaOffset, dma_bytes},
   };
   static_assert(sizeof table / sizeof table[0] <= kMaxRegions);
   uint32_t n = 0;
-  for (const Region& r : table) hdr->regions[n++] = r;
+  for (const Region& r : table) {
+    if (r.size) hdr->regions[n++] = r;
+  }
   for (uint32_t i = n; i < kMaxRegions; ++i) hdr->regions[i] = Region{};
   hdr->region_count = n;
   hdr->bar2_size = bar2_size;
+  return true;
 }
 
 bool validate_layout(const FwHeader& h, uint64_t bar2_size, Layout* out, char* err,

@@ -109,4 +109,41 @@ struct QueueStats {
   uint64_t errors_by_status[kStatusCount];
 };
 
+// ---- The DMA region of BAR2 (hostif::kRegionDma) ----------------------------
+// Offset 0: DmaRegionHeader (writer: firmware). Then queue i's block at
+// kDmaQueuesOffset + i * queue_stride(depth):
+//   +0                 QueueControl
+//   +kQueueStatsOffset QueueStats
+//   +kQueueSqOffset    depth x Descriptor
+//   +cq_offset(depth)  depth x Completion
+inline constexpr uint32_t kDmaRegionVersion = 1;
+inline constexpr uint32_t kMaxQueues = 16;
+inline constexpr uint32_t kMinDepth = 16;
+inline constexpr uint32_t kMaxDepth = 4096;
+inline constexpr uint64_t kDmaQueuesOffset = 4096;
+inline constexpr uint64_t kQueueStatsOffset = sizeof(QueueControl);
+inline constexpr uint64_t kQueueSqOffset = 4096;
+static_assert(kQueueStatsOffset + sizeof(QueueStats) <= kQueueSqOffset);
+
+constexpr uint64_t align_4k(uint64_t v) { return (v + 4095) & ~uint64_t(4095); }
+constexpr uint64_t cq_offset(uint32_t depth) { return kQueueSqOffset + align_4k(uint64_t(depth) * sizeof(Descriptor)); }
+constexpr uint64_t queue_stride(uint32_t depth) { return cq_offset(depth) + align_4k(uint64_t(depth) * sizeof(Completion)); }
+constexpr uint64_t dma_region_bytes(uint32_t queues, uint32_t depth) {
+  return kDmaQueuesOffset + uint64_t(queues) * queue_stride(depth);
+}
+
+struct DmaRegionHeader {
+  uint32_t version;         // kDmaRegionVersion
+  uint32_t queue_count;     // 1..kMaxQueues (board DTB vtrn,dma-queues)
+  uint32_t depth;           // power of two, kMinDepth..kMaxDepth (vtrn,dma-queue-depth)
+  uint32_t max_desc_bytes;  // kMaxDescBytes
+  uint64_t queue_stride;    // queue_stride(depth)
+  uint64_t hbm_base;        // chip physical address of the DMA-reachable HBM
+  uint64_t hbm_size;
+  uint32_t max_chain_descs; // kMaxChainDescs
+  uint32_t reserved0;
+  uint64_t reserved[2];
+};
+static_assert(sizeof(DmaRegionHeader) == 64);
+
 }  // namespace vtrn::dma

@@ -59,6 +59,7 @@ enum Capability : uint64_t {
   kCapLogRing = 1u << 1,
   kCapTelemetry = 1u << 2,
   kCapPanicRecord = 1u << 3,
+  kCapDma = 1u << 4,
 };
 
 // Region types in the region table.
@@ -71,7 +72,8 @@ enum RegionType : uint32_t {
   kRegionCtrlResp = 5,   // fw->host slots, kCtrlSlots x kCtrlSlotSize
   kRegionLog = 6,        // LogRing header followed by the byte ring
   kRegionHostWindow = 7, // host DMA window: the rest of BAR2
-  kRegionTypeCount = 8,
+  kRegionDma = 8,        // DMA queues: dma::DmaRegionHeader, then the queue blocks (dma_abi.h)
+  kRegionTypeCount = 9,
 };
 
 struct Region {
@@ -242,7 +244,8 @@ inline constexpr uint64_t kCtrlReqOffset = 0x10000;
 inline constexpr uint64_t kCtrlRespOffset = kCtrlReqOffset + kCtrlSlots * kCtrlSlotSize;
 inline constexpr uint64_t kLogOffset = kCtrlRespOffset + kCtrlSlots * kCtrlSlotSize;
 inline constexpr uint64_t kLogDataSize = 256 * 1024;
-inline constexpr uint64_t kHostWindowOffset = 0x100000;
+inline constexpr uint64_t kHostWindowOffset = 0x100000;  // without a DMA region
+inline constexpr uint64_t kDmaOffset = 0x100000;
 inline constexpr uint64_t kMinBar2Size = 4u << 20;
 static_assert(kLogOffset + sizeof(LogRingHeader) + kLogDataSize <= kHostWindowOffset);
 

@@ -15,6 +15,7 @@ extern "C" {
 #include <vector>
 
 #include "vtrn/crc32.h"
+#include "vtrn/dma_abi.h"
 #include "vtrn/ctrl_ring.h"
 #include "vtrn/layout.h"
 #include "vtrn/log_ring.h"
@@ -349,6 +350,27 @@ void test_layout_rejects_each_kind_of_bad_table(void**) {
   assert_false(validate_layout(h, kBar, &l, err, sizeof err));
 }
 
+void test_layout_with_dma_region_moves_host_window_past_it(void**) {
+  FwHeader h{};
+  h.magic = kMagic;
+  h.abi_major = kAbiMajor;
+  assert_true(publish_layout(&h, kBar, 4, 256));
+  Layout l;
+  char err[160] = {};
+  assert_true(validate_layout(h, kBar, &l, err, sizeof err));
+  const Region& dma = l.at(kRegionDma);
+  const Region& win = l.at(kRegionHostWindow);
+  assert_int_equal(dma.offset, kDmaOffset);
+  assert_int_equal(dma.size, vtrn::dma::dma_region_bytes(4, 256));
+  assert_true(win.offset >= dma.offset + dma.size);
+  assert_int_equal(win.offset % 0x100000, 0);
+  assert_int_equal(win.offset + win.size, kBar);
+  // A DMA region that leaves no room for a host window is refused.
+  FwHeader small{};
+  assert_false(publish_layout(&small, 4u << 20, 16, 4096));
+  assert_int_equal(small.region_count, 0);
+}
+
 }  // namespace
 
 int main() {
@@ -369,6 +391,7 @@ int main() {
       cmocka_unit_test(test_log_writer_counts_lines_too_long_for_ring),
       cmocka_unit_test(test_layout_published_by_firmware_validates),
       cmocka_unit_test(test_layout_rejects_each_kind_of_bad_table),
+      cmocka_unit_test(test_layout_with_dma_region_moves_host_window_past_it),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

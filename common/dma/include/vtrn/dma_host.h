@@ -25,6 +25,12 @@ enum class HostError : uint32_t {
   kSqConsumerAhead = 4,  // sq_cons beyond what we produced
 };
 
+// Checks a copy of the firmware's DMA region header against the region size
+// the host validated from the BAR2 region table. On failure returns false and
+// writes one line naming the problem.
+[[nodiscard]] bool validate_dma_region(const DmaRegionHeader& copy, uint64_t region_size, char* err,
+                                       size_t err_size);
+
 class HostQueue {
  public:
   HostQueue() = default;

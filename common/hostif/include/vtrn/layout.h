@@ -18,8 +18,12 @@ struct Layout {
 };
 
 // Fills the region table of `hdr` with the default layout for a BAR2 of
-// `bar2_size` bytes (>= kMinBar2Size); the host window is the rest of BAR2.
-void publish_layout(FwHeader* hdr, uint64_t bar2_size);
+// `bar2_size` bytes (>= kMinBar2Size). With dma_queues > 0 a DMA region of
+// dma::dma_region_bytes(dma_queues, dma_depth) follows the fixed regions at
+// kDmaOffset; the host window starts at the next 1 MiB boundary after the
+// last region and runs to the end of BAR2. Returns false (table untouched)
+// when that leaves less than 1 MiB of host window.
+bool publish_layout(FwHeader* hdr, uint64_t bar2_size, uint32_t dma_queues = 0, uint32_t dma_depth = 0);
 
 // Checks a copy of the firmware header against the BAR2 size the host
 // mapped. On failure returns false and writes one line naming the problem.

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Writes the seed inputs of tests/fuzz/corpus/<harness>/ (seed-* files).
+
+Each harness reads its input front to back as little-endian fields
+(fuzz_input.h); the builders below spell out that format, one helper per op,
+so a seed reads as the scenario it starts the fuzzer from. The board_dtb
+seeds are the shipped boards compiled with dtc. regress-* files in the corpus
+are crash inputs kept as regression tests and are never written here.
+
+Usage: tests/fuzz/make_seeds.py   (run from anywhere; needs dtc on PATH)
+"""
+import os
+import struct
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def u8(v): return struct.pack('<B', v & 0xff)
+def u16(v): return struct.pack('<H', v & 0xffff)
+def u32(v): return struct.pack('<I', v & 0xffffffff)
+def u64(v): return struct.pack('<Q', v & 0xffffffffffffffff)
+
+
+def write(harness, name, data):
+    d = os.path.join(HERE, 'corpus', harness)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, 'seed-' + name), 'wb') as f:
+        f.write(data)
+
+
+# ---- ctrl_ring (ctrl_ring.cpp): geometry bytes, kinds, two indexes, ops ----
+def ring_cfg(count_log2, size_idx): return u8(count_log2 | size_idx << 2)
+def cr_pop(buf): return u8(0) + u16(buf)
+def cr_set_prod(v): return u8(1) + u32(v)
+def cr_prod_add(d): return u8(2) + u8(d)
+def cr_scribble(off, data): return u8(4) + u16(off) + u8(len(data)) + data
+def cr_publish(kind, seq, payload): return u8(5) + u8(kind) + u32(seq) + u16(len(payload)) + payload
+def cr_pending(): return u8(6)
+def cr_reset(i): return u8(7) + u32(i)
+def cr_push(kind, seq, payload): return u8(8) + u8(kind) + u32(seq) + u16(len(payload)) + payload
+def cr_in_flight(): return u8(11)
+def cr_peer_consumes(): return u8(13)
+
+
+def ctrl_ring():
+    head = ring_cfg(2, 2) + ring_cfg(2, 2) + u8(1 << 1)  # 4 x 256 B rings, requests only
+    write('ctrl_ring', 'request-response', head + u32(0) + u32(0) +
+          cr_publish(1, 7, b'\x12\x00') + cr_pending() + cr_pop(256) +
+          cr_push(2, 7, b'\x0a\x02\x08\x01') + cr_peer_consumes() + cr_pop(256))
+    write('ctrl_ring', 'wrap-at-2e32', head + u32(0xfffffffe) + u32(0xfffffffe) +
+          b''.join(cr_publish(1, s, b'x' * s) + cr_pop(64) for s in range(3)) +
+          b''.join(cr_push(2, s, b'y' * s) + cr_peer_consumes() for s in range(3)))
+    write('ctrl_ring', 'bad-crc-latches-then-reset', head + u32(5) + u32(0) +
+          cr_publish(1, 1, b'payload') + cr_scribble((5 % 4) * 256 + 16, b'!') +
+          cr_pop(256) + cr_pop(256) + cr_pending() +
+          cr_reset(9) + cr_publish(1, 2, b'ok') + cr_pop(256))
+    write('ctrl_ring', 'index-jump', head + u32(100) + u32(0) + cr_set_prod(105) + cr_pop(256) +
+          cr_prod_add(1) + cr_pop(256))
+    write('ctrl_ring', 'producer-fills-ring', head + u32(0) + u32(0) +
+          b''.join(cr_push(3, s, b'event') for s in range(5)) + cr_in_flight() +
+          cr_peer_consumes() + cr_push(3, 9, b'after'))
+    big = ring_cfg(0, 3) + ring_cfg(0, 3) + u8(0xff) + u32(0) + u32(0)  # one 4 KiB slot
+    write('ctrl_ring', 'full-size-slot', big + cr_publish(2, 1, b'z' * 4080) + cr_pop(4080) +
+          cr_push(2, 1, b'z' * 4080) + cr_push(2, 2, b'z' * 4081))
+
+
+# ---- dma_queue (dma_queue.cpp): mode, depth, buffers, ops --------------------
+def buffers(hw, hbm, base): return u16(hw - 1) + u16(hbm - 1) + u64(base)
+# flag bits as plausible() reads them: 1 FIRST, 2 LAST, 4 IRQ, 8 FENCE,
+# 0x10 src host, 0x20 dst host, 0x40 an unknown bit
+def desc_fields(src, dst, length, cookie): return u16(src) + u16(dst) + u8(length) + u32(cookie)
+
+
+def dma_queue():
+    base = 0x80000000
+    # script 1: one two-descriptor chain host->HBM, one single HBM->host with IRQ
+    chain = (u8(0) + u8(1) + u8(0x10) + desc_fields(0, 0, 64, 1) + u8(0x10) +
+             desc_fields(64, 64, 64, 2))
+    single = u8(0) + u8(0) + u8(0x24) + desc_fields(0, 128, 32, 3)
+    write('dma_queue', 'well-formed-chains', u8(1) + u8(2) + buffers(512, 512, base) +
+          chain + single + u8(3) + u8(1) + u8(1) + u8(7) + u8(2) + u8(3))
+    write('dma_queue', 'well-formed-invalid-and-reset', u8(1) + u8(1) + buffers(256, 256, base) +
+          u8(0) + u8(0) + u8(0x30) + desc_fields(0, 8, 16, 4) +   # host->host overlap
+          u8(0) + u8(0) + u8(0x10) + desc_fields(250, 0, 16, 5) +  # src past the window
+          u8(1) + u8(3) + u8(2) + u8(2) + u8(4) +
+          u8(0) + u8(0) + u8(0x20) + desc_fields(0, 0, 0, 6))      # zero length
+    # script 0: raw traffic, index abuse, a reset, HBM at the top of the address space
+    write('dma_queue', 'hostile-host', u8(0) + u8(2) + buffers(128, 128, 2**64 - 96) + u8(1) +
+          u16(16) +
+          u8(1) + u8(0) + u8(0x03) + desc_fields(0, 0, 64, 1) +
+          u8(1) + u8(1) + u8(0x13) + desc_fields(0, 0, 64, 2) +
+          u8(3) + u8(2) + u8(8) + u8(9) + u8(3) + u8(7) + u8(8) + u8(9) +
+          u8(6) + u8(1) + u8(8) + u8(4) + u8(2) + u32(1000) + u8(8) + u8(4))
+    # script 2: device publishes completions beyond what was submitted
+    write('dma_queue', 'hostile-device', u8(2) + u8(2) +
+          u8(0) + u8(3) + u8(4) + u8(2) + u8(5) + u8(0) + bytes(16) + u8(6) + u8(3) +
+          u8(2) + u8(5) + u8(6) + u8(5) + u8(7) + u8(3) + u32(2) + u8(7) + u8(8) + u8(1))
+
+
+# ---- layout (layout.cpp): flags, BAR2 size, FwHeader bytes --------------------
+REGIONS = [  # type, offset, size for a 4 MiB BAR2, as publish_layout writes them
+    (1, 0x1000, 0x1000), (2, 0x2000, 0x2000), (3, 0x4000, 0x1000),
+    (4, 0x10000, 32 * 4096), (5, 0x30000, 32 * 4096), (6, 0x50000, 64 + 256 * 1024),
+]
+
+
+def fw_header(bar2, regions, magic=0x4e525456, major=1):
+    h = u32(magic) + u16(major) + u16(0) + u32(2) + u32(0x000100) + u64(1) + u64(0xf) + \
+        u64(bar2) + u32(0) + u32(len(regions)) + u64(0) + u32(1) + u32(0) + \
+        b'fuzz-seed'.ljust(32, b'\0')
+    table = b''.join(u32(t) + u32(0) + u64(o) + u64(s) for t, o, s in regions)
+    return h + table.ljust(16 * 24, b'\0')
+
+
+def layout():
+    mib = 1 << 20
+    full = REGIONS + [(7, 0x100000, 4 * mib - 0x100000)]
+    write('layout', 'default-4mib', u8(1) + u64(0) + fw_header(4 * mib, full))
+    big = REGIONS + [(7, 0x100000, 64 * mib - 0x100000)]
+    write('layout', 'default-64mib-err-small', u8(1 | 2) + u64(0) + fw_header(64 * mib, big))
+    write('layout', 'no-host-window', u8(1 | 6) + u64(0) + fw_header(4 * mib, REGIONS))
+    overlap = REGIONS + [(7, 0x50000, 4 * mib - 0x50000)]
+    write('layout', 'overlap', u8(1) + u64(0) + fw_header(4 * mib, overlap))
+    write('layout', 'size-mismatch', u8(0) + u64(8 * mib) + fw_header(4 * mib, full))
+    write('layout', 'abi-2', u8(1) + u64(0) + fw_header(4 * mib, full, major=2))
+
+
+# ---- log_reader (log_reader.cpp): ring size, ops ------------------------------
+def lr_read(cap): return u8(0) + u16(cap)
+def lr_set_wp(v): return u8(1) + u64(v)
+def lr_line(text): return u8(7) + u8(len(text)) + text
+def lr_append(text): return u8(5) + u8(len(text)) + text
+def lr_rewind(n): return u8(6) + u64(n)
+
+
+def log_reader():
+    lines = [b'6 %d booted chip %d' % (i * 1000, i) for i in range(12)]
+    write('log_reader', 'lines-then-read', u8(4) + b''.join(lr_line(l) for l in lines[:4]) +
+          lr_read(4096) + lr_line(lines[4]) + lr_read(10) + lr_read(4096))
+    write('log_reader', 'overrun', u8(3) + b''.join(lr_line(l) for l in lines) + lr_read(4096))
+    write('log_reader', 'long-line-in-pieces', u8(5) + lr_append(b'x' * 200) + lr_read(64) +
+          lr_read(64) + lr_line(b'end') + lr_read(4096))
+    write('log_reader', 'rewind-and-restart', u8(4) + b''.join(lr_line(l) for l in lines[:6]) +
+          lr_rewind(40) + lr_read(4096) + lr_set_wp(0) + lr_line(lines[0]) + lr_read(4096) +
+          u8(8) + u64(2**40) + lr_read(4096))
+
+
+# ---- ctrl_decode (ctrl_decode.cpp): one vtrn.ctrl.Request payload ------------
+def varint(v):
+    out = b''
+    while True:
+        b = v & 0x7f
+        v >>= 7
+        out += bytes([b | (0x80 if v else 0)])
+        if not v:
+            return out
+
+
+def field(num, wire, payload):
+    key = varint(num << 3 | wire)
+    if wire == 2:
+        return key + varint(len(payload)) + payload
+    return key + payload
+
+
+def ctrl_decode():
+    def ping(t, payload): return field(1, 2, field(1, 0, varint(t)) + field(2, 2, payload))
+    write('ctrl_decode', 'ping', ping(123, b'hello'))
+    write('ctrl_decode', 'ping-600', ping(2**63, bytes(range(256)) * 2 + b'p' * 88))
+    write('ctrl_decode', 'ping-1025', ping(1, b'q' * 1025))
+    write('ctrl_decode', 'info', field(2, 2, b''))
+    write('ctrl_decode', 'shutdown', field(3, 2, b''))
+    write('ctrl_decode', 'set-log-level-3', field(4, 2, field(1, 0, varint(3))))
+    write('ctrl_decode', 'set-log-level-9', field(4, 2, field(1, 0, varint(9))))
+    write('ctrl_decode', 'empty', b'')
+    write('ctrl_decode', 'unknown-field', field(9, 2, b'future') + field(2, 2, b''))
+    write('ctrl_decode', 'two-bodies', field(2, 2, b'') + field(3, 2, b''))
+
+
+def board_dtb():
+    for name in sorted(os.listdir(os.path.join(ROOT, 'board'))):
+        if name.endswith('.dts'):
+            out = os.path.join(HERE, 'corpus', 'board_dtb', 'seed-' + name[:-4] + '.dtb')
+            subprocess.run(['dtc', '-q', '-I', 'dts', '-O', 'dtb', '-o', out,
+                            os.path.join(ROOT, 'board', name)], check=True)
+
+
+if __name__ == '__main__':
+    for build in (ctrl_ring, dma_queue, layout, log_reader, ctrl_decode, board_dtb):
+        build()
+    sys.exit(0)
