@@ -612,6 +612,16 @@ bool parse_chip_node(const void* fdt, const Node& n, uint32_t id, Chip* out, Res
   if ((out->bar2_mib & (out->bar2_mib - 1)) != 0)
     return fail(r, Error::kBadProperty, n, "vtrn,bar2-mib", "%u is not a power of two",
                 out->bar2_mib);
+  VTRN_TRY(read_u32_optional(fdt, n, "vtrn,dma-queues", kDefaultDmaQueues, &out->dma_queues, r));
+  if (out->dma_queues < 1 || out->dma_queues > kMaxDmaQueues)
+    return fail(r, Error::kBadProperty, n, "vtrn,dma-queues", "%u outside 1..%u", out->dma_queues,
+                kMaxDmaQueues);
+  VTRN_TRY(read_u32_optional(fdt, n, "vtrn,dma-queue-depth", kDefaultDmaQueueDepth,
+                             &out->dma_queue_depth, r));
+  if (out->dma_queue_depth < 16 || out->dma_queue_depth > 4096 ||
+      (out->dma_queue_depth & (out->dma_queue_depth - 1)) != 0)
+    return fail(r, Error::kBadProperty, n, "vtrn,dma-queue-depth",
+                "%u is not a power of two in 16..4096", out->dma_queue_depth);
   VTRN_TRY(parse_hbm(fdt, n, &out->hbm, r));
   VTRN_TRY(parse_ports(fdt, n, out, r));
   VTRN_TRY(parse_power_domains(fdt, n, out, r));

@@ -276,6 +276,13 @@ void test_optional_properties_take_their_defaults(void**) {
   assert_true(chip1().ok());
   assert_int_equal(g_chip.power_domains[0].core_mask, 0);
   assert_int_equal(g_chip.ports[2].faulty_lane_mask, 0);
+  assert_int_equal(g_chip.dma_queues, vtrn::board::kDefaultDmaQueues);
+  assert_int_equal(g_chip.dma_queue_depth, vtrn::board::kDefaultDmaQueueDepth);
+  set_u32("/chips/chip@1", "vtrn,dma-queues", 16);
+  set_u32("/chips/chip@1", "vtrn,dma-queue-depth", 4096);
+  assert_true(chip1().ok());
+  assert_int_equal(g_chip.dma_queues, 16);
+  assert_int_equal(g_chip.dma_queue_depth, 4096);
 }
 
 void test_wrong_compatible_is_rejected(void**) {
@@ -369,6 +376,14 @@ const BadValue kBadValues[] = {
      "/chips/chip@1: vtrn,bar2-mib: 24 is not a power of two"},
     {"/chips/chip@1", "vtrn,bar2-mib", 2048, Error::kBadProperty,
      "/chips/chip@1: vtrn,bar2-mib: 2048 out of range 4..1024"},
+    {"/chips/chip@1", "vtrn,dma-queues", 0, Error::kBadProperty,
+     "/chips/chip@1: vtrn,dma-queues: 0 outside 1..16"},
+    {"/chips/chip@1", "vtrn,dma-queues", 17, Error::kBadProperty,
+     "/chips/chip@1: vtrn,dma-queues: 17 outside 1..16"},
+    {"/chips/chip@1", "vtrn,dma-queue-depth", 100, Error::kBadProperty,
+     "/chips/chip@1: vtrn,dma-queue-depth: 100 is not a power of two in 16..4096"},
+    {"/chips/chip@1", "vtrn,dma-queue-depth", 8192, Error::kBadProperty,
+     "/chips/chip@1: vtrn,dma-queue-depth: 8192 is not a power of two in 16..4096"},
     {"/chips/chip@1", "reg", 256, Error::kBadProperty,
      "/chips/chip@1: reg: 256 out of range 0..255"},
     {"/chips/chip@1", "reg", 2, Error::kBadProperty,
