@@ -16,7 +16,10 @@ set(_vtrn_fw_flags "--specs=picolibc.specs -ffreestanding -mcpu=cortex-a53 -mstr
 set(CMAKE_C_FLAGS_INIT "${_vtrn_fw_flags}")
 set(CMAKE_CXX_FLAGS_INIT "${_vtrn_fw_flags} -fno-exceptions -fno-rtti -fno-threadsafe-statics -fno-use-cxa-atexit")
 set(CMAKE_ASM_FLAGS_INIT "-mcpu=cortex-a53")
-set(CMAKE_EXE_LINKER_FLAGS_INIT "--specs=picolibc.specs -nostartfiles -Wl,--gc-sections")
+# The specs already come with the compile flags (CMake passes them to the link
+# too; gcc refuses them twice). -static: otherwise gcc emits a dynamic
+# executable with an .interp section.
+set(CMAKE_EXE_LINKER_FLAGS_INIT "-static -nostartfiles -Wl,--gc-sections")
 
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)

@@ -23,7 +23,6 @@ namespace vtrn::hbm {
 
 namespace {
 
-constexpr uint8_t kSpare = 0;
 constexpr uint8_t kFree = uint8_t(BlockState::kFree);
 constexpr uint8_t kUsed = uint8_t(BlockState::kUsed);
 constexpr uint8_t kRetired = uint8_t(BlockState::kRetired);

@@ -1,0 +1,72 @@
+// Boot-argument parsing for /chosen/bootargs (fw/platform.h). Kept apart
+// from platform.cpp because it is portable (no libfdt, no panic): the host
+// unit test builds this file as is. Values accept C prefixes (0x..., decimal)
+// as strtoull does; unknown words are ignored so QEMU or a user may add their
+// own arguments.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fw/platform.h"
+
+namespace fw::platform {
+
+bool parse_bootargs(const char* args, uint32_t* chip_id, uint64_t* board_address,
+                    uint64_t* board_size, char* err, size_t err_size) {
+  bool have_chip = false, have_addr = false, have_size = false;
+  const char* s = args;
+  while (*s) {
+    while (*s == ' ' || *s == '\t') ++s;
+    if (!*s) break;
+    const char* word = s;
+    while (*s && *s != ' ' && *s != '\t') ++s;
+    const size_t wlen = size_t(s - word);
+    const char* eq = static_cast<const char*>(memchr(word, '=', wlen));
+    if (!eq) continue;
+    const size_t klen = size_t(eq - word);
+    char value[32];
+    const size_t vlen = wlen - klen - 1;
+    if (vlen == 0 || vlen >= sizeof value) {
+      if (klen > 5 && strncmp(word, "vtrn.", 5) == 0) {
+        snprintf(err, err_size, "bootargs: %.*s: empty or too long value", int(klen), word);
+        return false;
+      }
+      continue;
+    }
+    memcpy(value, eq + 1, vlen);
+    value[vlen] = '\0';
+    char* end = nullptr;
+    const unsigned long long v = strtoull(value, &end, 0);
+    const bool numeric = end && *end == '\0' && value[0] != '-';
+    auto key_is = [&](const char* k) { return strlen(k) == klen && strncmp(word, k, klen) == 0; };
+    if (key_is("vtrn.chip") || key_is("vtrn.board") || key_is("vtrn.board_size")) {
+      if (!numeric) {
+        snprintf(err, err_size, "bootargs: %.*s=%s: not a number", int(klen), word, value);
+        return false;
+      }
+      if (key_is("vtrn.chip")) {
+        if (v > 0xffffffffull) {
+          snprintf(err, err_size, "bootargs: vtrn.chip=%s: out of range", value);
+          return false;
+        }
+        *chip_id = uint32_t(v);
+        have_chip = true;
+      } else if (key_is("vtrn.board")) {
+        *board_address = v;
+        have_addr = true;
+      } else {
+        *board_size = v;
+        have_size = true;
+      }
+    }
+  }
+  const char* missing = !have_chip ? "vtrn.chip" : !have_addr ? "vtrn.board"
+                        : !have_size ? "vtrn.board_size" : nullptr;
+  if (missing) {
+    snprintf(err, err_size, "bootargs: %s: missing", missing);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace fw::platform

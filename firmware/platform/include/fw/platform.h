@@ -1,0 +1,69 @@
+// What the firmware learns from QEMU's platform DTB (the "virt" machine's
+// own device tree, at the start of RAM): where the UART, GIC, GICv2m frame,
+// PCIe host bridge and RAM are, which PPI the virtual timer uses, how many
+// cores there are, and the vtrn boot arguments from /chosen/bootargs.
+//
+// Every value is read from the tree, never assumed; a missing or malformed
+// node stops boot with kPanicPlatform and a reason naming the node and
+// property. Not a general DT library: it reads exactly these nodes.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace fw::platform {
+
+// QEMU virt puts its DTB at the start of RAM when the image is linked above
+// it (see boot/firmware.ld); this address is part of the launch contract.
+inline constexpr uint64_t kPlatformDtbAddress = 0x40000000;
+
+struct Range {
+  uint64_t base = 0;
+  uint64_t size = 0;
+};
+
+struct PciWindow {
+  uint64_t cpu_base = 0;
+  uint64_t pci_base = 0;
+  uint64_t size = 0;
+};
+
+struct Platform {
+  Range dtb;  // the platform DTB itself (totalsize)
+  Range ram;  // /memory reg
+  uint32_t cpu_count = 0;
+  uint64_t uart_base = 0;
+  uint32_t uart_clock_hz = 0;
+  uint64_t gicd_base = 0;
+  uint64_t gicc_base = 0;
+  uint64_t gicd_size = 0;
+  uint64_t gicc_size = 0;
+  uint64_t v2m_base = 0;
+  uint64_t v2m_size = 0;
+  uint32_t virt_timer_intid = 0;
+  Range ecam;
+  uint8_t bus_start = 0;
+  uint8_t bus_end = 0;
+  PciWindow mmio32;
+  PciWindow mmio64;  // size 0 if the bridge has no 64-bit window
+  char bootargs[256] = {};
+  uint32_t chip_id = 0;
+  uint64_t board_address = 0;
+  uint64_t board_size = 0;
+};
+
+// Finds just the console (the "arm,pl011" node and its clock) so the UART
+// can report whatever the full parse finds wrong. Panics on a bad tree.
+void parse_console(uint64_t address, uint64_t* uart_base, uint32_t* uart_clock_hz);
+
+// Parses the DTB at `address` (panics on any problem). Call with the MMU on:
+// libfdt and picolibc's string routines issue unaligned accesses.
+void parse(uint64_t address, Platform* out);
+
+// Parses "vtrn.chip=<id> vtrn.board=<addr> vtrn.board_size=<bytes>" (other
+// words ignored). On failure returns false and writes one line naming the
+// missing or bad key. Portable (no libfdt), kept separate for that reason.
+bool parse_bootargs(const char* args, uint32_t* chip_id, uint64_t* board_address,
+                    uint64_t* board_size, char* err, size_t err_size);
+
+}  // namespace fw::platform
