@@ -35,3 +35,22 @@ set(VTRN_HAL_FAKE_SOURCES
   ${VTRN_ROOT}/hal/mmio/src/mmio_fake.cpp
   ${VTRN_ROOT}/hal/timer/src/timer_fake.cpp
   ${VTRN_ROOT}/hal/pcie/fake/fake_ecam.cpp)
+
+# hal/copy: the copy-engine facade and its DMA adapter are backend
+# independent; hal_copy_memcpy is the AArch64 assembly on the chip and the C
+# library's memcpy on the host. The adapter implements vtrn::dma::Copier, so
+# the HAL includes see the shared ABI headers and common/dma.
+list(APPEND VTRN_HAL_INCLUDES
+  ${VTRN_ROOT}/hal/copy/include
+  ${VTRN_ROOT}/include
+  ${VTRN_ROOT}/common/dma/include)
+list(APPEND VTRN_HAL_SOURCES
+  ${VTRN_ROOT}/hal/copy/src/copy.cpp
+  ${VTRN_ROOT}/hal/copy/src/copy_dma.cpp)
+list(APPEND VTRN_HAL_QEMU_SOURCES
+  ${VTRN_ROOT}/hal/copy/src/memcpy_aarch64.S)
+list(APPEND VTRN_HAL_FAKE_INCLUDES
+  ${VTRN_ROOT}/hal/copy/fake/include)
+list(APPEND VTRN_HAL_FAKE_SOURCES
+  ${VTRN_ROOT}/hal/copy/src/memcpy_host.cpp
+  ${VTRN_ROOT}/hal/copy/fake/fake_copy.cpp)
