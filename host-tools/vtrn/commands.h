@@ -1,0 +1,38 @@
+// The vtrn subcommands. Each add_*_command() registers one subcommand with
+// its options (validated by CLI11) and, when the user picks it, stores the
+// function that runs it in *action; main() runs that after parsing, so a
+// parse error never runs half a command. Commands print their result on
+// stdout (a table, or one JSON document with --json) and report failures by
+// throwing CliError.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace tools {
+
+using Action = std::function<void()>;
+
+// A chip id as typed: decimal digits only, so "-1" and "abc" are usage
+// errors with a readable message instead of a conversion error.
+inline CLI::Validator chip_id_validator() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        if (value.empty() || value.size() > 9 || value.find_first_not_of("0123456789") != std::string::npos)
+          return "must be a non-negative integer, got '" + value + "'";
+        return {};
+      },
+      "CHIP", "chip id");
+}
+
+void add_up_command(CLI::App& app, Action* action);
+void add_down_command(CLI::App& app, Action* action);
+void add_ls_command(CLI::App& app, Action* action);
+void add_info_command(CLI::App& app, Action* action);
+void add_logs_command(CLI::App& app, Action* action);
+void add_ping_command(CLI::App& app, Action* action);
+void add_telemetry_command(CLI::App& app, Action* action);
+void add_bench_command(CLI::App& app, Action* action);
+
+}  // namespace tools

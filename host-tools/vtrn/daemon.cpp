@@ -1,0 +1,194 @@
+// vtrnd requests and error mapping for the vtrn CLI (see daemon.h).
+#include "daemon.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "cli_error.h"
+
+namespace tools {
+namespace {
+
+Exit exit_for_status(Vtrn__Api__Status status) {
+  switch (status) {
+    case VTRN__API__STATUS__STATUS_OK: return Exit::kOk;
+    case VTRN__API__STATUS__STATUS_UNKNOWN_CHIP: return Exit::kUnknownChip;
+    case VTRN__API__STATUS__STATUS_CHIP_NOT_READY: return Exit::kChipNotReady;
+    case VTRN__API__STATUS__STATUS_TIMEOUT: return Exit::kTimeout;
+    case VTRN__API__STATUS__STATUS_SHUTTING_DOWN: return Exit::kNotRunning;
+    // The parser validates every field the user controls, so a bad request
+    // is a failure of the operation, not a usage error.
+    case VTRN__API__STATUS__STATUS_BAD_REQUEST:
+    case VTRN__API__STATUS__STATUS_CHIP_ERROR:
+    case VTRN__API__STATUS__STATUS_INTERNAL:
+    default: return Exit::kFailed;
+  }
+}
+
+// The transport error texts of drv::Client (client.cpp) decide the code.
+[[noreturn]] void throw_transport(const std::string& err) {
+  if (err.rfind("timed out", 0) == 0) throw CliError(Exit::kTimeout, err);
+  if (err.rfind("vtrnd is not running", 0) == 0) throw CliError(Exit::kNotRunning, err);
+  throw CliError(Exit::kFailed, err);
+}
+
+// The chip a request names, or -1.
+int64_t requested_chip(const Vtrn__Api__Request& req) {
+  switch (req.body_case) {
+    case VTRN__API__REQUEST__BODY_INFO: return req.info->chip;
+    case VTRN__API__REQUEST__BODY_PING: return req.ping->chip;
+    case VTRN__API__REQUEST__BODY_LOGS: return req.logs->chip;
+    case VTRN__API__REQUEST__BODY_TELEMETRY: return req.telemetry->chip;
+    default: return -1;
+  }
+}
+
+void expect_body(const Vtrn__Api__Response& resp, Vtrn__Api__Response__BodyCase body) {
+  if (resp.body_case != body)
+    throw CliError(Exit::kFailed, "vtrnd answered with an unexpected message (body " +
+                                      std::to_string(int(resp.body_case)) + ")");
+}
+
+}  // namespace
+
+std::string describe_chip_range(size_t chip_count) {
+  if (chip_count == 0) return "no chips";
+  if (chip_count == 1) return "chip 0";
+  return "chips 0-" + std::to_string(chip_count - 1);
+}
+
+DaemonConnection DaemonConnection::open() {
+  drv::Client client;
+  std::string err;
+  if (!client.connect(drv::socket_path(), &err)) {
+    const bool absent = err.rfind("vtrnd is not running", 0) == 0;
+    throw CliError(absent ? Exit::kNotRunning : Exit::kFailed, absent ? "vtrnd is not running" : err);
+  }
+  return DaemonConnection(std::move(client));
+}
+
+void DaemonConnection::throw_for_status(int64_t chip, const Vtrn__Api__Response& resp) {
+  const Exit code = exit_for_status(resp.status);
+  std::string message = resp.error != nullptr && resp.error[0] != '\0'
+                            ? resp.error
+                            : "vtrnd refused the request (status " + std::to_string(int(resp.status)) + ")";
+  if (resp.status == VTRN__API__STATUS__STATUS_UNKNOWN_CHIP) {
+    // The daemon's text may not say what the board has; ask, so the user
+    // sees the valid range. A failure of that second question keeps the
+    // daemon's own message.
+    Vtrn__Api__Request list_req;
+    Vtrn__Api__ListRequest list;
+    vtrn__api__request__init(&list_req);
+    vtrn__api__list_request__init(&list);
+    list_req.body_case = VTRN__API__REQUEST__BODY_LIST;
+    list_req.list = &list;
+    drv::ResponsePtr list_resp;
+    std::string err;
+    if (chip >= 0 && client_.call(&list_req, &list_resp, &err, kCallTimeoutMs) &&
+        list_resp->status == VTRN__API__STATUS__STATUS_OK &&
+        list_resp->body_case == VTRN__API__RESPONSE__BODY_LIST) {
+      message = "unknown chip " + std::to_string(chip) + " (board has " +
+                describe_chip_range(list_resp->list->n_chips) + ")";
+    }
+  }
+  throw CliError(code, message);
+}
+
+drv::ResponsePtr DaemonConnection::call(Vtrn__Api__Request* req, int timeout_ms) {
+  drv::ResponsePtr resp;
+  std::string err;
+  if (!client_.call(req, &resp, &err, timeout_ms)) throw_transport(err);
+  if (resp->status != VTRN__API__STATUS__STATUS_OK) throw_for_status(requested_chip(*req), *resp);
+  return resp;
+}
+
+void DaemonConnection::send(Vtrn__Api__Request* req) {
+  std::string err;
+  stream_chip_ = requested_chip(*req);
+  if (!client_.send(req, &err)) throw_transport(err);
+}
+
+drv::ResponsePtr DaemonConnection::next() {
+  drv::ResponsePtr resp;
+  std::string err;
+  if (!client_.recv(&resp, &err, -1)) {
+    if (err == "vtrnd closed the connection") return nullptr;
+    throw_transport(err);
+  }
+  if (resp->status != VTRN__API__STATUS__STATUS_OK) throw_for_status(stream_chip_, *resp);
+  return resp;
+}
+
+drv::ResponsePtr request_list(DaemonConnection& conn, int timeout_ms) {
+  Vtrn__Api__Request req;
+  Vtrn__Api__ListRequest body;
+  vtrn__api__request__init(&req);
+  vtrn__api__list_request__init(&body);
+  req.body_case = VTRN__API__REQUEST__BODY_LIST;
+  req.list = &body;
+  drv::ResponsePtr resp = conn.call(&req, timeout_ms);
+  expect_body(*resp, VTRN__API__RESPONSE__BODY_LIST);
+  return resp;
+}
+
+drv::ResponsePtr request_info(DaemonConnection& conn, uint32_t chip) {
+  Vtrn__Api__Request req;
+  Vtrn__Api__InfoRequest body;
+  vtrn__api__request__init(&req);
+  vtrn__api__info_request__init(&body);
+  body.chip = chip;
+  req.body_case = VTRN__API__REQUEST__BODY_INFO;
+  req.info = &body;
+  drv::ResponsePtr resp = conn.call(&req);
+  expect_body(*resp, VTRN__API__RESPONSE__BODY_INFO);
+  if (resp->info->info == nullptr || resp->info->info->summary == nullptr)
+    throw CliError(Exit::kFailed, "vtrnd sent an InfoResponse without chip information");
+  return resp;
+}
+
+drv::ResponsePtr request_ping(DaemonConnection& conn, const PingParams& params) {
+  Vtrn__Api__Request req;
+  Vtrn__Api__PingRequest body;
+  vtrn__api__request__init(&req);
+  vtrn__api__ping_request__init(&body);
+  body.chip = params.chip;
+  body.count = params.count;
+  body.payload_bytes = params.payload_bytes;
+  body.wait = params.wait;
+  body.interval_us = params.interval_us;
+  req.body_case = VTRN__API__REQUEST__BODY_PING;
+  req.ping = &body;
+  // Each ping may take up to a chip timeout; allow for the pauses asked for.
+  const uint64_t budget_ms =
+      uint64_t(kCallTimeoutMs) + uint64_t(params.count) * (params.interval_us / 1000 + 1);
+  drv::ResponsePtr resp = conn.call(&req, int(std::min<uint64_t>(budget_ms, 1u << 30)));
+  expect_body(*resp, VTRN__API__RESPONSE__BODY_PING);
+  return resp;
+}
+
+drv::ResponsePtr request_telemetry(DaemonConnection& conn, int32_t chip) {
+  Vtrn__Api__Request req;
+  Vtrn__Api__TelemetryRequest body;
+  vtrn__api__request__init(&req);
+  vtrn__api__telemetry_request__init(&body);
+  body.chip = chip;
+  req.body_case = VTRN__API__REQUEST__BODY_TELEMETRY;
+  req.telemetry = &body;
+  drv::ResponsePtr resp = conn.call(&req);
+  expect_body(*resp, VTRN__API__RESPONSE__BODY_TELEMETRY);
+  return resp;
+}
+
+drv::ResponsePtr request_shutdown(DaemonConnection& conn) {
+  Vtrn__Api__Request req;
+  Vtrn__Api__ShutdownRequest body;
+  vtrn__api__request__init(&req);
+  vtrn__api__shutdown_request__init(&body);
+  req.body_case = VTRN__API__REQUEST__BODY_SHUTDOWN;
+  req.shutdown = &body;
+  drv::ResponsePtr resp = conn.call(&req);
+  expect_body(*resp, VTRN__API__RESPONSE__BODY_SHUTDOWN);
+  return resp;
+}
+
+}  // namespace tools

@@ -1,0 +1,54 @@
+// vtrn: the command-line client of vtrnd. Parses the command line (CLI11),
+// runs the one chosen subcommand, and turns every failure into one stderr
+// line "vtrn: <problem>" plus a documented exit code (cli_error.h).
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "cli_error.h"
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"vtrn: bring a virtual vtrn board up and down and talk to its chips through vtrnd",
+               "vtrn"};
+  app.footer(tools::kExitCodeHelp);
+  app.require_subcommand(1);
+  // Show every option's default in --help (subcommands inherit this).
+  app.option_defaults()->always_capture_default();
+  app.set_help_all_flag("--help-all", "Print help for every subcommand");
+
+  tools::Action action;
+  tools::add_up_command(app, &action);
+  tools::add_down_command(app, &action);
+  tools::add_ls_command(app, &action);
+  tools::add_info_command(app, &action);
+  tools::add_logs_command(app, &action);
+  tools::add_ping_command(app, &action);
+  tools::add_telemetry_command(app, &action);
+  tools::add_bench_command(app, &action);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "vtrn: " << e.what() << " (see vtrn --help)\n";
+    return int(tools::Exit::kUsage);
+  }
+
+  try {
+    if (action) action();
+  } catch (const tools::CliError& e) {
+    std::cout.flush();
+    std::cerr << "vtrn: " << e.what() << "\n";
+    for (const auto& line : e.details()) std::cerr << "  " << line << "\n";
+    return int(e.code());
+  } catch (const std::exception& e) {
+    std::cout.flush();
+    std::cerr << "vtrn: " << e.what() << "\n";
+    return int(tools::Exit::kFailed);
+  }
+  return int(tools::Exit::kOk);
+}

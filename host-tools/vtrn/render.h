@@ -1,0 +1,54 @@
+// Text rendering shared by the vtrn subcommands: aligned tables for people,
+// unit formatting, enum names, and the one JSON printer. Every command builds
+// one nlohmann::json document first and renders its table from the same
+// data, so `--json` and the table can never disagree.
+//
+// Not a general formatting library: only what the subcommands print.
+#pragma once
+
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "vtrn_api.pb-c.h"
+
+namespace tools {
+
+// Columns sized to their widest cell, two spaces apart; numbers are not
+// right-aligned because most cells carry units.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> headers) : headers_(std::move(headers)) {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  [[nodiscard]] std::string render() const;
+
+ private:
+  std::vector<std::string> headers_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// "READY", "FAILED", ... (the proto name without its CHIP_STATE_ prefix).
+std::string state_name(Vtrn__Api__ChipState state);
+// "block" / "spin".
+std::string wait_name(Vtrn__Api__WaitMode mode);
+
+// 850 ns, 12.3 us, 4.56 ms, 1.234 s, 3h02m: three significant digits.
+std::string format_ns(uint64_t ns);
+std::string format_ns(double ns);
+// 16 MiB, 512 KiB, 100 B.
+std::string format_bytes(uint64_t bytes);
+// 1.23x
+std::string format_ratio(double ratio);
+
+// A firmware log ring line "<level> <uptime us> <text>" as dmesg shows it:
+// "[    0.010234] info  <text>". Lines in another shape (UART text) pass
+// through unchanged.
+std::string format_log_line(const std::string& line);
+
+// Pretty-printed, one document, newline-terminated, on stdout.
+void print_json(const nlohmann::json& doc);
+
+}  // namespace tools

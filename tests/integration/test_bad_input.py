@@ -1,0 +1,87 @@
+"""Integration: what the CLI does with bad input and broken set-ups. Every
+case must end in one "vtrn: ..." line on stderr, the documented exit code,
+and nothing left running or on disk.
+"""
+
+import os
+import re
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vtrn_harness as h  # noqa: E402
+
+
+class WithoutDaemon(h.SessionTestCase):
+    session_name = "nodaemon"
+
+    def test_every_daemon_command_exits_3_when_vtrnd_is_not_running(self):
+        for args in (("ls",), ("info", 0), ("ping", 0), ("logs", 0), ("logs", 0, "-f"),
+                     ("telemetry",), ("down",), ("bench", "ping")):
+            with self.subTest(args=args):
+                r = self.s.vtrn(*args, timeout=30)
+                self.assert_one_error_line(r, h.EXIT_NOT_RUNNING, "vtrnd is not running")
+                self.assertEqual(r.stdout, "")
+        self.assertFalse(os.path.exists(self.s.runtime_dir))
+
+    def test_bad_chip_argument_is_a_usage_error(self):
+        for args in (("info", "-1"), ("info", "abc"), ("info",), ("ping", 0, "--count", 0),
+                     ("ping", 0, "--wait", "sometimes"), ("up", "--chips", 0)):
+            with self.subTest(args=args):
+                self.assert_one_error_line(self.s.vtrn(*args), h.EXIT_USAGE)
+
+    def test_missing_qemu_is_reported_and_leaves_nothing(self):
+        r = self.s.vtrn("up", env={"VTRN_QEMU": "/nonexistent/qemu-system-aarch64"})
+        self.assert_one_error_line(r, h.EXIT_FAILED, "QEMU not found", "/nonexistent/qemu-system-aarch64")
+        self.assert_nothing_left()
+
+    def test_missing_board_file_is_a_usage_error(self):
+        r = self.s.vtrn("up", "--board", os.path.join(self.s.tmp, "no-such-board.dtb"))
+        self.assert_one_error_line(r, h.EXIT_USAGE, "no-such-board.dtb")
+        self.assert_nothing_left()
+
+
+class BrokenBoards(h.SessionTestCase):
+    session_name = "badboard"
+
+    def test_garbage_board_file_is_rejected_with_a_message(self):
+        path = os.path.join(self.s.tmp, "garbage.dtb")
+        with open(path, "wb") as f:
+            f.write(bytes(range(256)) * 8)
+        r = self.s.vtrn("up", "--board", path)
+        self.assertNotEqual(r.returncode, 0)
+        self.assert_one_error_line(r, r.returncode, "garbage.dtb")
+        self.assert_nothing_left()
+
+    def test_board_missing_a_required_property_names_it(self):
+        with open(h.BOARD_DTS) as f:
+            source = f.read()
+        broken, n = re.subn(r"\n\s*vtrn,neuron-cores\s*=\s*<[^>]*>;", "\n", source, count=1)
+        self.assertEqual(n, 1, "the default board no longer has vtrn,neuron-cores to remove")
+        path = os.path.join(self.s.tmp, "no-cores.dts")
+        with open(path, "w") as f:
+            f.write(broken)
+        r = self.s.vtrn("up", "--board", path)
+        self.assertNotEqual(r.returncode, 0)
+        self.assert_one_error_line(r, r.returncode, "vtrn,neuron-cores")
+        self.assert_nothing_left()
+
+
+class FirmwareThatCannotBoot(h.SessionTestCase):
+    session_name = "badfw"
+
+    def test_non_elf_firmware_exits_5_with_log_lines_and_leaves_nothing(self):
+        path = os.path.join(self.s.tmp, "not-firmware.elf")
+        with open(path, "wb") as f:
+            f.write(b"this is not an AArch64 image\n" * 64)
+        r = self.s.vtrn("up", "--chips", 2, "--boot-timeout-ms", 2000, env={"VTRN_FIRMWARE": path})
+        self.assert_one_error_line(r, h.EXIT_CHIP_NOT_READY, "failed to boot")
+        self.assertRegex(r.stderr.splitlines()[0], r"^vtrn: chip \d+ failed to boot")
+        # Each failed chip is followed by its last log lines (or a note that
+        # it printed none).
+        self.assertRegex(r.stderr, r"\n  chip \d+ \| ", f"no log lines after the error: {r.stderr!r}")
+        self.assert_nothing_left()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

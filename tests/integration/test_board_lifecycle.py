@@ -1,0 +1,224 @@
+"""Integration: a 2-chip board booted under real QEMU through `vtrn up`,
+exercised with every CLI command, then brought down with nothing left.
+
+Each test class boots its own board in its own runtime directory
+(vtrn_harness.Session), so classes cannot disturb one another.
+"""
+
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vtrn_harness as h  # noqa: E402
+
+
+class BootedBoard(h.SessionTestCase):
+    """Read-only checks against one running 2-chip board."""
+
+    session_name = "board"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        r = cls.s.vtrn("up", "--chips", 2)
+        if r.returncode != 0:
+            cls.s.cleanup()
+            raise AssertionError(f"vtrn up --chips 2 exited {r.returncode}: {r.stderr}")
+        cls.up_stdout = r.stdout
+        cls.s.remember_pids()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.vtrn("down", timeout=60)
+        super().tearDownClass()
+
+    def test_up_prints_a_table_with_both_chips_ready(self):
+        rows = [l.split() for l in self.up_stdout.splitlines() if l[:1].isdigit()]
+        self.assertEqual([(r[0], r[1]) for r in rows], [("0", "READY"), ("1", "READY")], self.up_stdout)
+
+    def test_ls_json_shows_two_ready_chips_with_sane_fields(self):
+        doc = self.s.vtrn_json("ls")
+        self.assertTrue(doc["board"])
+        self.assertEqual([c["id"] for c in doc["chips"]], [0, 1])
+        for c in doc["chips"]:
+            with self.subTest(chip=c["id"]):
+                self.assertEqual(c["state"], "READY")
+                self.assertRegex(c["fw_version"], r"^\d+\.\d+\.\d+")
+                self.assertRegex(c["pci_address"], r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+                self.assertGreaterEqual(c["bar2_bytes"], 4 << 20)
+                self.assertEqual(c["bar2_bytes"] & (c["bar2_bytes"] - 1), 0, "BAR2 size is a power of two")
+                self.assertGreater(c["uptime_ns"], 0)
+                self.assertGreater(c["boot_ns"], 0)
+                self.assertTrue(h.process_alive(c["qemu_pid"]))
+                self.assertEqual(c["error"], "")
+                self.assertEqual(c["gdb_port"], 0)
+        print(f"\nboot time (QEMU launch to READY): "
+              + ", ".join(f"chip {c['id']} {c['boot_ns'] / 1e6:.1f} ms" for c in doc["chips"]), file=sys.stderr)
+
+    def test_ls_table_matches_json(self):
+        r = self.s.vtrn("ls")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.splitlines()[0].split()[:2], ["CHIP", "STATE"])
+        self.assertEqual(len([l for l in r.stdout.splitlines() if " READY " in l]), 2, r.stdout)
+
+    def test_info_json_describes_chip_zero(self):
+        info = self.s.vtrn_json("info", 0)
+        self.assertEqual(info["summary"]["id"], 0)
+        self.assertEqual(info["summary"]["state"], "READY")
+        self.assertGreaterEqual(info["neuron_cores"], 1)
+        self.assertGreaterEqual(info["hbm_stacks"], 1)
+        self.assertGreater(info["hbm_bytes_per_stack"], 0)
+        self.assertGreater(info["telemetry_period_ms"], 0)
+        self.assertGreater(info["timer_hz"], 0)
+        self.assertIn(info["gic_version"], (2, 3))
+        self.assertGreaterEqual(info["abi_major"], 1)
+        self.assertIn("qemu-system-aarch64", info["qemu_cmdline"])
+        self.assertIsNone(info["panic"])
+
+    def test_ping_chip_one_fifty_times_loses_none(self):
+        doc = self.s.vtrn_json("ping", 1, "--count", 50)
+        self.assertEqual(doc["chip"], 1)
+        self.assertEqual(len(doc["rtt_ns"]), 50)
+        self.assertEqual(doc["lost"], 0)
+        self.assertTrue(all(v > 0 for v in doc["rtt_ns"]))
+        st = doc["stats"]
+        self.assertLessEqual(st["min_ns"], st["median_ns"])
+        self.assertLessEqual(st["median_ns"], st["p99_ns"])
+        self.assertLessEqual(st["p99_ns"], st["max_ns"])
+
+    def test_ping_with_payload_and_spin_wait_is_answered(self):
+        doc = self.s.vtrn_json("ping", 0, "--count", 20, "--size", 1024, "--wait", "spin")
+        self.assertEqual((len(doc["rtt_ns"]), doc["lost"], doc["wait"]), (20, 0, "spin"))
+
+    def test_logs_json_contains_boot_lines(self):
+        doc = self.s.vtrn_json("logs", 0)
+        self.assertEqual(doc["chip"], 0)
+        self.assertGreater(len(doc["lines"]), 0)
+        # Every firmware log line is "<level digit> <uptime us> <text>".
+        for line in doc["lines"]:
+            self.assertRegex(line, r"^[0-7] \d+ ")
+        self.assertTrue(any("ready" in l.lower() for l in doc["lines"]), doc["lines"])
+
+    def test_logs_tail_limits_the_lines(self):
+        doc = self.s.vtrn_json("logs", 1, "--tail", 2)
+        self.assertEqual(len(doc["lines"]), 2, doc["lines"])
+
+    def test_telemetry_heartbeat_advances_over_300_ms(self):
+        first = {c["chip"]: c for c in self.s.vtrn_json("telemetry")["chips"]}
+        time.sleep(0.35)
+        second = {c["chip"]: c for c in self.s.vtrn_json("telemetry")["chips"]}
+        self.assertEqual(sorted(first), [0, 1])
+        for chip in (0, 1):
+            with self.subTest(chip=chip):
+                self.assertGreater(second[chip]["heartbeat"], first[chip]["heartbeat"])
+                self.assertGreater(second[chip]["uptime_ns"], first[chip]["uptime_ns"])
+                self.assertGreater(second[chip]["period_ms"], 0)
+
+    def test_telemetry_of_one_chip_has_only_that_chip(self):
+        doc = self.s.vtrn_json("telemetry", 1)
+        self.assertEqual([c["chip"] for c in doc["chips"]], [1])
+
+    def test_concurrent_pings_and_log_follower_all_succeed(self):
+        follower = self.s.popen("logs", 0, "-f", "--json")
+        try:
+            pings = [self.s.popen("ping", i % 2, "--count", 100, "--json") for i in range(4)]
+            results = [p.communicate(timeout=60) + (p.returncode,) for p in pings]
+            for out, err, rc in results:
+                self.assertEqual(rc, 0, err)
+                doc = json.loads(out)
+                self.assertEqual((len(doc["rtt_ns"]), doc["lost"]), (100, 0))
+            # The follower is still streaming, and its first frame holds the
+            # log so far.
+            self.assertIsNone(follower.poll(), "logs -f ended early")
+            ready, _, _ = select.select([follower.stdout], [], [], 10)
+            self.assertTrue(ready, "logs -f printed nothing in 10 s")
+            first = json.loads(follower.stdout.readline())
+            self.assertGreater(len(first["lines"]), 0)
+        finally:
+            follower.terminate()
+            follower.communicate(timeout=10)
+
+    def test_unknown_chip_exits_4_naming_the_board_range(self):
+        for args in (("info", 7), ("ping", 7), ("logs", 7), ("telemetry", 7)):
+            with self.subTest(args=args):
+                r = self.s.vtrn(*args)
+                self.assert_one_error_line(r, h.EXIT_UNKNOWN_CHIP, "unknown chip 7 (board has chips 0-1)")
+
+    def test_second_up_refuses_while_running(self):
+        pid = self.s.vtrnd_pid()
+        r = self.s.vtrn("up")
+        self.assert_one_error_line(r, h.EXIT_FAILED, "already running")
+        self.assertEqual(self.s.vtrnd_pid(), pid)
+        self.assertEqual(len(self.s.vtrn_json("ls")["chips"]), 2)
+
+    def test_idle_chip_uses_under_10_percent_of_a_core(self):
+        chips = self.s.vtrn_json("ls")["chips"]
+        pids = {c["id"]: c["qemu_pid"] for c in chips}
+        start = {i: h.cpu_seconds(p) for i, p in pids.items()}
+        t0 = time.monotonic()
+        time.sleep(5)
+        elapsed = time.monotonic() - t0
+        share = {i: (h.cpu_seconds(p) - start[i]) / elapsed for i, p in pids.items()}
+        print("\nidle CPU per chip over %.1f s: %s" % (
+            elapsed, ", ".join(f"chip {i} {100 * s:.2f}% of a core" for i, s in share.items())), file=sys.stderr)
+        for i, s in share.items():
+            self.assertLess(s, 0.10, f"chip {i} used {100 * s:.1f}% of a core while idle")
+
+
+class DownLeavesNothingBehind(h.SessionTestCase):
+    session_name = "down"
+
+    def test_down_stops_processes_and_removes_socket_runtime_dir_and_memfds(self):
+        r = self.s.vtrn("up", "--chips", 2)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.s.remember_pids()
+        vtrnd = self.s.vtrnd_pid()
+        qemus = [c["qemu_pid"] for c in self.s.vtrn_json("ls")["chips"]]
+        self.assertEqual(len(qemus), 2)
+        holders = [vtrnd] + qemus
+        memfds = {p: [t for t in h.open_fds(p) if "memfd:" in t] for p in holders}
+        self.assertTrue(memfds[vtrnd], "vtrnd holds no memfd: the BAR2 check below would prove nothing")
+
+        down = self.s.vtrn("down", "--json")
+        self.assertEqual(down.returncode, 0, down.stderr)
+        self.assertEqual(json.loads(down.stdout)["chips_stopped"], 2)
+
+        for p in holders:
+            self.assertFalse(h.process_alive(p), f"pid {p} still running after down")
+            self.assertEqual([t for t in h.open_fds(p) if "memfd:" in t], [], f"pid {p} still holds memfds")
+        self.assertFalse(os.path.exists(os.path.join(self.s.runtime_dir, "vtrnd.sock")))
+        self.assert_nothing_left()
+
+        again = self.s.vtrn("down")
+        self.assert_one_error_line(again, h.EXIT_NOT_RUNNING, "vtrnd is not running")
+
+
+class GdbStubs(h.SessionTestCase):
+    session_name = "gdb"
+
+    def test_up_with_gdb_prints_attach_commands_and_ports_listen(self):
+        base = 20000 + os.getpid() % 20000
+        r = self.s.vtrn("up", "--chips", 2, "--gdb", "--gdb-port", base, "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.s.remember_pids()
+        doc = json.loads(r.stdout)
+        self.assertEqual([c["gdb_port"] for c in doc["chips"]], [base, base + 1])
+        for g in doc["gdb"]:
+            self.assertIn("gdb-multiarch", g["command"])
+            self.assertIn("firmware.elf", g["command"])
+            self.assertIn(f"target remote 127.0.0.1:{g['port']}", g["command"])
+            with socket.create_connection(("127.0.0.1", g["port"]), timeout=5):
+                pass
+        down = self.s.vtrn("down")
+        self.assertEqual(down.returncode, 0, down.stderr)
+        self.assert_nothing_left()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
