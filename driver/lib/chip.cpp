@@ -147,6 +147,10 @@ void Chip::set_state(Vtrn__Api__ChipState s, const std::string& error) {
   if (s != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
     fail_all_ops(VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
                  label_ + " is " + chip_state_name(s));
+    if (dma_.attached()) {
+      dma_.detach();
+      if (on_dma_event) on_dma_event();
+    }
   }
   if (on_state_change) on_state_change(*this);
 }
@@ -289,6 +293,8 @@ void Chip::on_host_doorbell(uint32_t vector) {
     pump();
   } else if (vector == kVectorLog) {
     poll_logs();
+  } else if (vector == kVectorDma) {
+    if (on_dma_event) on_dma_event();
   }
 }
 
@@ -325,6 +331,23 @@ void Chip::on_ready() {
   if (!hif_.bring_up(&why)) {
     fail(label_ + ": " + why);
     return;
+  }
+  if (hif_.header().capabilities & kCapDma) {
+    DmaEngine::Hooks hooks;
+    hooks.ring_chip = [this] {
+      if (!test_mode_) ivshmem_.notify_chip(kVectorDma);
+    };
+    // vtrnd's loop watches and drains the kVectorDma eventfd itself; the
+    // engine never sleeps on it here.
+    hooks.irq_fd = -1;
+    if (!dma_.attach(hif_.bar2(), hif_.layout(), std::move(hooks), &why)) {
+      fail(label_ + ": " + why);
+      return;
+    }
+    dma_.arm_irq(true);
+    DRV_LOGI("%s: DMA: %u queues of depth %u, HBM [0x%llx, +%llu MiB), window %llu KiB", label_.c_str(),
+             dma_.queue_count(), dma_.depth(), (unsigned long long)dma_.hbm_base(),
+             (unsigned long long)(dma_.hbm_size() >> 20), (unsigned long long)(dma_.window_size() >> 10));
   }
   if (boot_timer_ != 0) loop_->cancel_timer(boot_timer_);
   boot_timer_ = 0;
@@ -775,6 +798,7 @@ void Chip::finish_stop() {
 }
 
 void Chip::cleanup() {
+  dma_.detach();  // the BAR2 mapping goes away below
   if (qemu_out_) {
     loop_->remove(qemu_out_.get());
     qemu_out_.reset();

@@ -26,7 +26,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: vtrnd [--board FILE] [--chips N] [--firmware ELF] [--qemu BIN] [--gdb]\n"
     "             [--gdb-port BASE] [--boot-timeout-ms MS] [--runtime-dir DIR]\n"
-    "             [--foreground] [--verbose]\n"
+    "             [--allow-raw-dma] [--foreground] [--verbose]\n"
     "  --board FILE          board .dtb or .dts (default " VTRN_DEFAULT_BOARD_DTB ")\n"
     "  --chips N             resize the board to N chips (first N kept, last cloned)\n"
     "  --firmware ELF        firmware image (default $VTRN_FIRMWARE or " VTRN_DEFAULT_FIRMWARE ")\n"
@@ -36,6 +36,8 @@ constexpr const char* kUsage =
     "  --boot-timeout-ms MS  per-chip boot timeout (default 10000)\n"
     "  --runtime-dir DIR     sockets and state (default $VTRN_RUNTIME_DIR or\n"
     "                        ${XDG_RUNTIME_DIR:-/tmp}/vtrn-UID)\n"
+    "  --allow-raw-dma       accept raw DmaCopy requests (unvalidated descriptors, for\n"
+    "                        hostile-input tests; also VTRN_ALLOW_RAW_DMA=1)\n"
     "  --foreground          stay attached (vtrnd never daemonizes itself)\n"
     "  --verbose             debug logging\n";
 
@@ -57,7 +59,7 @@ int usage_error(const std::string& what) {
 
 int main(int argc, char** argv) {
   enum { kBoard = 1000, kChips, kFirmware, kQemu, kGdb, kGdbPort, kBootTimeout, kRuntimeDir,
-         kForeground, kVerbose, kHelp };
+         kForeground, kVerbose, kHelp, kAllowRawDma };
   static const option kOptions[] = {
       {"board", required_argument, nullptr, kBoard},
       {"chips", required_argument, nullptr, kChips},
@@ -68,6 +70,7 @@ int main(int argc, char** argv) {
       {"boot-timeout-ms", required_argument, nullptr, kBootTimeout},
       {"runtime-dir", required_argument, nullptr, kRuntimeDir},
       {"foreground", no_argument, nullptr, kForeground},
+      {"allow-raw-dma", no_argument, nullptr, kAllowRawDma},
       {"verbose", no_argument, nullptr, kVerbose},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0},
@@ -76,6 +79,8 @@ int main(int argc, char** argv) {
   std::string firmware, qemu_flag, runtime_dir;
   uint32_t chips = 0, gdb_port = 0, boot_timeout = 10000;
   bool gdb = false;
+  const char* raw_env = getenv("VTRN_ALLOW_RAW_DMA");
+  bool allow_raw_dma = raw_env != nullptr && strcmp(raw_env, "1") == 0;
   opterr = 0;
   int opt;
   while ((opt = getopt_long(argc, argv, "", kOptions, nullptr)) != -1) {
@@ -101,6 +106,7 @@ int main(int argc, char** argv) {
         break;
       case kRuntimeDir: runtime_dir = optarg; break;
       case kForeground: break;
+      case kAllowRawDma: allow_raw_dma = true; break;
       case kVerbose: drv::set_log_level(drv::LogLevel::kDebug); break;
       case kHelp: fputs(kUsage, stdout); return 0;
       default:
@@ -136,6 +142,7 @@ int main(int argc, char** argv) {
   opts.runtime_dir = runtime_dir.empty() ? drv::runtime_dir() : runtime_dir;
   opts.boot_timeout_ms = boot_timeout;
   opts.gdb_base_port = gdb ? gdb_port : 0;
+  opts.allow_raw_dma = allow_raw_dma;
 
   drv::Daemon daemon(std::move(opts), std::move(board));
   if (!daemon.start(&err)) {

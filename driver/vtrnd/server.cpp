@@ -89,7 +89,9 @@ Daemon::Daemon(DaemonOptions opts, BoardSpec board)
     : opts_(std::move(opts)), board_(std::move(board)) {}
 
 Daemon::~Daemon() {
-  // Chips kill and reap any QEMU still running in their destructors.
+  // The DMA service holds chip pointers; chips kill and reap any QEMU
+  // still running in their destructors.
+  dma_.reset();
   chips_.clear();
 }
 
@@ -221,6 +223,12 @@ bool Daemon::start(std::string* err) {
     co.boot_timeout_ms = opts_.boot_timeout_ms;
     chips_.push_back(std::make_unique<Chip>(&loop_, std::move(co)));
   }
+  DmaServiceOptions dopts;
+  dopts.allow_raw = opts_.allow_raw_dma;
+  dma_ = std::make_unique<DmaService>(&loop_, dopts, [this](uint64_t cid, Vtrn__Api__Response* r) {
+    reply(cid, r);
+  });
+  for (auto& c : chips_) dma_->add_chip(c.get());
   for (auto& c : chips_) {
     std::string why;
     // A chip that cannot launch is FAILED with the reason; the others still
@@ -295,6 +303,7 @@ void Daemon::close_conn(uint64_t cid) {
   for (auto [chip, sub] : it->second.log_subs) chips_[chip]->unsubscribe_logs(sub);
   loop_.remove(it->second.fd.get());
   conns_.erase(it);
+  if (dma_) dma_->client_gone(cid);
 }
 
 void Daemon::reply(uint64_t cid, Vtrn__Api__Response* resp) {
@@ -380,6 +389,12 @@ void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
       case VTRN__API__REQUEST__BODY_LOGS: do_logs(cid, id, *req->logs); break;
       case VTRN__API__REQUEST__BODY_TELEMETRY: do_telemetry(cid, id, *req->telemetry); break;
       case VTRN__API__REQUEST__BODY_SHUTDOWN: do_shutdown(cid, id); break;
+      case VTRN__API__REQUEST__BODY_DMA_WRITE:
+      case VTRN__API__REQUEST__BODY_DMA_READ:
+      case VTRN__API__REQUEST__BODY_DMA_COPY:
+      case VTRN__API__REQUEST__BODY_DMA_BENCH:
+      case VTRN__API__REQUEST__BODY_DMA_STATS:
+      case VTRN__API__REQUEST__BODY_DMA_RESET: do_dma(cid, *req); break;
       default:
         reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "request has no body");
         break;
@@ -716,6 +731,34 @@ void Daemon::do_telemetry(uint64_t cid, uint64_t id, const Vtrn__Api__TelemetryR
   resp.body_case = VTRN__API__RESPONSE__BODY_TELEMETRY;
   resp.telemetry = &tr;
   reply(cid, &resp);
+}
+
+void Daemon::do_dma(uint64_t cid, const Vtrn__Api__Request& req) {
+  uint32_t chip_id = 0;
+  switch (req.body_case) {
+    case VTRN__API__REQUEST__BODY_DMA_WRITE: chip_id = req.dma_write->chip; break;
+    case VTRN__API__REQUEST__BODY_DMA_READ: chip_id = req.dma_read->chip; break;
+    case VTRN__API__REQUEST__BODY_DMA_COPY: chip_id = req.dma_copy->chip; break;
+    case VTRN__API__REQUEST__BODY_DMA_BENCH: chip_id = req.dma_bench->chip; break;
+    case VTRN__API__REQUEST__BODY_DMA_STATS: chip_id = req.dma_stats->chip; break;
+    case VTRN__API__REQUEST__BODY_DMA_RESET: chip_id = req.dma_reset->chip; break;
+    default: return;
+  }
+  Chip* chip = find_chip(chip_id);
+  if (chip == nullptr) {
+    reply_error(cid, req.id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
+                "no chip " + std::to_string(chip_id) + " on this board");
+    return;
+  }
+  switch (req.body_case) {
+    case VTRN__API__REQUEST__BODY_DMA_WRITE: dma_->write(cid, req.id, chip, *req.dma_write); break;
+    case VTRN__API__REQUEST__BODY_DMA_READ: dma_->read(cid, req.id, chip, *req.dma_read); break;
+    case VTRN__API__REQUEST__BODY_DMA_COPY: dma_->copy(cid, req.id, chip, *req.dma_copy); break;
+    case VTRN__API__REQUEST__BODY_DMA_BENCH: dma_->bench(cid, req.id, chip, *req.dma_bench); break;
+    case VTRN__API__REQUEST__BODY_DMA_STATS: dma_->stats(cid, req.id, chip); break;
+    case VTRN__API__REQUEST__BODY_DMA_RESET: dma_->reset(cid, req.id, chip, *req.dma_reset); break;
+    default: break;
+  }
 }
 
 void Daemon::do_shutdown(uint64_t cid, uint64_t id) {

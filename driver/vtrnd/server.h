@@ -14,6 +14,7 @@
 
 #include "vtrn/drv/board_file.h"
 #include "vtrn/drv/chip.h"
+#include "dma_service.h"
 #include "vtrn/drv/event_loop.h"
 #include "vtrn/drv/fd.h"
 #include "vtrn/drv/wire.h"
@@ -26,6 +27,7 @@ struct DaemonOptions {
   std::string firmware;
   uint32_t boot_timeout_ms = 10000;
   uint32_t gdb_base_port = 0;  // 0: no gdbstub
+  bool allow_raw_dma = false;  // DmaCopy.raw (hostile-input tests)
 };
 
 class Daemon {
@@ -66,6 +68,7 @@ class Daemon {
   void do_logs(uint64_t cid, uint64_t id, const Vtrn__Api__LogsRequest& r);
   void do_telemetry(uint64_t cid, uint64_t id, const Vtrn__Api__TelemetryRequest& r);
   void do_shutdown(uint64_t cid, uint64_t id);
+  void do_dma(uint64_t cid, const Vtrn__Api__Request& req);
 
   void on_signal();
   void reap_children();
@@ -79,6 +82,7 @@ class Daemon {
   UniqueFd listen_;
   UniqueFd signal_fd_;
   std::vector<std::unique_ptr<Chip>> chips_;
+  std::unique_ptr<DmaService> dma_;  // destroyed before the chips (see ~Daemon)
   std::map<uint64_t, Conn> conns_;
   uint64_t next_conn_ = 1;
   bool own_runtime_dir_ = false;

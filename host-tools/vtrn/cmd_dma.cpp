@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "cli_error.h"
-#include "cmd_dma.h"
+#include "commands.h"
 #include "daemon.h"
 #include "render.h"
 

@@ -34,5 +34,6 @@ void add_logs_command(CLI::App& app, Action* action);
 void add_ping_command(CLI::App& app, Action* action);
 void add_telemetry_command(CLI::App& app, Action* action);
 void add_bench_command(CLI::App& app, Action* action);
+void add_dma_command(CLI::App& app, Action* action);
 
 }  // namespace tools

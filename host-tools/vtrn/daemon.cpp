@@ -39,6 +39,12 @@ int64_t requested_chip(const Vtrn__Api__Request& req) {
     case VTRN__API__REQUEST__BODY_PING: return req.ping->chip;
     case VTRN__API__REQUEST__BODY_LOGS: return req.logs->chip;
     case VTRN__API__REQUEST__BODY_TELEMETRY: return req.telemetry->chip;
+    case VTRN__API__REQUEST__BODY_DMA_WRITE: return req.dma_write->chip;
+    case VTRN__API__REQUEST__BODY_DMA_READ: return req.dma_read->chip;
+    case VTRN__API__REQUEST__BODY_DMA_COPY: return req.dma_copy->chip;
+    case VTRN__API__REQUEST__BODY_DMA_BENCH: return req.dma_bench->chip;
+    case VTRN__API__REQUEST__BODY_DMA_STATS: return req.dma_stats->chip;
+    case VTRN__API__REQUEST__BODY_DMA_RESET: return req.dma_reset->chip;
     default: return -1;
   }
 }

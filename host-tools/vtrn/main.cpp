@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   tools::add_ping_command(app, &action);
   tools::add_telemetry_command(app, &action);
   tools::add_bench_command(app, &action);
+  tools::add_dma_command(app, &action);
 
   try {
     app.parse(argc, argv);

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "vtrn/board.h"
+#include "vtrn/drv/dma_engine.h"
 #include "vtrn/drv/event_loop.h"
 #include "vtrn/drv/host_interface.h"
 #include "vtrn/drv/ivshmem_server.h"
@@ -136,6 +137,14 @@ class Chip {
 
   std::function<void(Chip&)> on_state_change;
 
+  // DMA (only attached while READY and when the firmware sets kCapDma).
+  // Chip rings the firmware on hostif::kVectorDma after each submission and
+  // calls on_dma_event when the firmware rings back on kVectorDma, and once
+  // more after leaving READY (the engine then holds every chain that was in
+  // flight, completed locally with kErrReset).
+  [[nodiscard]] DmaEngine& dma() { return dma_; }
+  std::function<void()> on_dma_event;
+
   // Test hook: a chip driven by in-memory BAR2 instead of QEMU.
   void attach_for_test(uint8_t* bar2, uint64_t size);
   void poll_for_test() {
@@ -179,6 +188,7 @@ class Chip {
   IvshmemServer ivshmem_;
   std::unique_ptr<QmpClient> qmp_;
   HostInterface hif_;
+  DmaEngine dma_;
   pid_t pid_ = -1;
   UniqueFd qemu_out_;
   std::deque<std::string> qemu_lines_;

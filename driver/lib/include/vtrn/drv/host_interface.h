@@ -42,6 +42,8 @@ class HostInterface {
   [[nodiscard]] bool up() const { return up_; }
   [[nodiscard]] const vtrn::hostif::FwHeader& header() const { return hdr_; }
   [[nodiscard]] const vtrn::hostif::Layout& layout() const { return layout_; }
+  // The mapping (for DmaEngine, which takes its regions from layout()).
+  [[nodiscard]] uint8_t* bar2() const { return base_; }
 
   // Control queue (only after bring_up).
   vtrn::hostif::RingStatus push_request(uint32_t seq, const void* payload, uint32_t length);

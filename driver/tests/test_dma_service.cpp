@@ -1,0 +1,241 @@
+// Unit tests of vtrnd's DMA service (driver/vtrnd/dma_service.cpp) end to
+// end over a Chip in test mode whose BAR2 is an in-process fake chip
+// (fake_dma_chip.h) running the real device-side queue engine in a thread:
+// requests in, vtrn.api responses out, data compared, several clients.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../vtrnd/dma_service.h"
+#include "fake_dma_chip.h"
+#include "vtrn/drv/chip.h"
+#include "vtrn/drv/event_loop.h"
+
+extern "C" {
+#include <cmocka.h>
+}
+
+using fake::FakeDmaChip;
+
+namespace {
+
+struct Reply {
+  uint64_t cid = 0, id = 0;
+  Vtrn__Api__Status status = VTRN__API__STATUS__STATUS_OK;
+  std::string error;
+  int body = 0;
+  std::vector<uint8_t> data;  // read data
+  uint32_t dma_status = 0;
+  uint64_t bytes = 0, descriptors = 0;
+  double gbps = 0;
+};
+
+struct Fixture {
+  FakeDmaChip fake{4, 64, 8u << 20};
+  drv::EventLoop loop;
+  std::unique_ptr<drv::Chip> chip;
+  std::unique_ptr<drv::DmaService> svc;
+  std::vector<Reply> replies;
+};
+
+int setup(void** state) {
+  auto* f = new Fixture;
+  drv::ChipOptions o;
+  o.board.id = 0;
+  o.board.bar2_mib = uint32_t(FakeDmaChip::kBar2 >> 20);
+  f->chip = std::make_unique<drv::Chip>(&f->loop, o);
+  drv::DmaServiceOptions so;
+  so.allow_raw = true;
+  so.chunk_bytes = 64 * 1024;
+  f->svc = std::make_unique<drv::DmaService>(&f->loop, so, [f](uint64_t cid, Vtrn__Api__Response* r) {
+    Reply x;
+    x.cid = cid;
+    x.id = r->id;
+    x.status = r->status;
+    x.error = r->error ? r->error : "";
+    x.body = int(r->body_case);
+    if (r->body_case == VTRN__API__RESPONSE__BODY_DMA_READ)
+      x.data.assign(r->dma_read->data.data, r->dma_read->data.data + r->dma_read->data.len);
+    if (r->body_case == VTRN__API__RESPONSE__BODY_DMA_COPY) {
+      x.dma_status = r->dma_copy->dma_status;
+      x.bytes = r->dma_copy->bytes;
+    }
+    if (r->body_case == VTRN__API__RESPONSE__BODY_DMA_BENCH) {
+      x.bytes = r->dma_bench->bytes;
+      x.descriptors = r->dma_bench->descriptors;
+      x.gbps = r->dma_bench->gbytes_per_s;
+    }
+    f->replies.push_back(x);
+  });
+  f->svc->add_chip(f->chip.get());
+  f->chip->attach_for_test(f->fake.bar2(), FakeDmaChip::kBar2);
+  f->fake.set_ready();
+  f->chip->poll_for_test();
+  if (f->chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY || !f->chip->dma().attached()) {
+    delete f;
+    return -1;
+  }
+  f->fake.start();
+  *state = f;
+  return 0;
+}
+
+int teardown(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  f->fake.stop();
+  f->svc.reset();
+  f->chip.reset();
+  delete f;
+  return 0;
+}
+
+// Runs the loop until `n` replies arrived (or 5 s passed).
+void run_until(Fixture* f, size_t n) {
+  const uint64_t until = drv::monotonic_ns() + 5'000'000'000ull;
+  while (f->replies.size() < n && drv::monotonic_ns() < until) f->loop.run_once(5);
+  assert_true(f->replies.size() >= n);
+}
+
+const Reply* find(Fixture* f, uint64_t cid, uint64_t id) {
+  for (const Reply& r : f->replies)
+    if (r.cid == cid && r.id == id) return &r;
+  return nullptr;
+}
+
+void write_req(Fixture* f, uint64_t cid, uint64_t id, uint64_t addr, std::vector<uint8_t>& data) {
+  Vtrn__Api__DmaWriteRequest w = VTRN__API__DMA_WRITE_REQUEST__INIT;
+  w.hbm_addr = addr;
+  w.data.data = data.data();
+  w.data.len = data.size();
+  f->svc->write(cid, id, f->chip.get(), w);
+}
+
+void read_req(Fixture* f, uint64_t cid, uint64_t id, uint64_t addr, uint32_t len) {
+  Vtrn__Api__DmaReadRequest r = VTRN__API__DMA_READ_REQUEST__INIT;
+  r.hbm_addr = addr;
+  r.length = len;
+  f->svc->read(cid, id, f->chip.get(), r);
+}
+
+void test_write_then_read_round_trips_across_chunks(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  std::mt19937 rng(7);
+  std::vector<uint8_t> data(300000 + 17);
+  for (auto& b : data) b = uint8_t(rng());
+  const uint64_t addr = FakeDmaChip::kHbmBase + 12345;
+  write_req(f, 1, 1, addr, data);
+  read_req(f, 1, 2, addr, uint32_t(data.size()));  // same client: runs after the write
+  run_until(f, 2);
+  const Reply* w = find(f, 1, 1);
+  const Reply* r = find(f, 1, 2);
+  assert_non_null(w);
+  assert_non_null(r);
+  assert_int_equal(w->status, VTRN__API__STATUS__STATUS_OK);
+  assert_int_equal(r->status, VTRN__API__STATUS__STATUS_OK);
+  assert_int_equal(r->data.size(), data.size());
+  assert_memory_equal(r->data.data(), data.data(), data.size());
+  assert_memory_equal(f->fake.hbm() + 12345, data.data(), data.size());
+  // Every staging buffer came back.
+  assert_int_equal(f->chip->dma().window_free_bytes(), f->chip->dma().window_size());
+}
+
+void test_small_read_of_second_client_is_not_stuck_behind_a_large_write(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  std::vector<uint8_t> big(4u << 20, 0xab);
+  write_req(f, 1, 1, FakeDmaChip::kHbmBase, big);
+  read_req(f, 2, 1, FakeDmaChip::kHbmBase + (6u << 20), 64);
+  run_until(f, 2);
+  assert_int_equal(f->replies[0].cid, 2);  // the small one is answered first
+  assert_int_equal(f->replies[0].status, VTRN__API__STATUS__STATUS_OK);
+  assert_int_equal(f->replies[1].cid, 1);
+  assert_int_equal(f->replies[1].status, VTRN__API__STATUS__STATUS_OK);
+}
+
+void test_requests_outside_hbm_are_refused_before_any_dma(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  std::vector<uint8_t> d(16, 1);
+  write_req(f, 1, 1, FakeDmaChip::kHbmBase + (8u << 20) - 8, d);
+  read_req(f, 1, 2, FakeDmaChip::kHbmBase - 1, 4);
+  read_req(f, 1, 3, FakeDmaChip::kHbmBase, 0);
+  assert_int_equal(f->replies.size(), 3);
+  for (const Reply& r : f->replies) assert_int_equal(r.status, VTRN__API__STATUS__STATUS_BAD_REQUEST);
+  drv::DmaQueueSnapshot s;
+  assert_true(f->chip->dma().snapshot(0, &s));
+  assert_int_equal(s.chains_submitted, 0);
+}
+
+void test_raw_copy_reports_the_device_verdict(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  Vtrn__Api__DmaCopyRequest c = VTRN__API__DMA_COPY_REQUEST__INIT;
+  c.raw = true;
+  c.queue = -1;
+  c.src_addr = FakeDmaChip::kHbmBase;
+  c.dst_addr = FakeDmaChip::kHbmBase + (16u << 20);  // past the end of HBM
+  c.length = 4096;
+  c.segments = 4;
+  f->svc->copy(1, 1, f->chip.get(), c);
+  c.raw = false;
+  c.dst_addr = FakeDmaChip::kHbmBase + (1u << 20);
+  f->svc->copy(1, 2, f->chip.get(), c);  // a good chain of 4 descriptors
+  run_until(f, 2);
+  const Reply* bad = find(f, 1, 1);
+  const Reply* good = find(f, 1, 2);
+  assert_int_equal(bad->status, VTRN__API__STATUS__STATUS_OK);
+  assert_int_equal(bad->dma_status, vtrn::dma::kErrDstRange);
+  assert_int_equal(good->status, VTRN__API__STATUS__STATUS_OK);
+  assert_int_equal(good->dma_status, vtrn::dma::kOk);
+  assert_int_equal(good->bytes, 4096);
+}
+
+void test_bench_moves_the_requested_bytes(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  Vtrn__Api__DmaBenchRequest b = VTRN__API__DMA_BENCH_REQUEST__INIT;
+  b.direction = VTRN__API__DMA_DIRECTION__DMA_DIR_H2D;
+  b.transfer_bytes = 4096;
+  b.depth = 16;
+  b.queues = 2;
+  b.batch = 8;
+  b.total_bytes = 4096 * 8 * 20;
+  f->svc->bench(1, 1, f->chip.get(), b);
+  run_until(f, 1);
+  const Reply& r = f->replies[0];
+  assert_int_equal(r.status, VTRN__API__STATUS__STATUS_OK);
+  assert_int_equal(r.bytes, 4096 * 8 * 20);
+  assert_int_equal(r.descriptors, 8 * 20);
+  assert_true(r.gbps > 0);
+}
+
+void test_departed_client_work_is_dropped_and_buffers_freed(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  std::vector<uint8_t> big(2u << 20, 1);
+  write_req(f, 1, 1, FakeDmaChip::kHbmBase, big);
+  f->svc->client_gone(1);
+  read_req(f, 2, 1, FakeDmaChip::kHbmBase, 16);
+  run_until(f, 1);
+  assert_int_equal(f->replies[0].cid, 2);
+  const uint64_t until = drv::monotonic_ns() + 2'000'000'000ull;
+  while (f->chip->dma().in_flight_all() != 0 && drv::monotonic_ns() < until) f->loop.run_once(5);
+  for (int i = 0; i < 5; ++i) f->loop.run_once(2);
+  assert_int_equal(f->replies.size(), 1);  // nothing answered to the departed client
+  assert_int_equal(f->chip->dma().window_free_bytes(), f->chip->dma().window_size());
+}
+
+}  // namespace
+
+int main() {
+  const CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_write_then_read_round_trips_across_chunks, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_small_read_of_second_client_is_not_stuck_behind_a_large_write, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_requests_outside_hbm_are_refused_before_any_dma, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_raw_copy_reports_the_device_verdict, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bench_moves_the_requested_bytes, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_departed_client_work_is_dropped_and_buffers_freed, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, nullptr, nullptr);
+}

@@ -1,0 +1,741 @@
+// vtrnd's DMA service (see dma_service.h).
+#include "dma_service.h"
+
+#include <string.h>
+
+#include <algorithm>
+
+#include "vtrn/drv/log.h"
+
+namespace drv {
+
+using namespace vtrn::dma;
+
+namespace {
+
+constexpr uint32_t kTransferInflight = 8;  // chunks of one write/read in flight at once
+constexpr size_t kLatencySamples = 1u << 20;  // per bench: 8 MiB of samples at most
+
+std::string hex(uint64_t v) {
+  char b[24];
+  snprintf(b, sizeof b, "0x%llx", (unsigned long long)v);
+  return b;
+}
+
+uint64_t percentile(std::vector<uint64_t>& v, double p) {
+  if (v.empty()) return 0;
+  size_t k = size_t(p * double(v.size() - 1) + 0.5);
+  std::nth_element(v.begin(), v.begin() + ptrdiff_t(k), v.end());
+  return v[k];
+}
+
+}  // namespace
+
+DmaService::DmaService(EventLoop* loop, DmaServiceOptions opts, ReplyFn reply)
+    : loop_(loop), opts_(opts), reply_(std::move(reply)) {}
+
+DmaService::~DmaService() {
+  for (auto& [chip, cd] : chips_) {
+    if (cd->tick != 0) loop_->cancel_timer(cd->tick);
+    for (auto& [id, j] : cd->jobs)
+      if (j->timer != 0) loop_->cancel_timer(j->timer);
+    chip->on_dma_event = nullptr;
+  }
+}
+
+void DmaService::add_chip(Chip* chip) {
+  auto cd = std::make_unique<ChipDma>();
+  cd->chip = chip;
+  ChipDma* raw = cd.get();
+  chips_[chip] = std::move(cd);
+  chip->on_dma_event = [this, raw] { on_event(*raw); };
+}
+
+void DmaService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err) {
+  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+  resp.id = id;
+  resp.status = st;
+  std::string e = err;
+  resp.error = e.data();
+  reply_(cid, &resp);
+}
+
+DmaService::ChipDma* DmaService::ready_chip(uint64_t cid, uint64_t id, Chip* chip) {
+  auto it = chips_.find(chip);
+  const std::string label = "chip " + std::to_string(chip->id());
+  if (it == chips_.end()) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, label + ": no DMA service");
+    return nullptr;
+  }
+  if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
+                label + " is " + chip_state_name(chip->state()));
+    return nullptr;
+  }
+  if (!chip->dma().attached()) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_ERROR,
+                label + ": firmware offers no DMA (capability bit not set)");
+    return nullptr;
+  }
+  return it->second.get();
+}
+
+// ---- requests -----------------------------------------------------------------------
+
+void DmaService::write(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaWriteRequest& r) {
+  ChipDma* cd = ready_chip(cid, id, chip);
+  if (cd == nullptr) return;
+  DmaEngine& e = chip->dma();
+  const uint64_t len = r.data.len;
+  if (len == 0 || r.hbm_addr < e.hbm_base() || r.hbm_addr - e.hbm_base() > e.hbm_size() ||
+      len > e.hbm_size() - (r.hbm_addr - e.hbm_base())) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                "DMA write of " + std::to_string(len) + " bytes at " + hex(r.hbm_addr) +
+                    " is outside HBM [" + hex(e.hbm_base()) + ", " + hex(e.hbm_base() + e.hbm_size()) + ")");
+    return;
+  }
+  auto j = std::make_unique<Job>();
+  j->kind = Kind::kWrite;
+  j->hbm_addr = r.hbm_addr;
+  j->length = len;
+  j->data.assign(r.data.data, r.data.data + len);
+  const uint64_t chunks = (len + opts_.chunk_bytes - 1) / opts_.chunk_bytes;
+  j->chunks = chunks;
+  j->cid = cid;
+  j->req_id = id;
+  start_job(*cd, std::move(j), chunks, kTransferInflight);
+}
+
+void DmaService::read(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaReadRequest& r) {
+  ChipDma* cd = ready_chip(cid, id, chip);
+  if (cd == nullptr) return;
+  DmaEngine& e = chip->dma();
+  const uint64_t len = r.length;
+  if (len == 0 || len > kMaxReadBytes) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                "DMA read length " + std::to_string(len) + " outside 1.." + std::to_string(kMaxReadBytes));
+    return;
+  }
+  if (r.hbm_addr < e.hbm_base() || r.hbm_addr - e.hbm_base() > e.hbm_size() ||
+      len > e.hbm_size() - (r.hbm_addr - e.hbm_base())) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                "DMA read of " + std::to_string(len) + " bytes at " + hex(r.hbm_addr) +
+                    " is outside HBM [" + hex(e.hbm_base()) + ", " + hex(e.hbm_base() + e.hbm_size()) + ")");
+    return;
+  }
+  auto j = std::make_unique<Job>();
+  j->kind = Kind::kRead;
+  j->hbm_addr = r.hbm_addr;
+  j->length = len;
+  j->data.assign(len, 0);
+  const uint64_t chunks = (len + opts_.chunk_bytes - 1) / opts_.chunk_bytes;
+  j->chunks = chunks;
+  j->cid = cid;
+  j->req_id = id;
+  start_job(*cd, std::move(j), chunks, kTransferInflight);
+}
+
+void DmaService::copy(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaCopyRequest& r) {
+  ChipDma* cd = ready_chip(cid, id, chip);
+  if (cd == nullptr) return;
+  DmaEngine& e = chip->dma();
+  const uint32_t nseg = r.segments == 0 ? 1 : r.segments;
+  auto bad = [&](const std::string& why) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "DMA copy: " + why);
+  };
+  if (r.raw && !opts_.allow_raw) return bad("raw mode is off (start vtrnd with --allow-raw-dma)");
+  if (!r.raw && (r.src_space != VTRN__API__DMA_SPACE__DMA_SPACE_HBM ||
+                 r.dst_space != VTRN__API__DMA_SPACE__DMA_SPACE_HBM))
+    return bad("only HBM -> HBM without raw (use DmaWrite / DmaRead for host data)");
+  if (r.queue >= int32_t(e.queue_count())) return bad("no queue " + std::to_string(r.queue));
+  if (r.length == 0 && !r.raw) return bad("zero length");
+  if (nseg > e.depth() || (!r.raw && nseg > e.max_chain_descs()))
+    return bad(std::to_string(nseg) + " segments exceed the chain limit");
+  if (r.length < nseg && !r.raw) return bad("fewer bytes than segments");
+  if (r.extra_flags != 0 && !r.raw) return bad("extra_flags needs raw");
+  auto j = std::make_unique<Job>();
+  j->kind = Kind::kCopy;
+  j->raw = r.raw;
+  j->queue = r.queue;
+  j->cid = cid;
+  j->req_id = id;
+  const uint32_t piece = r.length / nseg;
+  for (uint32_t i = 0; i < nseg; ++i) {
+    const uint64_t off = uint64_t(piece) * i;
+    const uint32_t len = i + 1 == nseg ? r.length - piece * (nseg - 1) : piece;
+    DmaSegment s{r.src_addr + off, r.dst_addr + off, len,
+                 r.src_space == VTRN__API__DMA_SPACE__DMA_SPACE_HOST,
+                 r.dst_space == VTRN__API__DMA_SPACE__DMA_SPACE_HOST};
+    j->segs.push_back(s);
+  }
+  if (r.raw) {
+    for (uint32_t i = 0; i < nseg; ++i) {
+      const DmaSegment& s = j->segs[i];
+      Descriptor d{};
+      d.src = s.src;
+      d.dst = s.dst;
+      d.length = s.length;
+      d.flags = r.extra_flags | (s.src_host ? kDescSrcHost : 0u) | (s.dst_host ? kDescDstHost : 0u) |
+                (i == 0 ? uint32_t(kDescFirst) : 0u) | (i + 1 == nseg ? uint32_t(kDescLast | kDescIrq) : 0u);
+      j->raw_descs.push_back(d);
+    }
+  } else {
+    DmaChain c{j->segs.data(), nseg};
+    uint32_t seg = 0;
+    if (uint32_t st = e.check_chain(c, &seg); st != kOk)
+      return bad("segment " + std::to_string(seg) + ": " + dma_status_name(st));
+  }
+  start_job(*cd, std::move(j), 1, 1);
+}
+
+void DmaService::bench(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaBenchRequest& r) {
+  ChipDma* cd = ready_chip(cid, id, chip);
+  if (cd == nullptr) return;
+  DmaEngine& e = chip->dma();
+  auto bad = [&](const std::string& why) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "DMA bench: " + why);
+  };
+  const uint64_t max_transfer =
+      std::min<uint64_t>({e.max_desc_bytes(), e.window_size() / 2, e.hbm_size() / 2});
+  if (r.transfer_bytes == 0 || r.transfer_bytes > max_transfer)
+    return bad("transfer size " + std::to_string(r.transfer_bytes) + " outside 1.." + std::to_string(max_transfer));
+  const uint32_t depth = r.depth == 0 ? std::min<uint32_t>(32, e.depth()) : r.depth;
+  if (depth > e.depth()) return bad("depth " + std::to_string(depth) + " above the queue depth " + std::to_string(e.depth()));
+  const uint32_t queues = r.queues == 0 ? 1 : r.queues;
+  if (queues > e.queue_count()) return bad(std::to_string(queues) + " queues requested, the chip has " + std::to_string(e.queue_count()));
+  const uint32_t batch = r.batch == 0 ? std::min<uint32_t>(32, depth) : r.batch;
+  if (batch > depth) return bad("batch above depth");
+  if (r.total_bytes == 0 && r.duration_ms == 0) return bad("give total_bytes or duration_ms");
+  if (r.duration_ms > kMaxBenchMs) return bad("duration above " + std::to_string(kMaxBenchMs) + " ms");
+  if (r.direction != VTRN__API__DMA_DIRECTION__DMA_DIR_H2D && r.direction != VTRN__API__DMA_DIRECTION__DMA_DIR_D2H &&
+      r.direction != VTRN__API__DMA_DIRECTION__DMA_DIR_D2D)
+    return bad("unknown direction");
+
+  auto j = std::make_unique<Job>();
+  j->kind = Kind::kBench;
+  j->cid = cid;
+  j->req_id = id;
+  j->dir = r.direction;
+  j->transfer = r.transfer_bytes;
+  j->depth = depth;
+  j->queues = queues;
+  j->batch = batch;
+  // d2d copies from the lower half of HBM to the upper half; the others
+  // cycle through all of it. Slots are transfer-sized, so no descriptor
+  // overlaps itself.
+  const uint64_t span = j->dir == VTRN__API__DMA_DIRECTION__DMA_DIR_D2D ? e.hbm_size() / 2 : e.hbm_size();
+  j->slots = std::max<uint64_t>(1, span / j->transfer);
+  if (j->dir != VTRN__API__DMA_DIRECTION__DMA_DIR_D2D) {
+    if (e.alloc(j->transfer, &j->buf) != DmaError::kOk)
+      return reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, "DMA bench: host window full");
+    j->has_buf = true;
+    for (uint32_t i = 0; i < j->transfer; ++i) j->buf.ptr[i] = uint8_t(i * 31 + 7);
+  }
+  const uint64_t per_chunk = uint64_t(batch) * j->transfer;
+  const uint64_t chunks = r.total_bytes ? (r.total_bytes + per_chunk - 1) / per_chunk : DmaScheduler::kUnbounded;
+  const uint32_t max_inflight = queues * ((depth + batch - 1) / batch);
+  const uint64_t job_id = next_job_;
+  if (r.duration_ms != 0) {
+    Chip* ch = chip;
+    j->timer = loop_->add_timer_in(uint64_t(r.duration_ms) * 1'000'000, [this, ch, job_id, cid] {
+      auto it = chips_.find(ch);
+      if (it == chips_.end()) return;
+      ChipDma& c = *it->second;
+      auto jt = c.jobs.find(job_id);
+      if (jt == c.jobs.end()) return;
+      jt->second->timer = 0;
+      if (c.sched.close(cid, job_id) && jt->second->chunks_in_flight == 0) finish_job(c, job_id);
+    });
+  }
+  start_job(*cd, std::move(j), chunks, max_inflight);
+}
+
+void DmaService::stats(uint64_t cid, uint64_t id, Chip* chip) {
+  ChipDma* cd = ready_chip(cid, id, chip);
+  if (cd == nullptr) return;
+  DmaEngine& e = chip->dma();
+  e.poll_all();
+  const uint32_t n = e.queue_count();
+  std::vector<Vtrn__Api__DmaQueueStats> qs(n);
+  std::vector<Vtrn__Api__DmaQueueStats*> qp(n);
+  std::vector<DmaQueueSnapshot> snaps(n);
+  for (uint32_t q = 0; q < n; ++q) {
+    DmaQueueSnapshot& s = snaps[q];
+    (void)e.snapshot(q, &s);
+    Vtrn__Api__DmaQueueStats& m = qs[q];
+    m = VTRN__API__DMA_QUEUE_STATS__INIT;
+    m.queue = q;
+    m.descriptors = s.device.descriptors;
+    m.chains = s.device.chains;
+    m.bytes = s.device.bytes;
+    m.errors = s.device.errors;
+    m.busy_ns = s.device.busy_ns;
+    m.irqs = s.device.irqs;
+    m.n_errors_by_status = kStatusCount;
+    m.errors_by_status = s.device.errors_by_status;
+    m.device_error = s.device_error;
+    m.host_fault = s.fault_text.data();
+    m.resetting = s.resetting;
+    m.in_flight = s.in_flight;
+    m.free_slots = s.free_slots;
+    m.host_chains_submitted = s.chains_submitted;
+    m.host_chains_completed = s.chains_completed;
+    m.resets = s.resets;
+    m.device_stats_valid = s.device_stats_valid;
+    qp[q] = &m;
+  }
+  Vtrn__Api__DmaStatsResponse sr = VTRN__API__DMA_STATS_RESPONSE__INIT;
+  sr.n_queues = n;
+  sr.queues = qp.data();
+  sr.depth = e.depth();
+  sr.hbm_base = e.hbm_base();
+  sr.hbm_size = e.hbm_size();
+  sr.window_bytes = e.window_size();
+  sr.window_free_bytes = e.window_free_bytes();
+  sr.max_desc_bytes = e.max_desc_bytes();
+  sr.max_chain_descs = e.max_chain_descs();
+  sr.clients_waiting = uint32_t(cd->sched.active_clients());
+  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+  resp.id = id;
+  resp.body_case = VTRN__API__RESPONSE__BODY_DMA_STATS;
+  resp.dma_stats = &sr;
+  reply_(cid, &resp);
+}
+
+void DmaService::reset(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaResetRequest& r) {
+  ChipDma* cd = ready_chip(cid, id, chip);
+  if (cd == nullptr) return;
+  DmaEngine& e = chip->dma();
+  if (r.queue < -1 || r.queue >= int32_t(e.queue_count())) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                "DMA reset: no queue " + std::to_string(r.queue) + " (chip has " +
+                    std::to_string(e.queue_count()) + ")");
+    return;
+  }
+  ResetWaiter w;
+  w.cid = cid;
+  w.id = id;
+  w.deadline = monotonic_ns() + kResetTimeoutNs;
+  for (uint32_t q = 0; q < e.queue_count(); ++q) {
+    if (r.queue >= 0 && uint32_t(r.queue) != q) continue;
+    (void)e.begin_reset(q);
+    w.queues.push_back(q);
+  }
+  DRV_LOGI("chip %u: DMA reset of %s", chip->id(),
+           r.queue < 0 ? "every queue" : ("queue " + std::to_string(r.queue)).c_str());
+  cd->resets.push_back(std::move(w));
+  on_event(*cd);  // chains in flight completed locally: fail their jobs now
+  schedule_tick(*cd);
+}
+
+void DmaService::client_gone(uint64_t cid) {
+  for (auto& [chip, cd] : chips_) {
+    cd->sched.remove_client(cid);
+    std::vector<uint64_t> drop;
+    for (auto& [id, j] : cd->jobs) {
+      if (j->cid != cid) continue;
+      j->orphan = true;
+      if (j->chunks_in_flight == 0) drop.push_back(id);
+    }
+    for (uint64_t id : drop) finish_job(*cd, id);
+    cd->resets.erase(std::remove_if(cd->resets.begin(), cd->resets.end(),
+                                    [cid](const ResetWaiter& w) { return w.cid == cid; }),
+                     cd->resets.end());
+  }
+}
+
+// ---- the engine side ------------------------------------------------------------------
+
+void DmaService::start_job(ChipDma& cd, std::unique_ptr<Job> job, uint64_t chunks, uint32_t max_inflight) {
+  job->id = next_job_++;
+  job->t0 = monotonic_ns();
+  const uint64_t id = job->id;
+  cd.sched.add(job->cid, id, chunks, max_inflight);
+  cd.jobs[id] = std::move(job);
+  pump(cd);
+  schedule_tick(cd);
+}
+
+void DmaService::schedule_tick(ChipDma& cd) {
+  if (cd.tick != 0 || (cd.jobs.empty() && cd.resets.empty())) return;
+  ChipDma* p = &cd;
+  cd.tick = loop_->add_timer_in(kTickNs, [this, p] {
+    p->tick = 0;
+    on_event(*p);
+  });
+}
+
+void DmaService::on_event(ChipDma& cd) {
+  DmaEngine& e = cd.chip->dma();
+  e.poll_all();
+  std::vector<DmaResult> results;
+  e.collect(&results);
+  for (const DmaResult& r : results) on_result(cd, r);
+  if (!e.attached()) {
+    // The chip left READY: everything in flight came back above (kErrReset);
+    // what was still queued can never run.
+    std::vector<uint64_t> ids;
+    for (auto& [id, j] : cd.jobs) ids.push_back(id);
+    for (uint64_t id : ids) {
+      auto it = cd.jobs.find(id);
+      if (it == cd.jobs.end()) continue;
+      Job& j = *it->second;
+      fail_job(cd, j, VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
+               "chip " + std::to_string(cd.chip->id()) + " is " + chip_state_name(cd.chip->state()));
+    }
+  }
+  check_resets(cd);
+  pump(cd);
+  schedule_tick(cd);
+}
+
+void DmaService::check_resets(ChipDma& cd) {
+  DmaEngine& e = cd.chip->dma();
+  const uint64_t now = monotonic_ns();
+  for (size_t i = 0; i < cd.resets.size();) {
+    ResetWaiter& w = cd.resets[i];
+    bool all = e.attached();
+    for (uint32_t q : w.queues) all = all && e.reset_done(q);
+    if (!all && now < w.deadline && e.attached()) {
+      ++i;
+      continue;
+    }
+    if (all) {
+      Vtrn__Api__DmaResetResponse rr = VTRN__API__DMA_RESET_RESPONSE__INIT;
+      rr.queues_reset = uint32_t(w.queues.size());
+      Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+      resp.id = w.id;
+      resp.body_case = VTRN__API__RESPONSE__BODY_DMA_RESET;
+      resp.dma_reset = &rr;
+      reply_(w.cid, &resp);
+    } else if (!e.attached()) {
+      reply_error(w.cid, w.id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
+                  "chip " + std::to_string(cd.chip->id()) + " left READY during the DMA reset");
+    } else {
+      reply_error(w.cid, w.id, VTRN__API__STATUS__STATUS_TIMEOUT,
+                  "chip " + std::to_string(cd.chip->id()) + ": DMA reset not acknowledged within 2 s");
+    }
+    cd.resets.erase(cd.resets.begin() + ptrdiff_t(i));
+  }
+}
+
+void DmaService::pump(ChipDma& cd) {
+  if (!cd.chip->dma().attached()) return;
+  while (auto p = cd.sched.next()) {
+    auto it = cd.jobs.find(p->job);
+    if (it == cd.jobs.end()) continue;  // cannot happen: jobs leave the scheduler first
+    Job& j = *it->second;
+    std::string why;
+    const Issue r = issue(cd, j, p->chunk, &why);
+    if (r == Issue::kIssued) continue;
+    cd.sched.unissue(*p);
+    if (r == Issue::kNoRoom) break;
+    fail_job(cd, j, VTRN__API__STATUS__STATUS_CHIP_ERROR, why);
+  }
+}
+
+int DmaService::pick_queue(ChipDma& cd, uint32_t needed, std::string* why) {
+  DmaEngine& e = cd.chip->dma();
+  const uint32_t n = e.queue_count();
+  bool usable = false;
+  std::string last_fault;
+  for (uint32_t k = 0; k < n; ++k) {
+    const uint32_t q = (cd.next_queue + k) % n;
+    if (e.free_slots(q) >= needed) {
+      cd.next_queue = (q + 1) % n;
+      return int(q);
+    }
+    std::string text;
+    DmaQueueSnapshot s;
+    if (e.fault(q, &text) == DmaFault::kNone || (e.snapshot(q, &s) && s.resetting)) {
+      usable = true;
+    } else {
+      last_fault = "queue " + std::to_string(q) + ": " + text;
+    }
+  }
+  if (!usable) *why = "chip " + std::to_string(cd.chip->id()) + ": every DMA queue is broken (" + last_fault + ")";
+  return usable ? -1 : -2;
+}
+
+DmaService::Issue DmaService::issue(ChipDma& cd, Job& j, uint64_t index, std::string* why) {
+  DmaEngine& e = cd.chip->dma();
+  Chunk c;
+  c.job = j.id;
+  c.index = index;
+  std::vector<uint64_t> handles;
+  DmaError err = DmaError::kOk;
+  int q = -1;
+
+  auto no_room_or_fail = [&](int pq) { return pq == -2 ? Issue::kFailed : Issue::kNoRoom; };
+
+  if (j.kind == Kind::kWrite || j.kind == Kind::kRead) {
+    c.offset = index * opts_.chunk_bytes;
+    c.length = uint32_t(std::min<uint64_t>(opts_.chunk_bytes, j.length - c.offset));
+    q = pick_queue(cd, 1, why);
+    if (q < 0) return no_room_or_fail(q);
+    if (e.alloc(c.length, &c.buf) != DmaError::kOk) return Issue::kNoRoom;
+    c.has_buf = true;
+    DmaSegment s;
+    if (j.kind == Kind::kWrite) {
+      memcpy(c.buf.ptr, j.data.data() + c.offset, c.length);
+      s = DmaSegment{c.buf.offset, j.hbm_addr + c.offset, c.length, true, false};
+    } else {
+      s = DmaSegment{j.hbm_addr + c.offset, c.buf.offset, c.length, false, true};
+    }
+    DmaChain ch{&s, 1, true};
+    handles.resize(1);
+    err = e.submit(uint32_t(q), &ch, 1, handles.data());
+  } else if (j.kind == Kind::kCopy) {
+    const uint32_t need = uint32_t(j.raw ? j.raw_descs.size() : j.segs.size());
+    if (j.queue >= 0) {
+      q = j.queue;
+      if (e.free_slots(uint32_t(q)) < need) {
+        std::string text;
+        if (e.fault(uint32_t(q), &text) != DmaFault::kNone) {
+          *why = "chip " + std::to_string(cd.chip->id()) + ": DMA queue " + std::to_string(q) + " is broken: " + text;
+          return Issue::kFailed;
+        }
+        return Issue::kNoRoom;
+      }
+    } else {
+      q = pick_queue(cd, need, why);
+      if (q < 0) return no_room_or_fail(q);
+    }
+    j.used_queue = uint32_t(q);
+    if (j.raw) {
+      handles.resize(need);
+      err = e.submit_raw(uint32_t(q), j.raw_descs.data(), need, handles.data());
+    } else {
+      DmaChain ch{j.segs.data(), need, true};
+      handles.resize(1);
+      err = e.submit(uint32_t(q), &ch, 1, handles.data());
+    }
+  } else {  // bench
+    q = int(index % j.queues);
+    if (e.free_slots(uint32_t(q)) < j.batch) {
+      std::string text;
+      if (e.fault(uint32_t(q), &text) != DmaFault::kNone) {
+        *why = "chip " + std::to_string(cd.chip->id()) + ": DMA queue " + std::to_string(q) + " is broken: " + text;
+        return Issue::kFailed;
+      }
+      return Issue::kNoRoom;
+    }
+    std::vector<DmaSegment> segs(j.batch);
+    std::vector<DmaChain> chains(j.batch);
+    const uint64_t base = e.hbm_base();
+    const uint64_t half = e.hbm_size() / 2;
+    for (uint32_t i = 0; i < j.batch; ++i) {
+      const uint64_t slot = (index * j.batch + i) % j.slots;
+      const uint64_t hbm = base + slot * j.transfer;
+      switch (j.dir) {
+        case VTRN__API__DMA_DIRECTION__DMA_DIR_H2D: segs[i] = {j.buf.offset, hbm, j.transfer, true, false}; break;
+        case VTRN__API__DMA_DIRECTION__DMA_DIR_D2H: segs[i] = {hbm, j.buf.offset, j.transfer, false, true}; break;
+        default: segs[i] = {hbm, hbm + half, j.transfer, false, false}; break;
+      }
+      // One interrupt per batch: the last chain's completion implies the rest
+      // (a queue runs in order).
+      chains[i] = DmaChain{&segs[i], 1, i + 1 == j.batch};
+    }
+    handles.resize(j.batch);
+    err = e.submit(uint32_t(q), chains.data(), j.batch, handles.data());
+    if (err == DmaError::kOk && j.t_first == 0) j.t_first = monotonic_ns();
+  }
+
+  if (err != DmaError::kOk) {
+    if (c.has_buf) (void)e.free(c.buf);
+    if (err == DmaError::kQueueFull || err == DmaError::kResetting) return Issue::kNoRoom;
+    *why = "chip " + std::to_string(cd.chip->id()) + ": DMA submit on queue " + std::to_string(q) + ": " +
+           dma_error_name(err);
+    return Issue::kFailed;
+  }
+  const uint64_t chunk_id = cd.next_chunk++;
+  c.left = uint32_t(handles.size());
+  c.wait_handle = handles.back();
+  for (uint64_t h : handles) cd.by_handle[h] = chunk_id;
+  cd.chunks[chunk_id] = c;
+  ++j.chunks_in_flight;
+  return Issue::kIssued;
+}
+
+void DmaService::on_result(ChipDma& cd, const DmaResult& r) {
+  auto h = cd.by_handle.find(r.handle);
+  if (h == cd.by_handle.end()) return;  // a raw descriptor of a chunk already answered
+  const uint64_t chunk_id = h->second;
+  cd.by_handle.erase(h);
+  auto ci = cd.chunks.find(chunk_id);
+  if (ci == cd.chunks.end()) return;
+  Chunk& c = ci->second;
+  auto ji = cd.jobs.find(c.job);
+  Job* j = ji == cd.jobs.end() ? nullptr : ji->second.get();
+  if (j != nullptr) {
+    switch (j->kind) {
+      case Kind::kWrite:
+      case Kind::kRead:
+        if (r.status == kOk && j->kind == Kind::kRead) memcpy(j->data.data() + c.offset, c.buf.ptr, c.length);
+        if (r.status != kOk && j->first_status == kOk) {
+          j->first_status = r.status;
+          j->api = VTRN__API__STATUS__STATUS_CHIP_ERROR;
+          j->error = "chip " + std::to_string(cd.chip->id()) + ": DMA " + (j->kind == Kind::kWrite ? "write" : "read") +
+                     " chunk at " + hex(j->hbm_addr + c.offset) + " failed: " + dma_status_name(r.status);
+          if (!j->orphan) cd.sched.close(j->cid, j->id);
+        }
+        break;
+      case Kind::kCopy:
+        ++j->completions;
+        if (r.handle == c.wait_handle) j->result = r;
+        break;
+      case Kind::kBench:
+        ++j->descs_done;
+        j->bytes_done += r.bytes;
+        // Reservoir sample: a long run keeps a bounded, unbiased sample.
+        if (j->latencies.size() < kLatencySamples) {
+          j->latencies.push_back(r.latency_ns);
+        } else {
+          j->rng ^= j->rng << 13;
+          j->rng ^= j->rng >> 7;
+          j->rng ^= j->rng << 17;
+          const uint64_t k = j->rng % (j->descs_done);
+          if (k < kLatencySamples) j->latencies[k] = r.latency_ns;
+        }
+        j->t_last = monotonic_ns();
+        j->lat_max = std::max(j->lat_max, r.latency_ns);
+        if (r.status != kOk) {
+          ++j->errors;
+          if (j->first_status == kOk) {
+            j->first_status = r.status;
+            j->api = VTRN__API__STATUS__STATUS_CHIP_ERROR;
+            j->error = "chip " + std::to_string(cd.chip->id()) + ": DMA bench descriptor failed: " +
+                       dma_status_name(r.status);
+            if (!j->orphan) cd.sched.close(j->cid, j->id);
+          }
+        }
+        break;
+    }
+  }
+  // A raw chunk is answered by its last descriptor's completion; earlier
+  // descriptors may complete (unterminated chains) or not at all (the
+  // device only completes at LAST), so stop waiting for them then.
+  if (j != nullptr && j->kind == Kind::kCopy && j->raw) {
+    if (r.handle != c.wait_handle) return;
+    c.left = 0;
+  } else if (--c.left != 0) {
+    return;
+  }
+  chunk_finished(cd, chunk_id);
+}
+
+void DmaService::chunk_finished(ChipDma& cd, uint64_t chunk_id) {
+  auto ci = cd.chunks.find(chunk_id);
+  Chunk c = ci->second;
+  cd.chunks.erase(ci);
+  for (auto it = cd.by_handle.begin(); it != cd.by_handle.end();) {
+    // Raw descriptors that will never complete on their own.
+    it = it->second == chunk_id ? cd.by_handle.erase(it) : std::next(it);
+  }
+  DmaEngine& e = cd.chip->dma();
+  if (c.has_buf && e.attached()) (void)e.free(c.buf);
+  auto ji = cd.jobs.find(c.job);
+  if (ji == cd.jobs.end()) return;
+  Job& j = *ji->second;
+  --j.chunks_in_flight;
+  if (j.orphan) {
+    if (j.chunks_in_flight == 0) finish_job(cd, j.id);
+    return;
+  }
+  if (cd.sched.done(j.cid, j.id)) finish_job(cd, j.id);
+}
+
+void DmaService::fail_job(ChipDma& cd, Job& j, Vtrn__Api__Status st, const std::string& why) {
+  if (j.api == VTRN__API__STATUS__STATUS_OK) {
+    j.api = st;
+    j.error = why;
+  }
+  const uint64_t id = j.id;
+  const bool drained = j.orphan ? j.chunks_in_flight == 0 : cd.sched.close(j.cid, j.id);
+  if (drained && j.chunks_in_flight == 0) finish_job(cd, id);
+}
+
+void DmaService::finish_job(ChipDma& cd, uint64_t job_id) {
+  auto it = cd.jobs.find(job_id);
+  if (it == cd.jobs.end()) return;
+  std::unique_ptr<Job> j = std::move(it->second);
+  cd.jobs.erase(it);
+  cd.sched.remove(j->cid, j->id);
+  if (j->timer != 0) loop_->cancel_timer(j->timer);
+  if (j->has_buf && cd.chip->dma().attached()) (void)cd.chip->dma().free(j->buf);
+  if (!j->orphan) answer(*j);
+}
+
+void DmaService::answer(Job& j) {
+  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+  resp.id = j.req_id;
+  resp.status = j.api;
+  std::string err = j.error;
+  resp.error = err.data();
+  const uint64_t elapsed = monotonic_ns() - j.t0;
+  Vtrn__Api__DmaWriteResponse wr = VTRN__API__DMA_WRITE_RESPONSE__INIT;
+  Vtrn__Api__DmaReadResponse rr = VTRN__API__DMA_READ_RESPONSE__INIT;
+  Vtrn__Api__DmaCopyResponse cr = VTRN__API__DMA_COPY_RESPONSE__INIT;
+  Vtrn__Api__DmaBenchResponse br = VTRN__API__DMA_BENCH_RESPONSE__INIT;
+  std::string status_name;
+  switch (j.kind) {
+    case Kind::kWrite:
+      wr.bytes = j.api == VTRN__API__STATUS__STATUS_OK ? j.length : 0;
+      wr.elapsed_ns = elapsed;
+      wr.chunks = uint32_t(j.chunks);
+      resp.body_case = VTRN__API__RESPONSE__BODY_DMA_WRITE;
+      resp.dma_write = &wr;
+      break;
+    case Kind::kRead:
+      if (j.api == VTRN__API__STATUS__STATUS_OK) {
+        rr.data.data = j.data.data();
+        rr.data.len = j.data.size();
+      }
+      rr.elapsed_ns = elapsed;
+      rr.chunks = uint32_t(j.chunks);
+      resp.body_case = VTRN__API__RESPONSE__BODY_DMA_READ;
+      resp.dma_read = &rr;
+      break;
+    case Kind::kCopy:
+      cr.dma_status = j.result.status;
+      status_name = dma_status_name(j.result.status);
+      cr.dma_status_name = status_name.data();
+      cr.bytes = j.result.bytes;
+      cr.latency_ns = j.result.latency_ns;
+      cr.queue = j.used_queue;
+      cr.completions = j.completions;
+      // Raw copies report the device's verdict as data: the request itself
+      // succeeded when the device answered. A validated copy that failed is
+      // a chip error.
+      if (resp.status == VTRN__API__STATUS__STATUS_OK && !j.raw && j.result.status != kOk) {
+        resp.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
+        err = std::string("DMA copy failed: ") + dma_status_name(j.result.status);
+        resp.error = err.data();
+      }
+      resp.body_case = VTRN__API__RESPONSE__BODY_DMA_COPY;
+      resp.dma_copy = &cr;
+      break;
+    case Kind::kBench: {
+      const uint64_t span = j.t_last > j.t_first ? j.t_last - j.t_first : 0;
+      br.bytes = j.bytes_done;
+      br.descriptors = j.descs_done;
+      br.elapsed_ns = span;
+      br.gbytes_per_s = span ? double(j.bytes_done) / double(span) : 0;
+      br.descriptors_per_s = span ? double(j.descs_done) * 1e9 / double(span) : 0;
+      br.latency_p50_ns = percentile(j.latencies, 0.50);
+      br.latency_p90_ns = percentile(j.latencies, 0.90);
+      br.latency_p99_ns = percentile(j.latencies, 0.99);
+      br.latency_max_ns = j.lat_max;
+      br.queues = j.queues;
+      br.depth = j.depth;
+      br.batch = j.batch;
+      br.errors = j.errors;
+      resp.body_case = VTRN__API__RESPONSE__BODY_DMA_BENCH;
+      resp.dma_bench = &br;
+      break;
+    }
+  }
+  reply_(j.cid, &resp);
+}
+
+}  // namespace drv

@@ -1,0 +1,156 @@
+// vtrnd's DMA service: the DmaWrite / DmaRead / DmaCopy / DmaBench /
+// DmaStats / DmaReset requests of vtrn.api, run on each chip's DmaEngine.
+//
+// Every request becomes a job in its client's FIFO; jobs are cut into chunks
+// (kChunkBytes of a transfer, one staging buffer in the host window each; a
+// batch of descriptors for a benchmark) and DmaScheduler hands chunks out
+// round-robin across clients, so one client's large transfer or benchmark
+// delays another client's small one by at most one chunk per active client
+// beyond what is already in flight (8 chunks per transfer, `depth` per bench
+// queue).
+//
+// It never blocks the event loop: chunks are submitted when picked, and
+// completions are reaped when the chip rings kVectorDma (Chip::on_dma_event)
+// and on a 1 ms timer that runs while any job exists (doorbells are only
+// hints and the firmware rings only for IRQ-flagged chains). When a chunk
+// cannot go out (ring full, window full, queue resetting) it goes back to the
+// scheduler and is retried on the next completion or tick.
+#pragma once
+
+#include <stdint.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "vtrn/drv/chip.h"
+#include "vtrn/drv/dma_engine.h"
+#include "vtrn/drv/dma_scheduler.h"
+#include "vtrn/drv/event_loop.h"
+#include "vtrn_api.pb-c.h"
+
+namespace drv {
+
+struct DmaServiceOptions {
+  bool allow_raw = false;          // accept DmaCopy.raw (hostile-input tests)
+  uint32_t chunk_bytes = 256 * 1024;
+};
+
+class DmaService {
+ public:
+  using ReplyFn = std::function<void(uint64_t cid, Vtrn__Api__Response* resp)>;
+
+  static constexpr uint32_t kMaxReadBytes = (4u << 20) - (64u << 10);
+  static constexpr uint32_t kMaxBenchMs = 600'000;
+  static constexpr uint64_t kTickNs = 1'000'000;
+  static constexpr uint64_t kResetTimeoutNs = 2'000'000'000;
+
+  DmaService(EventLoop* loop, DmaServiceOptions opts, ReplyFn reply);
+  ~DmaService();
+  DmaService(const DmaService&) = delete;
+  DmaService& operator=(const DmaService&) = delete;
+
+  // Registers a chip (sets its on_dma_event).
+  void add_chip(Chip* chip);
+
+  void write(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaWriteRequest& r);
+  void read(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaReadRequest& r);
+  void copy(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaCopyRequest& r);
+  void bench(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaBenchRequest& r);
+  void stats(uint64_t cid, uint64_t id, Chip* chip);
+  void reset(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaResetRequest& r);
+  // The client disconnected: its queued work is dropped, chunks in flight
+  // drain silently.
+  void client_gone(uint64_t cid);
+
+ private:
+  enum class Kind { kWrite, kRead, kCopy, kBench };
+  enum class Issue { kIssued, kNoRoom, kFailed };
+
+  struct Job {
+    Kind kind = Kind::kWrite;
+    uint64_t id = 0, cid = 0, req_id = 0;
+    uint64_t t0 = 0;
+    bool orphan = false;
+    uint32_t chunks_in_flight = 0;
+    // Write / read.
+    uint64_t hbm_addr = 0;
+    uint64_t length = 0;
+    uint64_t chunks = 0;
+    std::vector<uint8_t> data;
+    // Copy.
+    std::vector<DmaSegment> segs;
+    std::vector<vtrn::dma::Descriptor> raw_descs;
+    bool raw = false;
+    int32_t queue = -1;
+    uint32_t completions = 0;
+    DmaResult result;
+    uint32_t used_queue = 0;
+    // Bench.
+    Vtrn__Api__DmaDirection dir = VTRN__API__DMA_DIRECTION__DMA_DIR_H2D;
+    uint32_t transfer = 0, depth = 0, queues = 1, batch = 1;
+    uint64_t slots = 1;  // HBM slots of `transfer` bytes the bench cycles through
+    DmaBuffer buf;
+    bool has_buf = false;
+    EventLoop::TimerId timer = 0;
+    std::vector<uint64_t> latencies;  // reservoir sample of per-descriptor latencies
+    uint64_t lat_max = 0;
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    uint64_t descs_done = 0, bytes_done = 0, errors = 0, t_first = 0, t_last = 0;
+    // Outcome.
+    uint32_t first_status = vtrn::dma::kOk;
+    Vtrn__Api__Status api = VTRN__API__STATUS__STATUS_OK;
+    std::string error;
+  };
+  struct Chunk {
+    uint64_t job = 0;
+    uint64_t index = 0;
+    DmaBuffer buf;
+    bool has_buf = false;
+    uint32_t left = 0;       // results still expected
+    uint64_t offset = 0;     // into the job's data
+    uint32_t length = 0;
+    uint64_t wait_handle = 0;  // raw copy: the handle whose result is the answer
+  };
+  struct ResetWaiter {
+    uint64_t cid = 0, id = 0, deadline = 0;
+    std::vector<uint32_t> queues;
+  };
+  struct ChipDma {
+    Chip* chip = nullptr;
+    DmaScheduler sched;
+    std::map<uint64_t, std::unique_ptr<Job>> jobs;
+    std::map<uint64_t, Chunk> chunks;
+    std::unordered_map<uint64_t, uint64_t> by_handle;  // DMA handle -> chunk id
+    std::vector<ResetWaiter> resets;
+    EventLoop::TimerId tick = 0;
+    uint32_t next_queue = 0;
+    uint64_t next_chunk = 1;
+  };
+
+  ChipDma* ready_chip(uint64_t cid, uint64_t id, Chip* chip);
+  void start_job(ChipDma& cd, std::unique_ptr<Job> job, uint64_t chunks, uint32_t max_inflight);
+  void on_event(ChipDma& cd);
+  void pump(ChipDma& cd);
+  Issue issue(ChipDma& cd, Job& j, uint64_t index, std::string* why);
+  int pick_queue(ChipDma& cd, uint32_t needed, std::string* why);
+  void on_result(ChipDma& cd, const DmaResult& r);
+  void chunk_finished(ChipDma& cd, uint64_t chunk_id);
+  void fail_job(ChipDma& cd, Job& j, Vtrn__Api__Status st, const std::string& why);
+  void finish_job(ChipDma& cd, uint64_t job_id);
+  void answer(Job& j);
+  void check_resets(ChipDma& cd);
+  void schedule_tick(ChipDma& cd);
+  void reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err);
+
+  EventLoop* loop_;
+  DmaServiceOptions opts_;
+  ReplyFn reply_;
+  std::map<Chip*, std::unique_ptr<ChipDma>> chips_;
+  uint64_t next_job_ = 1;
+};
+
+}  // namespace drv
