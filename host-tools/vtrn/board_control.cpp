@@ -260,6 +260,10 @@ std::string strip_log_prefix(const std::string& line) {
 }
 
 bool chip_settling(const Vtrn__Api__ChipSummary& chip) {
+  // vtrnd asks a chip for its Info right after READY; until that answer is in,
+  // the summary lacks the firmware's own facts (its PCI address, say).
+  if (chip.state == VTRN__API__CHIP_STATE__CHIP_STATE_READY)
+    return chip.pci_address == nullptr || chip.pci_address[0] == '\0';
   return chip.state == VTRN__API__CHIP_STATE__CHIP_STATE_STARTING ||
          chip.state == VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING ||
          chip.state == VTRN__API__CHIP_STATE__CHIP_STATE_UNKNOWN;
