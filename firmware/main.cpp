@@ -4,9 +4,10 @@
 // picolibc need Normal memory) -> console (from the platform DTB) -> the
 // rest of the platform DTB -> timer, GIC -> PCIe and the host-interface
 // function -> BAR2 header BOOTING + log ring -> board DTB (what this chip
-// is; parsed after BAR2 so a bad board is reported to the host) -> control
-// service -> READY + boot event. Every failure stops in fw::panic with a
-// reason naming what was wrong.
+// is; parsed after BAR2 so a bad board is reported to the host) -> DMA
+// region and queues (firmware/dma) -> control service -> READY + boot
+// event. Every failure stops in fw::panic with a reason naming what was
+// wrong.
 //
 // The event loop never busy-waits: interrupt handlers only count and set
 // flags, the loop does the work, and when there is none it sleeps in WFI
@@ -20,6 +21,7 @@
 #include "fw/console.h"
 #include "fw/ctrl_dispatch.h"
 #include "fw/ctrl_service.h"
+#include "fw/dma_service.h"
 #include "fw/exceptions.h"
 #include "fw/host_interface.h"
 #include "fw/log.h"
@@ -69,6 +71,7 @@ ctrl::ChipFacts g_facts;
 alignas(16) uint8_t g_arena_buffer[16384];
 pb::Arena g_arena(g_arena_buffer, sizeof g_arena_buffer);
 ctrl::Service g_ctrl;
+dma::Service g_dma;  // firmware/dma
 
 // Shared between IRQ handlers and the loop; the loop only reads them with
 // IRQs masked or through atomics.
@@ -252,6 +255,23 @@ void fill_facts(uint64_t bar2_size) {
   f.gic_version = 2;
 }
 
+// ---- DMA (firmware/dma): HBM above the firmware's RAM, queues in BAR2 ----
+void init_dma(const hal::ivshmem::SharedMemory& bar2) {
+  dma::ServiceConfig c;
+  c.bar2 = reinterpret_cast<uint8_t*>(uintptr_t(bar2.cpu_base));
+  c.bar2_size = bar2.size;
+  c.queues = g_chip.dma_queues;
+  c.depth = g_chip.dma_queue_depth;
+  c.hbm.ram_base = g_platform.ram.base;
+  c.hbm.ram_size = g_platform.ram.size;
+  c.hbm.hbm_bytes = g_chip.hbm.total_bytes();
+  const uint64_t image_end = reinterpret_cast<uintptr_t>(__image_end);
+  const uint64_t board_end = g_platform.board_address + g_platform.board_size;
+  c.hbm.firmware_end = image_end > board_end ? image_end : board_end;
+  g_dma.init(c);
+}
+// ---- end DMA ----
+
 void print_banner() {
   const vtrn::board::Chip& c = g_chip;
   log(kLogInfo, "chip %u (%s) of board \"%s\": %u NeuronCores, HBM %u x %llu MiB "
@@ -280,6 +300,11 @@ void refresh_telemetry() {
   t.ctrl_errors = g_dispatcher.errors();
   t.events_sent = g_ctrl.events_sent();
   t.log_bytes = logging::ring_bytes();
+  const dma::Totals& d = g_dma.totals();  // firmware/dma
+  t.dma_descriptors = d.descriptors;
+  t.dma_completions = d.completions;
+  t.dma_bytes = d.bytes;
+  t.dma_busy_ns = d.busy_ns;
   // temperature_mc stays 0: there is no thermal model yet.
   g_hostif.publish_telemetry(t);
 }
@@ -340,6 +365,7 @@ extern "C" [[noreturn]] void fw_main() {
   }
 
   fill_facts(bar2.size);
+  init_dma(bar2);
   g_ctrl.init(g_hostif.request_ring(), g_hostif.response_ring(), &g_dispatcher);
 
   g_period_ticks = g_timer.ns_to_ticks(uint64_t(g_chip.telemetry_period_ms) * 1000000ull);
@@ -368,6 +394,8 @@ extern "C" [[noreturn]] void fw_main() {
       if (logging::take_new_lines()) ring_host(vtrn::hostif::kVectorLog);
     }
     if (g_ctrl.poll() > 0) ring_host(vtrn::hostif::kVectorControl);
+    // DMA: one bounded round-robin pass over the queues with work (firmware/dma).
+    if (g_dma.run(irq::count())) ring_host(vtrn::hostif::kVectorDma);
     if (g_ctrl.shutdown_requested()) {
       log(kLogInfo, "shutdown requested by the host: halting");
       g_hostif.set_state(vtrn::hostif::kStateHalted);
@@ -377,7 +405,7 @@ extern "C" [[noreturn]] void fw_main() {
     }
 
     arch::irq_disable();
-    if (g_ticks_pending == ticks_seen && !g_ctrl.has_work()) {
+    if (g_ticks_pending == ticks_seen && !g_ctrl.has_work() && !g_dma.wants_run(irq::count())) {
       const uint64_t t0 = arch::now_ticks();
       arch::wait_for_interrupt();
       g_idle_ticks += arch::now_ticks() - t0;

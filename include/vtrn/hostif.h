@@ -200,9 +200,17 @@ struct Telemetry {
   uint64_t log_bytes;        // bytes written to the log ring
   int32_t temperature_mc;    // die temperature, milli-degrees Celsius (model)
   uint32_t reserved0;
-  uint64_t reserved[16];
+  // DMA service totals since boot, all queues (per-queue figures: dma::QueueStats).
+  // Taken from reserved words: appended fields only, the block size is unchanged.
+  uint64_t dma_descriptors;  // descriptors consumed
+  uint64_t dma_completions;  // completions written
+  uint64_t dma_bytes;        // bytes moved by the copy engine
+  uint64_t dma_busy_ns;      // time the engine spent on descriptors
+  uint64_t reserved[12];
 };
 static_assert(offsetof(Telemetry, uptime_ns) == 8);
+static_assert(offsetof(Telemetry, dma_descriptors) == 104);
+static_assert(sizeof(Telemetry) == 232);
 static_assert(sizeof(Telemetry) % 8 == 0);
 
 // ---- Panic record -----------------------------------------------------------

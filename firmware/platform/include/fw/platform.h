@@ -52,6 +52,55 @@ struct Platform {
   uint64_t board_size = 0;
 };
 
+// One pass over the tree's structure block, recording the nodes the
+// firmware needs (first match for each, in document order, as
+// fdt_node_offset_by_compatible would give) with their parents' cell counts.
+// Portable (libfdt only, no panic), so the host tests run it on a QEMU virt
+// tree. It exists because every libfdt lookup (by compatible, path, phandle,
+// or fdt_parent_offset) walks the tree from the root and re-reads every node
+// name one byte per call: the lookup-per-property parser this replaced cost
+// about 4 million guest instructions, most of the boot under TCG.
+struct ScanNode {
+  int offset = -1;        // -1: not found
+  int parent_address_cells = 2;
+  int parent_size_cells = 1;
+  int size_cells = 1;     // the node's own #size-cells (PCI ranges need it)
+};
+
+struct PhandleNode {
+  uint32_t phandle = 0;
+  int offset = -1;
+};
+
+struct Scan {
+  static constexpr unsigned kMaxPhandles = 64;
+  ScanNode uart;      // first "arm,pl011"
+  ScanNode gic;       // first "arm,cortex-a15-gic"
+  ScanNode v2m;       // first "arm,gic-v2m-frame"
+  ScanNode timer;     // first "arm,armv8-timer"
+  ScanNode pci;       // first "pci-host-ecam-generic"
+  ScanNode memory;    // /memory (or memory@...), else the first device_type "memory"
+  int chosen = -1;    // /chosen
+  bool have_cpus = false;
+  uint32_t cpu_count = 0;  // children of /cpus with device_type "cpu"
+  PhandleNode phandles[kMaxPhandles];  // nodes with a phandle, in document order
+  unsigned phandle_count = 0;
+  bool phandles_overflow = false;  // more than kMaxPhandles: fall back to libfdt
+};
+
+// Walks `fdt` (header already checked) once. False (and one line in err) only
+// if the structure block itself is broken or nests deeper than supported.
+bool scan_tree(const void* fdt, Scan* out, char* err, size_t err_size);
+
+// The console from a scan: PL011 base and UARTCLK frequency.
+bool resolve_console(const void* fdt, const Scan& scan, uint64_t* uart_base,
+                     uint32_t* uart_clock_hz, char* err, size_t err_size);
+
+// Everything else from a scan (bootargs included); false with one line naming
+// the node and property that is missing or malformed.
+bool resolve_platform(const void* fdt, const Scan& scan, Platform* out, char* err,
+                      size_t err_size);
+
 // Finds just the console (the "arm,pl011" node and its clock) so the UART
 // can report whatever the full parse finds wrong. Panics on a bad tree.
 void parse_console(uint64_t address, uint64_t* uart_base, uint32_t* uart_clock_hz);
