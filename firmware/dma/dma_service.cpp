@@ -39,8 +39,12 @@ class LogObserver final : public Observer {
 };
 
 LogObserver g_observer;
-hal::copy::CpuEngine g_engine;
-hal::copy::DmaCopier g_copier(g_engine);
+// The chip's copy engine is its CPU: CpuDmaCopier calls hal_copy_memcpy
+// directly. Queue::poll has already validated every range, so going through
+// hal::copy::Engine (DmaCopier + CpuEngine) would only repeat its checks and
+// add four virtual calls per descriptor, which under TCG was most of a 64 B
+// descriptor's cost. A hardware engine would come in through DmaCopier.
+hal::copy::CpuDmaCopier g_copier;
 
 uint64_t clock_ns() { return arch::now_ns(); }
 
@@ -102,11 +106,9 @@ void Service::init(const ServiceConfig& cfg) {
 
 bool Service::run(uint64_t wake_gen) {
   if (!enabled_) return false;
+  // The CPU copy cannot fail, so every descriptor the queue completes as
+  // moved was moved.
   const PassResult r = sched_.run_pass(map_, g_copier, wake_gen);
-  // CpuEngine never fails; a failure here means a descriptor was completed
-  // as moved when it was not, which must not go unnoticed.
-  const hal::Status s = g_copier.take_error();
-  FW_CHECK(s == hal::Status::kOk, "dma: copy engine failed: %s", hal::status_name(s));
   return r.irq;
 }
 

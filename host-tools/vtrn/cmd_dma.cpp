@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -83,6 +84,7 @@ void run_copy(const CopyOptions& o) {
     data.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     if (data.empty()) throw CliError(Exit::kFailed, o.file + " is empty");
   } else {
+    if (o.size == 0) throw CliError(Exit::kUsage, "--size must be at least 1 byte");
     data.resize(o.size);
     std::mt19937_64 rng(std::random_device{}());
     for (size_t i = 0; i < data.size(); i += 8) {
@@ -270,6 +272,16 @@ void run_bench(const BenchOptions& o) {
   b.duration_ms = o.total ? 0 : uint32_t(o.seconds * 1000);
   req.body_case = VTRN__API__REQUEST__BODY_DMA_BENCH;
   req.dma_bench = &b;
+  // The device's busy time (QueueStats::busy_ns, summed over queues) before
+  // and after says how much of the run the chip was copying and how much it
+  // waited for the host: the first question when a figure is low.
+  auto busy_now = [&conn, &o] {
+    drv::ResponsePtr s = dma_stats(conn, o.chip);
+    uint64_t busy = 0;
+    for (size_t i = 0; i < s->dma_stats->n_queues; ++i) busy += s->dma_stats->queues[i]->busy_ns;
+    return busy;
+  };
+  const uint64_t busy0 = busy_now();
   drv::ResponsePtr resp;
   {
     ProgressBar bar(o.seconds, !o.json && o.total == 0 && o.seconds >= 2 && isatty(STDERR_FILENO));
@@ -278,6 +290,11 @@ void run_bench(const BenchOptions& o) {
     resp = call_body(conn, &req, VTRN__API__RESPONSE__BODY_DMA_BENCH, timeout);
   }
   const Vtrn__Api__DmaBenchResponse& r = *resp->dma_bench;
+  const uint64_t busy_ns = busy_now() - busy0;
+  // elapsed_ns spans first submission to last completion; the stats calls
+  // fall outside it, so the fraction is an upper bound on busy.
+  const double busy_fraction = r.elapsed_ns ? std::min(1.0, double(busy_ns) / double(r.elapsed_ns)) : 0.0;
+  const double ns_per_desc = r.descriptors ? double(busy_ns) / double(r.descriptors) : 0.0;
   const nlohmann::json doc = {{"chip", o.chip},
                               {"direction", o.dir},
                               {"transfer_bytes", b.transfer_bytes},
@@ -294,7 +311,10 @@ void run_bench(const BenchOptions& o) {
                                 {"p90", r.latency_p90_ns},
                                 {"p99", r.latency_p99_ns},
                                 {"max", r.latency_max_ns}}},
-                              {"errors", r.errors}};
+                              {"errors", r.errors},
+                              {"chip_busy_ns", busy_ns},
+                              {"chip_busy_fraction", busy_fraction},
+                              {"chip_busy_ns_per_descriptor", ns_per_desc}};
   if (o.json) {
     print_json(doc);
     return;
@@ -308,6 +328,9 @@ void run_bench(const BenchOptions& o) {
   std::cout << line << "\n";
   std::cout << "latency p50 " << format_ns(r.latency_p50_ns) << ", p90 " << format_ns(r.latency_p90_ns) << ", p99 "
             << format_ns(r.latency_p99_ns) << ", max " << format_ns(r.latency_max_ns) << "\n";
+  snprintf(line, sizeof line, "chip busy %.0f%% of the run, %.0f ns per descriptor while busy", busy_fraction * 100,
+           ns_per_desc);
+  std::cout << line << "\n";
 }
 
 // ---- stats / reset ----------------------------------------------------------------

@@ -348,6 +348,40 @@ void test_adapter_moves_a_dma_queue_descriptor_with_the_cpu_engine(void**) {
   assert_int_equal(engine.stats().bytes, 4093);
 }
 
+// ---- CpuDmaCopier -----------------------------------------------------------
+
+void test_cpu_dma_copier_moves_queue_descriptors_and_counts_them(void**) {
+  namespace dma = vtrn::dma;
+  constexpr uint32_t kDepth = 16;
+  constexpr uint64_t kHbmBase = 0x80000000ull;
+  dma::QueueControl ctl{};
+  dma::Descriptor sq[kDepth]{};
+  dma::Completion cq[kDepth]{};
+  dma::QueueStats stats{};
+  std::vector<uint8_t> window(8192), hbm(8192, 0xEE);
+  for (size_t i = 0; i < window.size(); ++i) window[i] = uint8_t(i * 31 + 5);
+  dma::AddressMap map{window.data(), window.size(), hbm.data(), kHbmBase, hbm.size(), nullptr};
+  dma::Queue q(&ctl, sq, cq, kDepth, &stats);
+  CpuDmaCopier copier;
+
+  sq[0] = dma::Descriptor{3, kHbmBase + 100, 64, dma::kDescFirst | dma::kDescLast | dma::kDescSrcHost, 7};
+  sq[1] = dma::Descriptor{kHbmBase + 100, 4000, 64, dma::kDescFirst | dma::kDescLast | dma::kDescDstHost, 8};
+  // Invalid (outside HBM): completed with an error and never reaches the copier.
+  sq[2] = dma::Descriptor{0, kHbmBase + 8190, 64, dma::kDescFirst | dma::kDescLast | dma::kDescSrcHost, 9};
+  ctl.sq_prod.value = 3;
+  const dma::PollResult r = q.poll(map, copier, 8);
+  assert_int_equal(r.completions, 3);
+  assert_int_equal(cq[0].status, dma::kOk);
+  assert_int_equal(cq[1].status, dma::kOk);
+  assert_int_equal(cq[2].status, dma::kErrDstRange);
+  assert_memory_equal(&hbm[100], &window[3], 64);
+  assert_memory_equal(&window[4000], &window[3], 64);
+  assert_int_equal(hbm[99], 0xEE);
+  assert_int_equal(hbm[164], 0xEE);
+  assert_int_equal(copier.copies(), 2);
+  assert_int_equal(copier.bytes(), 128);
+}
+
 }  // namespace
 
 int main() {
@@ -375,6 +409,7 @@ int main() {
       cmocka_unit_test(test_adapter_latches_the_first_failure_and_stops_that_copy),
       cmocka_unit_test(test_adapter_reports_an_engine_that_times_out),
       cmocka_unit_test(test_adapter_moves_a_dma_queue_descriptor_with_the_cpu_engine),
+      cmocka_unit_test(test_cpu_dma_copier_moves_queue_descriptors_and_counts_them),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
