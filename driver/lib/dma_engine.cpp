@@ -423,7 +423,12 @@ uint32_t DmaEngine::reap_locked(Queue& q, uint32_t qi) {
     const uint64_t now = monotonic_ns();
     for (uint32_t i = 0; i < n; ++i) {
       const uint64_t h = c[i].cookie;
-      if (q.pending.count(h) != 0) {
+      auto it = q.pending.find(h);
+      if (it != q.pending.end()) {
+        // Older descriptors still pending were the non-final descriptors of
+        // this chain (raw submissions give each descriptor a handle): the
+        // device never completes them individually.
+        q.pending.erase(q.pending.begin(), it);
         finish_locked(q, h, c[i].status, c[i].bytes, false, now);
         continue;
       }

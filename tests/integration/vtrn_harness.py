@@ -2,9 +2,11 @@
 against a real vtrnd and QEMU, each test class in its own fresh runtime
 directory, and makes sure nothing it started outlives the test.
 
-It is not a client library: tests go through the CLI exactly as a user
-does, and read /proc only to check what the CLI claims (processes gone,
-CPU time, file descriptors). Paths come from the environment that
+Tests go through the CLI exactly as a user does, and read /proc only to
+check what the CLI claims (processes gone, CPU time, file descriptors). The
+one exception is ApiClient at the end: a minimal speaker of vtrnd's socket
+protocol for requests the CLI has no command for (raw DMA descriptors, an
+explicit DMA queue, reading back chosen bytes). Paths come from the environment that
 tests/CMakeLists.txt sets: VTRN_CLI, VTRN_VTRND, VTRN_TEST_FIRMWARE,
 VTRN_TEST_BOARD_DTB, VTRN_TEST_BOARD_DTS.
 
@@ -218,3 +220,239 @@ class SessionTestCase(unittest.TestCase):
         self.assertTrue(first.startswith("vtrn: "), f"stderr={r.stderr!r}")
         for needle in needles:
             self.assertIn(needle, r.stderr)
+
+
+# ---- A minimal client of vtrnd's socket, for what the CLI does not expose ----
+#
+# The DMA tests need requests the CLI has no command for (raw DmaCopy with
+# hostile descriptors, an explicit queue, DmaWrite/DmaRead of chosen bytes to
+# compare end to end). Python here has no protobuf runtime, so this speaks the
+# wire format directly: varints, length-delimited fields and a generic decoder
+# into {field number: [values]}. Field numbers come from proto/vtrn_api.proto.
+
+API_STATUS_OK, API_STATUS_BAD_REQUEST, API_STATUS_CHIP_ERROR = 0, 1, 5
+DMA_SPACE_HBM, DMA_SPACE_HOST = 0, 1
+
+
+def _varint(v):
+    v &= (1 << 64) - 1  # negative int32/int64 go out as 10-byte two's complement
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def pb_encode(fields):
+    """fields: list of (number, value); int -> varint, bytes -> length-delimited,
+    list of (number, value) -> nested message. Zero ints are still sent (proto3
+    readers treat an explicit zero like an absent field)."""
+    out = bytearray()
+    for num, val in fields:
+        if isinstance(val, bool):
+            val = int(val)
+        if isinstance(val, int):
+            out += _varint(num << 3) + _varint(val)
+        else:
+            payload = pb_encode(val) if isinstance(val, list) else bytes(val)
+            out += _varint((num << 3) | 2) + _varint(len(payload)) + payload
+    return bytes(out)
+
+
+def pb_decode(data):
+    """{field number: [raw values]}: varints as int, length-delimited as bytes,
+    fixed64/fixed32 as bytes."""
+    fields, i = {}, 0
+    while i < len(data):
+        key, i = _read_varint(data, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            val, i = _read_varint(data, i)
+        elif wt == 2:
+            n, i = _read_varint(data, i)
+            val, i = data[i:i + n], i + n
+        elif wt == 1:
+            val, i = data[i:i + 8], i + 8
+        elif wt == 5:
+            val, i = data[i:i + 4], i + 4
+        else:
+            raise ValueError(f"wire type {wt} in field {num}")
+        fields.setdefault(num, []).append(val)
+    return fields
+
+
+def _read_varint(data, i):
+    shift = v = 0
+    while True:
+        b = data[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return v, i
+        shift += 7
+
+
+def pb_uint(fields, num, default=0):
+    return fields.get(num, [default])[-1]
+
+
+def pb_repeated_uint(fields, num):
+    """A repeated varint field, packed (proto3 default) or not."""
+    out = []
+    for v in fields.get(num, []):
+        if isinstance(v, int):
+            out.append(v)
+        else:
+            i = 0
+            while i < len(v):
+                x, i = _read_varint(v, i)
+                out.append(x)
+    return out
+
+
+class ApiError(Exception):
+    def __init__(self, status, error):
+        super().__init__(f"vtrnd status {status}: {error}")
+        self.status, self.error = status, error
+
+
+class ApiClient:
+    """One connection to vtrnd.sock; call() sends a Request body (oneof field
+    number + message fields) and returns the Response body's decoded fields,
+    raising ApiError for a non-OK status."""
+
+    def __init__(self, session, timeout=60):
+        import socket
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(os.path.join(session.runtime_dir, "vtrnd.sock"))
+        self.next_id = 1
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _recv_exact(self, n):
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("vtrnd closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def call_raw(self, body_field, body):
+        rid = self.next_id
+        self.next_id += 1
+        frame = pb_encode([(1, rid), (body_field, body)])
+        self.sock.sendall(len(frame).to_bytes(4, "little") + frame)
+        while True:
+            n = int.from_bytes(self._recv_exact(4), "little")
+            resp = pb_decode(self._recv_exact(n))
+            if pb_uint(resp, 1) == rid:
+                break
+        status = pb_uint(resp, 2)
+        error = resp.get(3, [b""])[-1].decode(errors="replace")
+        body_bytes = resp.get(body_field, [None])[-1]
+        return status, error, (pb_decode(body_bytes) if body_bytes is not None else None)
+
+    def call(self, body_field, body):
+        status, error, decoded = self.call_raw(body_field, body)
+        if status != API_STATUS_OK:
+            raise ApiError(status, error)
+        return decoded if decoded is not None else {}
+
+    # Request oneof numbers 30..35 (DmaWrite .. DmaReset).
+    def dma_write(self, chip, hbm_addr, data):
+        r = self.call(30, [(1, chip), (2, hbm_addr), (3, data)])
+        return {"bytes": pb_uint(r, 1), "chunks": pb_uint(r, 3)}
+
+    def dma_read(self, chip, hbm_addr, length):
+        r = self.call(31, [(1, chip), (2, hbm_addr), (3, length)])
+        return r.get(1, [b""])[-1], pb_uint(r, 3)
+
+    def dma_copy_raw(self, chip, *, src_addr, dst_addr, length, segments=1, raw=False, queue=-1,
+                     src_space=DMA_SPACE_HBM, dst_space=DMA_SPACE_HBM, extra_flags=0):
+        """(api status, error text, DmaCopyResponse as a dict or None)."""
+        body = [(1, chip), (2, src_space), (3, src_addr), (4, dst_space), (5, dst_addr), (6, length),
+                (7, segments), (8, raw), (9, queue), (10, extra_flags)]
+        status, error, r = self.call_raw(32, body)
+        if r is None:
+            return status, error, None
+        return status, error, {"dma_status": pb_uint(r, 1), "dma_status_name": r.get(2, [b""])[-1].decode(),
+                               "bytes": pb_uint(r, 3), "latency_ns": pb_uint(r, 4), "queue": pb_uint(r, 5),
+                               "completions": pb_uint(r, 6)}
+
+    def dma_stats(self, chip):
+        r = self.call(34, [(1, chip)])
+        names = {2: "descriptors", 3: "chains", 4: "bytes", 5: "errors", 6: "busy_ns", 7: "irqs",
+                 9: "device_error", 12: "in_flight", 13: "free_slots", 14: "host_chains_submitted",
+                 15: "host_chains_completed", 16: "resets"}
+        queues = []
+        for raw in r.get(1, []):
+            q = pb_decode(raw)
+            d = {"queue": pb_uint(q, 1), "errors_by_status": pb_repeated_uint(q, 8),
+                 "host_fault": q.get(10, [b""])[-1].decode(), "resetting": bool(pb_uint(q, 11))}
+            d.update({name: pb_uint(q, num) for num, name in names.items()})
+            queues.append(d)
+        return {"queues": queues, "depth": pb_uint(r, 2), "hbm_base": pb_uint(r, 3), "hbm_size": pb_uint(r, 4),
+                "window_bytes": pb_uint(r, 5), "window_free_bytes": pb_uint(r, 6),
+                "max_desc_bytes": pb_uint(r, 7), "max_chain_descs": pb_uint(r, 8)}
+
+    def dma_reset(self, chip, queue=-1):
+        return pb_uint(self.call(35, [(1, chip), (2, queue)]), 1)
+
+
+def down_and_check(session):
+    """`vtrn down`, then what must be gone: every process the session started
+    (vtrnd and the QEMUs, found by pid and by the runtime path), their memfds,
+    the socket and the runtime directory. Returns a list of problems."""
+    session.remember_pids()
+    holders = sorted(p for p in session.known_pids if process_alive(p))
+    problems = []
+    r = session.vtrn("down", timeout=60)
+    if r.returncode != 0:
+        problems.append(f"vtrn down exited {r.returncode}: {r.stderr.strip()}")
+    for p in holders:
+        if process_alive(p):
+            problems.append(f"pid {p} still running after down")
+        held = [t for t in open_fds(p) if "memfd:" in t]
+        if held:
+            problems.append(f"pid {p} still holds {held}")
+    left = session.leftovers()
+    if left:
+        problems.append(f"processes left: {left}")
+    if os.path.exists(os.path.join(session.runtime_dir, "vtrnd.sock")):
+        problems.append("vtrnd.sock left behind")
+    if os.path.exists(session.runtime_dir):
+        problems.append(f"runtime directory left: {os.listdir(session.runtime_dir)}")
+    return problems
+
+
+def board_health_problems(session, chips):
+    """Every listed chip READY without error, and each of its DMA queues idle
+    (nothing in flight, no latched device error, no host fault, not resetting)."""
+    problems = []
+    r = session.vtrn("ls", "--json")
+    if r.returncode != 0:
+        return [f"vtrn ls exited {r.returncode}: {r.stderr.strip()}"]
+    for chip in json.loads(r.stdout)["chips"]:
+        if chip["state"] != "READY" or chip["error"]:
+            problems.append(f"chip {chip['id']} {chip['state']}: {chip['error']}")
+    with ApiClient(session) as c:
+        for chip in chips:
+            for q in c.dma_stats(chip)["queues"]:
+                state = (q["in_flight"], q["device_error"], q["host_fault"], q["resetting"])
+                if state != (0, 0, "", False):
+                    problems.append(f"chip {chip} queue {q['queue']}: in_flight={state[0]} device_error={state[1]} "
+                                    f"host_fault={state[2]!r} resetting={state[3]}")
+    return problems

@@ -45,6 +45,7 @@
 #include <condition_variable>
 #include <functional>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -251,8 +252,12 @@ class DmaEngine {
     const vtrn::dma::QueueStats* stats = nullptr;
     uint64_t next_seq = 1;
     uint64_t floor_seq = 1;  // sequences below belong to before the last reset
-    std::unordered_map<uint64_t, Pending> pending;
-    std::unordered_map<uint64_t, DmaResult> done;
+    // Ordered by handle, i.e. by submission order within the queue: the
+    // device completes a queue strictly in order, so results are collected
+    // in completion order, and a completion retires every older descriptor
+    // of a raw chain that will never complete on its own.
+    std::map<uint64_t, Pending> pending;
+    std::map<uint64_t, DmaResult> done;
     DmaFault fault = DmaFault::kNone;
     std::string fault_text;
     bool resetting = false;

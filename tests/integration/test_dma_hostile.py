@@ -1,0 +1,267 @@
+"""Integration: hostile DMA descriptors under real QEMU. vtrnd runs with
+VTRN_ALLOW_RAW_DMA=1, so a raw DmaCopy reaches the device exactly as written:
+addresses outside the host window or HBM, zero and oversized lengths,
+address + length wrapping, unknown flag bits, chains too long or never
+terminated, overlapping source and destination. Each must complete with its
+documented status (include/vtrn/dma_abi.h), be counted under that status on
+the queue it ran on, and leave the chip READY with that queue and the others
+still moving data correctly. Queue reset and the checks the host makes before
+anything reaches the device (CLI and vtrnd validation) are covered too.
+
+Not a fuzzer (tests/fuzz has those): one precise case per status. Ring index
+jumps cannot be produced through vtrnd, which owns the indexes; the
+common/dma unit tests cover them.
+"""
+
+import json
+import os
+import random
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vtrn_harness as h  # noqa: E402
+
+MiB = 1 << 20
+
+# vtrn::dma::Status and the names vtrnd gives them (driver dma_status_name).
+OK, ZERO_LENGTH, TOO_LONG, ADDR_OVERFLOW, SRC_RANGE, DST_RANGE, BAD_FLAGS = 0, 1, 2, 3, 4, 5, 6
+CHAIN_TOO_LONG, CHAIN_UNTERMINATED, OVERLAP = 7, 8, 12
+NAMES = {OK: "ok", ZERO_LENGTH: "zero length", TOO_LONG: "descriptor too long",
+         ADDR_OVERFLOW: "address + length overflows", SRC_RANGE: "src out of range", DST_RANGE: "dst out of range",
+         BAD_FLAGS: "unknown flags", CHAIN_TOO_LONG: "chain too long", CHAIN_UNTERMINATED: "chain unterminated",
+         OVERLAP: "src and dst overlap"}
+DESC_FIRST = 1 << 0
+MAX_DESC_BYTES = 16 * MiB
+
+
+class DmaHostileInput(h.SessionTestCase):
+    session_name = "dmahostile"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        r = cls.s.vtrn("up", "--chips", 2, env={"VTRN_ALLOW_RAW_DMA": "1"})
+        if r.returncode != 0:
+            cls.s.cleanup()
+            raise AssertionError(f"vtrn up --chips 2 exited {r.returncode}: {r.stderr}")
+        cls.s.remember_pids()
+        with h.ApiClient(cls.s) as c:
+            cls.st = c.dma_stats(0)
+        cls.base, cls.size = cls.st["hbm_base"], cls.st["hbm_size"]
+        cls.window = cls.st["window_bytes"]
+        cls.nq = len(cls.st["queues"])
+        cls.rng = random.Random(0xBAD)
+
+    @classmethod
+    def tearDownClass(cls):
+        problems = []
+        try:
+            # Raw chains may leave descriptors outstanding by design of the
+            # test (test_raw_chain_is_not_left_in_flight checks that on its
+            # own); a reset of every queue is the documented way to clear them.
+            with h.ApiClient(cls.s) as c:
+                for chip in (0, 1):
+                    c.dma_reset(chip, -1)
+            problems += h.board_health_problems(cls.s, (0, 1))
+        except Exception as e:  # a dead daemon is itself the finding
+            problems.append(f"health check failed: {e!r}")
+        problems += h.down_and_check(cls.s)
+        super().tearDownClass()
+        if problems:
+            raise AssertionError("after the hostile tests: " + "; ".join(problems))
+
+    def cases(self):
+        """(what, DmaCopy fields, status of the chain vtrnd waits for, status
+        counted on the queue, completions the device writes)."""
+        b, end, w = self.base, self.base + self.size, self.window
+        hbm, host = h.DMA_SPACE_HBM, h.DMA_SPACE_HOST
+        return [
+            ("zero length", dict(src_addr=b, dst_addr=b + MiB, length=0), ZERO_LENGTH, ZERO_LENGTH, 1),
+            ("descriptor over 16 MiB", dict(src_addr=b, dst_addr=b + 32 * MiB, length=MAX_DESC_BYTES + 1),
+             TOO_LONG, TOO_LONG, 1),
+            ("src address + length wraps", dict(src_addr=(1 << 64) - 64, dst_addr=b, length=128),
+             ADDR_OVERFLOW, ADDR_OVERFLOW, 1),
+            ("dst address + length wraps", dict(src_addr=b, dst_addr=(1 << 64) - 1, length=2),
+             ADDR_OVERFLOW, ADDR_OVERFLOW, 1),
+            ("src below HBM", dict(src_addr=b - 4096 if b >= 4096 else 0, dst_addr=b, length=64),
+             SRC_RANGE, SRC_RANGE, 1),
+            ("src runs past the end of HBM", dict(src_addr=end - 32, dst_addr=b, length=64), SRC_RANGE, SRC_RANGE, 1),
+            ("src past the host window", dict(src_space=host, src_addr=w, dst_addr=b, length=64),
+             SRC_RANGE, SRC_RANGE, 1),
+            ("dst at the end of HBM", dict(src_addr=b, dst_addr=end, length=1), DST_RANGE, DST_RANGE, 1),
+            ("dst runs past the host window", dict(src_addr=b, dst_space=host, dst_addr=w - 16, length=64),
+             DST_RANGE, DST_RANGE, 1),
+            ("unknown flag bit", dict(src_addr=b, dst_addr=b + MiB, length=64, extra_flags=1 << 20),
+             BAD_FLAGS, BAD_FLAGS, 1),
+            ("unknown flag bit on one descriptor of three",
+             dict(src_addr=b, dst_addr=b + MiB, length=96, segments=3, extra_flags=1 << 31), BAD_FLAGS, BAD_FLAGS, 1),
+            ("chain of 65 descriptors", dict(src_addr=b, dst_addr=b + MiB, length=65 * 64, segments=65),
+             CHAIN_TOO_LONG, CHAIN_TOO_LONG, 1),
+            ("overlapping HBM ranges", dict(src_addr=b, dst_addr=b + 32, length=64), OVERLAP, OVERLAP, 1),
+            ("identical HBM ranges", dict(src_addr=b + 4096, dst_addr=b + 4096, length=1), OVERLAP, OVERLAP, 1),
+            ("overlapping host-window ranges", dict(src_space=host, src_addr=0, dst_space=host, dst_addr=63,
+                                                    length=64), OVERLAP, OVERLAP, 1),
+            # Every descriptor carries FIRST: the first chain is cut off by the
+            # second, which is itself complete and succeeds.
+            ("FIRST without LAST, then FIRST", dict(src_addr=b, dst_addr=b + MiB, length=128, segments=2,
+                                                   extra_flags=DESC_FIRST), OK, CHAIN_UNTERMINATED, 2),
+        ]
+
+    def healthy_copy(self, c, chip, queue):
+        """Write random bytes, chain-copy them on `queue`, read back: the
+        queue still moves data correctly."""
+        n = self.rng.randrange(1000, 300000)
+        src = self.base + 64 * MiB + self.rng.randrange(1, 4096)
+        dst = self.base + 96 * MiB + self.rng.randrange(1, 4096)
+        data = self.rng.randbytes(n)
+        c.dma_write(chip, src, data)
+        st, err, cr = c.dma_copy_raw(chip, src_addr=src, dst_addr=dst, length=n, segments=4, queue=queue)
+        self.assertEqual(st, h.API_STATUS_OK, err)
+        self.assertEqual((cr["dma_status"], cr["bytes"], cr["queue"]), (OK, n, queue))
+        back, _ = c.dma_read(chip, dst, n)
+        self.assertEqual(back, data, f"chip {chip} queue {queue}: {n} bytes differ after the copy")
+
+    def assert_ready(self):
+        for chip in self.s.vtrn_json("ls")["chips"]:
+            self.assertEqual((chip["state"], chip["error"]), ("READY", ""), f"chip {chip['id']}")
+
+    def test_each_hostile_descriptor_completes_with_its_status_and_the_queue_keeps_working(self):
+        with h.ApiClient(self.s) as c:
+            for i, (what, fields, answer, counted, completions) in enumerate(self.cases()):
+                q = i % self.nq
+                with self.subTest(case=what, queue=q):
+                    before = c.dma_stats(0)["queues"][q]
+                    st, err, cr = c.dma_copy_raw(0, raw=True, queue=q, **fields)
+                    self.assertEqual(st, h.API_STATUS_OK, err)
+                    self.assertEqual((cr["dma_status"], cr["dma_status_name"], cr["queue"]), (answer, NAMES[answer], q))
+                    after = c.dma_stats(0)["queues"][q]
+                    self.assertEqual(after["errors_by_status"][counted] - before["errors_by_status"][counted], 1,
+                                     f"{NAMES[counted]} not counted once on queue {q}")
+                    self.assertEqual(after["errors"] - before["errors"], 1)
+                    self.assertEqual(after["chains"] - before["chains"], completions)
+                    self.assertEqual((after["device_error"], after["host_fault"]), (0, ""))
+                    # Last: the device's count above is checked even if vtrnd
+                    # miscounts what it reaped for the request.
+                    self.assertEqual(cr["completions"], completions, "completions vtrnd reports for the request")
+                    # The same queue and the next one still move data.
+                    self.healthy_copy(c, 0, q)
+                    self.healthy_copy(c, 0, (q + 1) % self.nq)
+            self.healthy_copy(c, 1, 0)
+        self.assert_ready()
+
+    def test_chain_too_long_moves_only_the_first_64_descriptors(self):
+        with h.ApiClient(self.s) as c:
+            src, dst = self.base + 8 * MiB, self.base + 9 * MiB
+            data = self.rng.randbytes(65 * 64)
+            c.dma_write(0, src, data)
+            c.dma_write(0, dst, bytes(65 * 64))
+            st, err, cr = c.dma_copy_raw(0, raw=True, src_addr=src, dst_addr=dst, length=65 * 64, segments=65)
+            self.assertEqual(st, h.API_STATUS_OK, err)
+            self.assertEqual((cr["dma_status"], cr["bytes"]), (CHAIN_TOO_LONG, 64 * 64))
+            back, _ = c.dma_read(0, dst, 65 * 64)
+            self.assertEqual(back[:64 * 64], data[:64 * 64])
+            self.assertEqual(back[64 * 64:], bytes(64), "the 65th descriptor was executed")
+
+    def test_rejected_descriptor_writes_nothing_to_its_destination(self):
+        with h.ApiClient(self.s) as c:
+            src, dst = self.base + 10 * MiB, self.base + 11 * MiB
+            c.dma_write(0, src, b"\xAA" * 256)
+            c.dma_write(0, dst, b"\x55" * 256)
+            st, err, cr = c.dma_copy_raw(0, raw=True, src_addr=src, dst_addr=dst, length=256, extra_flags=1 << 12)
+            self.assertEqual((st, cr["dma_status"], cr["bytes"]), (h.API_STATUS_OK, BAD_FLAGS, 0), err)
+            self.assertEqual(c.dma_read(0, dst, 256)[0], b"\x55" * 256)
+
+    def test_queue_reset_clears_what_raw_chains_left_and_counts_in_stats(self):
+        q = self.nq - 1
+        with h.ApiClient(self.s) as c:
+            # A chain of three raw descriptors completes once, at LAST; the
+            # two before it stay outstanding until the queue is reset.
+            st, err, cr = c.dma_copy_raw(0, raw=True, queue=q, src_addr=self.base, dst_addr=self.base + MiB,
+                                         length=300, segments=3)
+            self.assertEqual((st, cr["dma_status"]), (h.API_STATUS_OK, OK), err)
+            before = c.dma_stats(0)["queues"][q]
+        r = self.s.vtrn("dma", "reset", 0, "--queue", q, "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout), {"chip": 0, "queue": q, "queues_reset": 1})
+        with h.ApiClient(self.s) as c:
+            after = c.dma_stats(0)["queues"][q]
+            self.assertEqual(after["resets"] - before["resets"], 1)
+            self.assertEqual((after["in_flight"], after["device_error"], after["host_fault"], after["resetting"]),
+                             (0, 0, "", False))
+            self.assertEqual(after["free_slots"], self.st["depth"])
+            self.healthy_copy(c, 0, q)
+        r = self.s.vtrn("dma", "reset", 1, "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["queues_reset"], self.nq)
+        with h.ApiClient(self.s) as c:
+            self.assertTrue(all(s["resets"] >= 1 for s in c.dma_stats(1)["queues"]))
+            self.healthy_copy(c, 1, 0)
+        self.assert_ready()
+
+    def test_raw_chain_is_not_left_in_flight_once_answered(self):
+        # The device completes a chain once, at LAST; once vtrnd has answered
+        # the request nothing of it may stay in flight on the queue.
+        q = 1
+        with h.ApiClient(self.s) as c:
+            c.dma_reset(0, q)
+            st, err, cr = c.dma_copy_raw(0, raw=True, queue=q, src_addr=self.base, dst_addr=self.base + MiB,
+                                         length=300, segments=3)
+            self.assertEqual((st, cr["dma_status"], cr["completions"]), (h.API_STATUS_OK, OK, 1), err)
+            after = c.dma_stats(0)["queues"][q]
+        self.assertEqual((after["in_flight"], after["free_slots"]), (0, self.st["depth"]))
+
+    def test_cli_refuses_a_zero_byte_copy(self):
+        r = self.s.vtrn("dma", "copy", 0, "--size", 0)
+        self.assertNotEqual(r.returncode, 0, f"a copy of nothing was reported as success: {r.stdout!r}")
+        self.assert_one_error_line(r, r.returncode)
+
+    def test_cli_refuses_hbm_addresses_outside_hbm_before_sending(self):
+        end = self.base + self.size
+        for addr in (end, end - 100, self.base - 1 if self.base else (1 << 64) - 1):
+            with self.subTest(addr=hex(addr)):
+                r = self.s.vtrn("dma", "copy", 0, "--size", 4096, "--hbm-addr", hex(addr))
+                self.assert_one_error_line(r, h.EXIT_FAILED, "do not fit in HBM")
+                self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        r = self.s.vtrn("dma", "copy", 0, "--size", 4096, "--chain", 2, "--hbm-addr", hex(end - 6000))
+        self.assert_one_error_line(r, h.EXIT_FAILED, "twice, for the chain")
+
+    def test_cli_usage_errors_are_one_line_and_exit_2(self):
+        for args in (("dma", "copy", 0, "--hbm-addr", "0x10zz"), ("dma", "copy", 0, "--chain", 65),
+                     ("dma", "copy", 0, "--chain", 0), ("dma", "copy", "x"), ("dma", "reset", 0, "--queue", 16)):
+            with self.subTest(args=args):
+                r = self.s.vtrn(*args)
+                self.assert_one_error_line(r, h.EXIT_USAGE)
+        self.assert_one_error_line(self.s.vtrn("dma", "copy", 7, "--size", 64), h.EXIT_UNKNOWN_CHIP, "unknown chip 7")
+
+    def test_vtrnd_refuses_invalid_validated_requests_before_the_device(self):
+        b = self.base
+        with h.ApiClient(self.s) as c:
+            before = c.dma_stats(0)
+            for what, fields, needle in (
+                    ("zero length", dict(src_addr=b, dst_addr=b + MiB, length=0), "zero length"),
+                    ("dst outside HBM", dict(src_addr=b, dst_addr=b + self.size, length=64), "dst out of range"),
+                    ("overlap", dict(src_addr=b, dst_addr=b + 1, length=64), "src and dst overlap"),
+                    ("65 segments", dict(src_addr=b, dst_addr=b + MiB, length=6500, segments=65), "chain limit"),
+                    ("host space without raw", dict(src_space=h.DMA_SPACE_HOST, src_addr=0, dst_addr=b, length=64),
+                     "only HBM -> HBM"),
+                    ("extra flags without raw", dict(src_addr=b, dst_addr=b + MiB, length=64, extra_flags=1),
+                     "extra_flags needs raw"),
+                    ("no such queue", dict(src_addr=b, dst_addr=b + MiB, length=64, queue=self.nq), "no queue")):
+                with self.subTest(case=what):
+                    st, err, _ = c.dma_copy_raw(0, **fields)
+                    self.assertEqual(st, h.API_STATUS_BAD_REQUEST, err)
+                    self.assertIn(needle, err)
+            for what, call in (("read over a frame", lambda: c.dma_read(0, b, 4 * MiB)),
+                               ("write past HBM", lambda: c.dma_write(0, b + self.size - 10, bytes(64))),
+                               ("read below HBM", lambda: c.dma_read(0, b - 64 if b >= 64 else (1 << 64) - 64, 64))):
+                with self.subTest(case=what), self.assertRaises(h.ApiError) as e:
+                    call()
+                self.assertEqual(e.exception.status, h.API_STATUS_BAD_REQUEST, e.exception.error)
+            after = c.dma_stats(0)
+        self.assertEqual([q["chains"] for q in after["queues"]], [q["chains"] for q in before["queues"]],
+                         "a refused request reached the device")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
