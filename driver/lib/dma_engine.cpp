@@ -46,6 +46,16 @@ DmaFault fault_of(HostError e) {
   }
 }
 
+// `pending` and `done` are ascending by handle (see Queue): binary search.
+template <typename Deque>
+auto find_handle(Deque& d, uint64_t h) {
+  // The usual case: the device completes in order, so it is the oldest.
+  if (!d.empty() && d.front().handle == h) return d.begin();
+  auto it = std::lower_bound(d.begin(), d.end(), h,
+                             [](const auto& e, uint64_t v) { return e.handle < v; });
+  return it != d.end() && it->handle == h ? it : d.end();
+}
+
 const char* queue_error_name(uint32_t e) {
   switch (e) {
     case kQueueOk: return "ok";
@@ -325,7 +335,7 @@ DmaError DmaEngine::submit(uint32_t qi, const DmaChain* chains, uint32_t n, uint
     const uint64_t now = monotonic_ns();
     for (uint32_t i = 0; i < n; ++i) {
       const uint64_t h = (uint64_t(qi) << kQueueShift) | (q->next_seq + i);
-      q->pending.emplace(h, Pending{now});
+      q->pending.push_back(Pending{h, now});
       handles[i] = h;
     }
     q->next_seq += n;
@@ -334,7 +344,7 @@ DmaError DmaEngine::submit(uint32_t qi, const DmaChain* chains, uint32_t n, uint
   }
   // The index store inside HostQueue::submit was a release; the doorbell is
   // a syscall after it.
-  if (hooks_.ring_chip) hooks_.ring_chip();
+  ring_chip();
   return DmaError::kOk;
 }
 
@@ -351,15 +361,32 @@ DmaError DmaEngine::submit_raw(uint32_t qi, const Descriptor* descs, uint32_t n,
     if (e != DmaError::kOk) return e;
     const uint64_t now = monotonic_ns();
     for (uint32_t i = 0; i < n; ++i) {
-      q->pending.emplace(q->scratch[i].cookie, Pending{now});
+      q->pending.push_back(Pending{q->scratch[i].cookie, now});
       handles[i] = q->scratch[i].cookie;
     }
     q->next_seq += n;
     q->chains_submitted += n;
     q->descs_submitted += n;
   }
-  if (hooks_.ring_chip) hooks_.ring_chip();
+  ring_chip();
   return DmaError::kOk;
+}
+
+void DmaEngine::ring_chip() {
+  if (!hooks_.ring_chip) return;
+  // Note first, then look for a hold: a release that ends the hold at the
+  // same time either sees the note or this side sees no hold (seq_cst), so
+  // the doorbell is never lost, at worst rung twice.
+  db_pending_.store(true);
+  if (db_hold_.load() != 0) return;
+  if (db_pending_.exchange(false)) hooks_.ring_chip();
+}
+
+void DmaEngine::hold_doorbell() { db_hold_.fetch_add(1); }
+
+void DmaEngine::release_doorbell() {
+  if (db_hold_.fetch_sub(1) != 1) return;
+  if (db_pending_.exchange(false) && hooks_.ring_chip) hooks_.ring_chip();
 }
 
 uint32_t DmaEngine::free_slots(uint32_t qi) {
@@ -374,16 +401,28 @@ uint32_t DmaEngine::free_slots(uint32_t qi) {
 
 void DmaEngine::finish_locked(Queue& q, uint64_t handle, uint32_t status, uint32_t bytes, bool local,
                               uint64_t now) {
-  auto it = q.pending.find(handle);
+  auto it = find_handle(q.pending, handle);
   if (it == q.pending.end()) return;
   DmaResult r;
   r.handle = handle;
   r.status = status;
   r.bytes = bytes;
-  r.latency_ns = now - it->second.t_submit_ns;
+  r.latency_ns = now - it->t_submit_ns;
   r.local = local;
-  q.pending.erase(it);
-  q.done[handle] = r;
+  if (it == q.pending.begin()) {
+    q.pending.pop_front();
+  } else {
+    q.pending.erase(it);
+  }
+  // Results finish in handle order (the front of `pending`), so this is
+  // an append; the search only guards the order for any other caller.
+  if (q.done.empty() || q.done.back().handle < handle) {
+    q.done.push_back(r);
+  } else {
+    q.done.insert(std::lower_bound(q.done.begin(), q.done.end(), handle,
+                                   [](const DmaResult& e, uint64_t v) { return e.handle < v; }),
+                  r);
+  }
   ++q.chains_completed;
   q.bytes_completed += bytes;
   if (status < kStatusCount) ++q.by_status[status];
@@ -391,10 +430,7 @@ void DmaEngine::finish_locked(Queue& q, uint64_t handle, uint32_t status, uint32
 
 void DmaEngine::fail_pending_locked(Queue& q, uint32_t status) {
   const uint64_t now = monotonic_ns();
-  std::vector<uint64_t> hs;
-  hs.reserve(q.pending.size());
-  for (auto& [h, p] : q.pending) hs.push_back(h);
-  for (uint64_t h : hs) finish_locked(q, h, status, 0, true, now);
+  while (!q.pending.empty()) finish_locked(q, q.pending.front().handle, status, 0, true, now);
 }
 
 void DmaEngine::latch_locked(Queue& q, DmaFault f, const std::string& text) {
@@ -423,7 +459,7 @@ uint32_t DmaEngine::reap_locked(Queue& q, uint32_t qi) {
     const uint64_t now = monotonic_ns();
     for (uint32_t i = 0; i < n; ++i) {
       const uint64_t h = c[i].cookie;
-      auto it = q.pending.find(h);
+      auto it = find_handle(q.pending, h);
       if (it != q.pending.end()) {
         // Older descriptors still pending were the non-final descriptors of
         // this chain (raw submissions give each descriptor a handle): the
@@ -467,20 +503,20 @@ DmaError DmaEngine::try_take(uint64_t handle, DmaResult* out) {
   if (qi >= queues_.size()) return DmaError::kUnknownHandle;
   Queue& q = *queues_[qi];
   std::lock_guard<std::mutex> l(q.mu);
-  auto it = q.done.find(handle);
+  auto it = find_handle(q.done, handle);
   if (it != q.done.end()) {
-    *out = it->second;
+    *out = *it;
     q.done.erase(it);
     return DmaError::kOk;
   }
-  return q.pending.count(handle) ? DmaError::kTimeout : DmaError::kUnknownHandle;
+  return find_handle(q.pending, handle) != q.pending.end() ? DmaError::kTimeout : DmaError::kUnknownHandle;
 }
 
 size_t DmaEngine::collect(std::vector<DmaResult>* out) {
   size_t n = 0;
   for (auto& q : queues_) {
     std::lock_guard<std::mutex> l(q->mu);
-    for (auto& [h, r] : q->done) out->push_back(r);
+    out->insert(out->end(), q->done.begin(), q->done.end());
     n += q->done.size();
     q->done.clear();
   }
@@ -593,7 +629,7 @@ DmaError DmaEngine::begin_reset(uint32_t qi) {
   // only arrive before the acknowledgement, which we do not reap across.
   q->floor_seq = q->next_seq;
   ++q->resets;
-  if (hooks_.ring_chip) hooks_.ring_chip();
+  ring_chip();
   return DmaError::kOk;
 }
 

@@ -309,6 +309,32 @@ void test_batch_submission_publishes_once_and_completes_all(void** state) {
   assert_int_equal(int(f->eng.submit(2, big.data(), 65, hb)), int(DmaError::kQueueFull));
 }
 
+// Under a doorbell hold, several submissions ring the chip once, on the last
+// release of nested holds; a hold with nothing submitted rings nothing.
+void test_doorbell_hold_rings_once_on_last_release(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  DmaBuffer b;
+  assert_int_equal(int(f->eng.alloc(4096, &b)), int(DmaError::kOk));
+  DmaSegment seg = h2d(b.offset, FakeDmaChip::kHbmBase, 64);
+  DmaChain chain{&seg, 1, false};
+  uint64_t h;
+  const uint64_t rings = f->chip.doorbells();
+  f->eng.hold_doorbell();
+  f->eng.release_doorbell();
+  assert_int_equal(f->chip.doorbells(), rings);
+  f->eng.hold_doorbell();
+  f->eng.hold_doorbell();
+  for (uint32_t q = 0; q < 3; ++q) assert_int_equal(int(f->eng.submit(q, &chain, 1, &h)), int(DmaError::kOk));
+  assert_int_equal(f->chip.doorbells(), rings);
+  f->eng.release_doorbell();
+  assert_int_equal(f->chip.doorbells(), rings);
+  f->eng.release_doorbell();
+  assert_int_equal(f->chip.doorbells(), rings + 1);
+  // Without a hold each submission rings again.
+  assert_int_equal(int(f->eng.submit(0, &chain, 1, &h)), int(DmaError::kOk));
+  assert_int_equal(f->chip.doorbells(), rings + 2);
+}
+
 void test_blocking_wait_wakes_on_interrupt_and_times_out_when_unserved(void** state) {
   auto* f = static_cast<Fixture*>(*state);
   DmaBuffer b;
@@ -473,6 +499,7 @@ int main() {
       cmocka_unit_test_setup_teardown(test_raw_mode_lets_the_device_reject_and_queue_stays_healthy, setup, teardown),
       cmocka_unit_test_setup_teardown(test_random_chains_round_trip_intact_from_several_threads, setup, teardown),
       cmocka_unit_test_setup_teardown(test_batch_submission_publishes_once_and_completes_all, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_doorbell_hold_rings_once_on_last_release, setup, teardown),
       cmocka_unit_test_setup_teardown(test_blocking_wait_wakes_on_interrupt_and_times_out_when_unserved, setup, teardown),
       cmocka_unit_test_setup_teardown(test_completion_for_unknown_cookie_latches_the_queue, setup, teardown),
       cmocka_unit_test_setup_teardown(test_completion_carrying_another_queues_cookie_is_unknown, setup, teardown),
