@@ -11,6 +11,7 @@
 
 #include <algorithm>
 
+#include "vtrn/ctrl_ring.h"
 #include "vtrn/drv/fd.h"
 
 namespace drv {
@@ -629,6 +630,19 @@ DmaError DmaEngine::begin_reset(uint32_t qi) {
   // only arrive before the acknowledgement, which we do not reap across.
   q->floor_seq = q->next_seq;
   ++q->resets;
+  ring_chip();
+  return DmaError::kOk;
+}
+
+DmaError DmaEngine::inject_sq_index_fault(uint32_t qi, bool backward) {
+  Queue* q = queue(qi);
+  if (q == nullptr) return attached_ ? DmaError::kBadQueue : DmaError::kNotAttached;
+  {
+    std::lock_guard<std::mutex> l(q->mu);
+    const uint32_t prod = vtrn::hostif::load_acquire(&q->ctl->sq_prod);
+    const uint32_t bad = backward ? prod - 1 : prod + hdr_.depth + 1;
+    vtrn::hostif::store_release(&q->ctl->sq_prod, bad);
+  }
   ring_chip();
   return DmaError::kOk;
 }

@@ -309,6 +309,36 @@ void DmaService::stats(uint64_t cid, uint64_t id, Chip* chip) {
   reply_(cid, &resp);
 }
 
+void DmaService::inject(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaInjectRequest& r) {
+  ChipDma* cd = ready_chip(cid, id, chip);
+  if (cd == nullptr) return;
+  if (!opts_.allow_raw) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                "DMA fault injection is off (start vtrnd with --allow-raw-dma)");
+    return;
+  }
+  DmaEngine& e = chip->dma();
+  if (r.queue >= e.queue_count()) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                "DMA inject: no queue " + std::to_string(r.queue) + " (chip has " +
+                    std::to_string(e.queue_count()) + ")");
+    return;
+  }
+  if (r.fault != VTRN__API__DMA_FAULT__DMA_FAULT_SQ_INDEX_JUMP &&
+      r.fault != VTRN__API__DMA_FAULT__DMA_FAULT_SQ_INDEX_BACKWARD) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                "DMA inject: unknown fault " + std::to_string(int(r.fault)));
+    return;
+  }
+  (void)e.inject_sq_index_fault(r.queue, r.fault == VTRN__API__DMA_FAULT__DMA_FAULT_SQ_INDEX_BACKWARD);
+  Vtrn__Api__DmaInjectResponse ir = VTRN__API__DMA_INJECT_RESPONSE__INIT;
+  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+  resp.id = id;
+  resp.body_case = VTRN__API__RESPONSE__BODY_DMA_INJECT;
+  resp.dma_inject = &ir;
+  reply_(cid, &resp);
+}
+
 void DmaService::reset(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaResetRequest& r) {
   ChipDma* cd = ready_chip(cid, id, chip);
   if (cd == nullptr) return;

@@ -61,6 +61,7 @@ class DmaService {
   void bench(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaBenchRequest& r);
   void stats(uint64_t cid, uint64_t id, Chip* chip);
   void reset(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaResetRequest& r);
+  void inject(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaInjectRequest& r);
   // The client disconnected: its queued work is dropped, chunks in flight
   // drain silently.
   void client_gone(uint64_t cid);

@@ -394,7 +394,8 @@ void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
       case VTRN__API__REQUEST__BODY_DMA_COPY:
       case VTRN__API__REQUEST__BODY_DMA_BENCH:
       case VTRN__API__REQUEST__BODY_DMA_STATS:
-      case VTRN__API__REQUEST__BODY_DMA_RESET: do_dma(cid, *req); break;
+      case VTRN__API__REQUEST__BODY_DMA_RESET:
+      case VTRN__API__REQUEST__BODY_DMA_INJECT: do_dma(cid, *req); break;
       default:
         reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "request has no body");
         break;
@@ -742,6 +743,7 @@ void Daemon::do_dma(uint64_t cid, const Vtrn__Api__Request& req) {
     case VTRN__API__REQUEST__BODY_DMA_BENCH: chip_id = req.dma_bench->chip; break;
     case VTRN__API__REQUEST__BODY_DMA_STATS: chip_id = req.dma_stats->chip; break;
     case VTRN__API__REQUEST__BODY_DMA_RESET: chip_id = req.dma_reset->chip; break;
+    case VTRN__API__REQUEST__BODY_DMA_INJECT: chip_id = req.dma_inject->chip; break;
     default: return;
   }
   Chip* chip = find_chip(chip_id);
@@ -757,6 +759,7 @@ void Daemon::do_dma(uint64_t cid, const Vtrn__Api__Request& req) {
     case VTRN__API__REQUEST__BODY_DMA_BENCH: dma_->bench(cid, req.id, chip, *req.dma_bench); break;
     case VTRN__API__REQUEST__BODY_DMA_STATS: dma_->stats(cid, req.id, chip); break;
     case VTRN__API__REQUEST__BODY_DMA_RESET: dma_->reset(cid, req.id, chip, *req.dma_reset); break;
+    case VTRN__API__REQUEST__BODY_DMA_INJECT: dma_->inject(cid, req.id, chip, *req.dma_inject); break;
     default: break;
   }
 }

@@ -17,6 +17,7 @@ import json
 import os
 import random
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -175,8 +176,7 @@ class DmaHostileInput(h.SessionTestCase):
     def test_queue_reset_clears_what_raw_chains_left_and_counts_in_stats(self):
         q = self.nq - 1
         with h.ApiClient(self.s) as c:
-            # A chain of three raw descriptors completes once, at LAST; the
-            # two before it stay outstanding until the queue is reset.
+            # A chain of three raw descriptors completes once, at LAST.
             st, err, cr = c.dma_copy_raw(0, raw=True, queue=q, src_addr=self.base, dst_addr=self.base + MiB,
                                          length=300, segments=3)
             self.assertEqual((st, cr["dma_status"]), (h.API_STATUS_OK, OK), err)
@@ -198,6 +198,40 @@ class DmaHostileInput(h.SessionTestCase):
             self.assertTrue(all(s["resets"] >= 1 for s in c.dma_stats(1)["queues"]))
             self.healthy_copy(c, 1, 0)
         self.assert_ready()
+
+    def test_ring_index_violation_latches_only_that_queue_until_reset(self):
+        # dma_abi.h QueueError: 1 = submission index jump, 2 = moved backwards.
+        for fault in (1, 2):
+            q = fault % self.nq
+            with self.subTest(fault=fault), h.ApiClient(self.s) as c:
+                self.healthy_copy(c, 0, q)  # the device has consumed something
+                st, err, _ = c.dma_inject(0, q, fault)
+                self.assertEqual(st, h.API_STATUS_OK, err)
+                deadline = time.monotonic() + 5
+                while c.dma_stats(0)["queues"][q]["device_error"] == 0 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                stats = c.dma_stats(0)["queues"]
+                self.assertEqual(stats[q]["device_error"], fault, f"queue {q} did not latch")
+                # Only that queue: the others and the other chip keep moving data.
+                for other in range(self.nq):
+                    if other != q:
+                        self.assertEqual(stats[other]["device_error"], 0)
+                        self.healthy_copy(c, 0, other)
+                self.healthy_copy(c, 1, q)
+                self.assertEqual(c.dma_reset(0, q), 1)
+                after = c.dma_stats(0)["queues"][q]
+                self.assertEqual((after["device_error"], after["host_fault"]), (0, ""))
+                self.healthy_copy(c, 0, q)
+        self.assert_ready()
+
+    def test_fault_injection_needs_raw_mode_and_a_real_queue(self):
+        with h.ApiClient(self.s) as c:
+            st, err, _ = c.dma_inject(0, self.nq, 1)
+            self.assertEqual(st, h.API_STATUS_BAD_REQUEST)
+            self.assertIn("no queue", err)
+            st, err, _ = c.dma_inject(0, 0, 7)
+            self.assertEqual(st, h.API_STATUS_BAD_REQUEST)
+            self.assertIn("unknown fault", err)
 
     def test_raw_chain_is_not_left_in_flight_once_answered(self):
         # The device completes a chain once, at LAST; once vtrnd has answered

@@ -411,6 +411,10 @@ class ApiClient:
     def dma_reset(self, chip, queue=-1):
         return pb_uint(self.call(35, [(1, chip), (2, queue)]), 1)
 
+    # DmaInject (36): fault 1 = submission index jump, 2 = index backwards.
+    def dma_inject(self, chip, queue, fault):
+        return self.call_raw(36, [(1, chip), (2, queue), (3, fault)])
+
 
 def down_and_check(session):
     """`vtrn down`, then what must be gone: every process the session started

@@ -243,6 +243,11 @@ class DmaEngine {
   DmaError begin_reset(uint32_t queue);
   // True once the device acknowledged (and the queue is usable again).
   bool reset_done(uint32_t queue);
+  // Test hook: publishes a submission index that breaks the ring protocol
+  // (`backward` false: more than a ring ahead; true: behind what the device
+  // has consumed) and rings. The device must latch the queue; the host's own
+  // bookkeeping is untouched, and reset() recovers.
+  DmaError inject_sq_index_fault(uint32_t queue, bool backward);
   // begin_reset + wait for the acknowledgement (polling, 1 ms sleeps).
   DmaError reset(uint32_t queue, uint64_t timeout_ns);
 
