@@ -12,7 +12,9 @@
 // Addresses: a descriptor names each side's address space in its flags.
 // Host-window addresses are byte offsets from the start of the host DMA window
 // region of BAR2; HBM addresses are chip physical addresses inside the HBM
-// range the firmware reports. Nothing else is reachable.
+// range the firmware reports. Nothing else is reachable. There are no
+// alignment rules: the copy engine is byte-granular, so any address and any
+// length from 1 to kMaxDescBytes is valid (aligned buffers are simply faster).
 #pragma once
 
 #include <stddef.h>
