@@ -717,6 +717,10 @@ void Daemon::do_telemetry(uint64_t cid, uint64_t id, const Vtrn__Api__TelemetryR
     t->temperature_mc = s.t.temperature_mc;
     t->idle_ratio = s.idle_ratio;
     t->host_rx_events = s.host_rx_events;
+    t->dma_descriptors = s.t.dma_descriptors;
+    t->dma_completions = s.t.dma_completions;
+    t->dma_bytes = s.t.dma_bytes;
+    t->dma_busy_ns = s.t.dma_busy_ns;
     out.push_back(t);
   }
   if (r.chip >= 0 && out.empty()) {

@@ -49,9 +49,17 @@ std::string render_telemetry(const nlohmann::json& chips) {
   row("events sent", count("events_sent"));
   row("host doorbells received", count("host_rx_events"));
   row("log bytes", [](const nlohmann::json& c) { return format_bytes(c.at("log_bytes").get<uint64_t>()); });
+  row("DMA descriptors", count("dma_descriptors"));
+  row("DMA completions", count("dma_completions"));
+  row("DMA bytes", [](const nlohmann::json& c) { return format_bytes(c.at("dma_bytes").get<uint64_t>()); });
+  row("DMA busy", [](const nlohmann::json& c) { return format_ns(c.at("dma_busy_ns").get<uint64_t>()); });
   row("temperature", [](const nlohmann::json& c) {
+    // The firmware has no thermal model yet and publishes 0: show that the
+    // value is absent rather than a plausible-looking 0.0 C.
+    const int32_t mc = c.at("temperature_mc").get<int32_t>();
+    if (mc == 0) return std::string("-");
     char buf[32];
-    snprintf(buf, sizeof buf, "%.1f C", c.at("temperature_mc").get<int32_t>() / 1000.0);
+    snprintf(buf, sizeof buf, "%.1f C", mc / 1000.0);
     return std::string(buf);
   });
   return t.render();

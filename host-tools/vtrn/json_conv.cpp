@@ -84,7 +84,11 @@ nlohmann::json to_json(const Vtrn__Api__Telemetry& t) {
           {"events_sent", t.events_sent},
           {"log_bytes", t.log_bytes},
           {"temperature_mc", t.temperature_mc},
-          {"host_rx_events", t.host_rx_events}};
+          {"host_rx_events", t.host_rx_events},
+          {"dma_descriptors", t.dma_descriptors},
+          {"dma_completions", t.dma_completions},
+          {"dma_bytes", t.dma_bytes},
+          {"dma_busy_ns", t.dma_busy_ns}};
 }
 
 }  // namespace tools
