@@ -246,8 +246,7 @@ uint64_t DmaEngine::window_free_bytes() const {
 
 bool DmaEngine::check_range(uint64_t addr, uint32_t len, bool host) const {
   if (host) return addr <= window_size_ && len <= window_size_ - addr;
-  return addr >= hdr_.hbm_base && addr - hdr_.hbm_base <= hdr_.hbm_size &&
-         len <= hdr_.hbm_size - (addr - hdr_.hbm_base);
+  return hbm_contains(addr, len);
 }
 
 uint32_t DmaEngine::check_chain(const DmaChain& c, uint32_t* segment) const {

@@ -93,8 +93,7 @@ void DmaService::write(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__D
   if (cd == nullptr) return;
   DmaEngine& e = chip->dma();
   const uint64_t len = r.data.len;
-  if (len == 0 || r.hbm_addr < e.hbm_base() || r.hbm_addr - e.hbm_base() > e.hbm_size() ||
-      len > e.hbm_size() - (r.hbm_addr - e.hbm_base())) {
+  if (len == 0 || !e.hbm_contains(r.hbm_addr, len)) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
                 "DMA write of " + std::to_string(len) + " bytes at " + hex(r.hbm_addr) +
                     " is outside HBM [" + hex(e.hbm_base()) + ", " + hex(e.hbm_base() + e.hbm_size()) + ")");
@@ -122,8 +121,7 @@ void DmaService::read(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__Dm
                 "DMA read length " + std::to_string(len) + " outside 1.." + std::to_string(kMaxReadBytes));
     return;
   }
-  if (r.hbm_addr < e.hbm_base() || r.hbm_addr - e.hbm_base() > e.hbm_size() ||
-      len > e.hbm_size() - (r.hbm_addr - e.hbm_base())) {
+  if (!e.hbm_contains(r.hbm_addr, len)) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
                 "DMA read of " + std::to_string(len) + " bytes at " + hex(r.hbm_addr) +
                     " is outside HBM [" + hex(e.hbm_base()) + ", " + hex(e.hbm_base() + e.hbm_size()) + ")");

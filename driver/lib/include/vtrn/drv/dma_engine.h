@@ -182,6 +182,12 @@ class DmaEngine {
   [[nodiscard]] uint32_t max_chain_descs() const { return hdr_.max_chain_descs; }
   [[nodiscard]] uint64_t hbm_base() const { return hdr_.hbm_base; }
   [[nodiscard]] uint64_t hbm_size() const { return hdr_.hbm_size; }
+  // True when [addr, addr + len) lies inside the HBM range DMA may use
+  // (overflow-safe).
+  [[nodiscard]] bool hbm_contains(uint64_t addr, uint64_t len) const {
+    return addr >= hdr_.hbm_base && addr - hdr_.hbm_base <= hdr_.hbm_size &&
+           len <= hdr_.hbm_size - (addr - hdr_.hbm_base);
+  }
   [[nodiscard]] uint64_t window_size() const { return window_size_; }
   [[nodiscard]] uint8_t* window() const { return window_; }
 
