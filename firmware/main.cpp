@@ -89,6 +89,12 @@ class ChipBackend final : public ctrl::Backend {
     (void)logging::set_level(level);
     log(kLogInfo, "log: level set to %u by host", unsigned(level));
   }
+  // Service requests: one line per service, each owning its oneof range.
+  bool do_serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena& arena,
+                char* error, size_t error_cap) override {
+    (void)req, (void)resp, (void)arena, (void)error, (void)error_cap;
+    return false;
+  }
 };
 ChipBackend g_backend;
 ctrl::Dispatcher g_dispatcher(g_facts, g_backend, g_arena);

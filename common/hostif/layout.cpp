@@ -27,6 +27,11 @@ constexpr Rule kRules[] = {
     {kRegionLog, "log", sizeof(LogRingHeader) + 4096, 0, true},
     {kRegionHostWindow, "host-window", 4096, 0, false},
     {kRegionDma, "dma", dma::dma_region_bytes(1, dma::kMinDepth), 0, false},
+    // Service regions: their owners check their own headers; here only the
+    // table's bounds. Optional so an older firmware still attaches.
+    {kRegionPower, "power", 4096, 0, false},
+    {kRegionLinks, "links", 4096, 0, false},
+    {kRegionJobs, "jobs", 4096, 0, false},
 };
 
 const Rule* rule_for(uint32_t type) {
@@ -53,6 +58,9 @@ bool publish_layout(FwHeader* hdr, uint64_t bar2_size, uint32_t dma_queues, uint
       {kRegionLog, 0, kLogOffset, sizeof(LogRingHeader) + kLogDataSize},
       {kRegionHostWindow, 0, window, bar2_size - window},
       {kRegionDma, 0, kDmaOffset, dma_bytes},
+      {kRegionPower, 0, kPowerOffset, kPowerSize},
+      {kRegionLinks, 0, kLinksOffset, kLinksSize},
+      {kRegionJobs, 0, kJobsOffset, kJobsSize},
   };
   static_assert(sizeof table / sizeof table[0] <= kMaxRegions);
   uint32_t n = 0;

@@ -113,6 +113,7 @@ Outcome Dispatcher::dispatch(const uint8_t* request, uint32_t length, uint8_t* o
         resp.set_log_level = &set_level;
         break;
       default:
+        if (backend_.serve(*req, &resp, arena_, error, sizeof error)) break;
         resp.status = VTRN__CTRL__STATUS__STATUS_UNSUPPORTED;
         snprintf(error, sizeof error, "request kind %u is not supported by this firmware",
                  unsigned(req->body_case));

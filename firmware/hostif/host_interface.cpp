@@ -102,7 +102,7 @@ void HostInterface::publish_telemetry(const Telemetry& t) {
   __atomic_thread_fence(__ATOMIC_RELEASE);
   Telemetry copy = t;
   copy.seq = seq + 1;
-  copy.version = 1;
+  copy.version = vtrn::hostif::kTelemetryVersion;
   // Everything after seq, as one copy.
   memcpy(reinterpret_cast<uint8_t*>(telemetry_) + sizeof copy.seq,
          reinterpret_cast<const uint8_t*>(&copy) + sizeof copy.seq, sizeof copy - sizeof copy.seq);

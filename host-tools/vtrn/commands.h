@@ -35,5 +35,15 @@ void add_ping_command(CLI::App& app, Action* action);
 void add_telemetry_command(CLI::App& app, Action* action);
 void add_bench_command(CLI::App& app, Action* action);
 void add_dma_command(CLI::App& app, Action* action);
+// Service commands; each lives in its own cmd_<name>.cpp.
+void add_mem_command(CLI::App& app, Action* action);          // vtrn mem (HBM)
+void add_inject_command(CLI::App& app, Action* action);       // vtrn inject KIND CHIP ...
+// `vtrn inject ecc CHIP ADDR ...`, registered under the inject command by the
+// HBM code (cmd_mem.cpp).
+void add_inject_ecc_subcommand(CLI::App& inject, Action* action);
+void add_reset_command(CLI::App& app, Action* action);        // vtrn reset CHIP
+void add_jobs_commands(CLI::App& app, Action* action);        // submit, run, jobs, job
+void add_link_commands(CLI::App& app, Action* action);        // link, topo
+void add_power_commands(CLI::App& app, Action* action);       // power, top
 
 }  // namespace tools

@@ -60,6 +60,10 @@ enum Capability : uint64_t {
   kCapTelemetry = 1u << 2,
   kCapPanicRecord = 1u << 3,
   kCapDma = 1u << 4,
+  kCapHbm = 1u << 5,     // HBM allocator served over the control queue
+  kCapJobs = 1u << 6,    // job queue region + NeuronCore executors
+  kCapLinks = 1u << 7,   // link ports: kRegionLinks valid
+  kCapPower = 1u << 8,   // power/thermal: kRegionPower valid
 };
 
 // Region types in the region table.
@@ -73,7 +77,10 @@ enum RegionType : uint32_t {
   kRegionLog = 6,        // LogRing header followed by the byte ring
   kRegionHostWindow = 7, // host DMA window: the rest of BAR2
   kRegionDma = 8,        // DMA queues: dma::DmaRegionHeader, then the queue blocks (dma_abi.h)
-  kRegionTypeCount = 9,
+  kRegionPower = 9,      // vtrn::power::PowerTelemetry (common/power/include/vtrn/power_telemetry.h)
+  kRegionLinks = 10,     // link port status/counters (layout owned by common/link)
+  kRegionJobs = 11,      // job status table (layout owned by the jobs service)
+  kRegionTypeCount = 12,
 };
 
 struct Region {
@@ -206,11 +213,26 @@ struct Telemetry {
   uint64_t dma_completions;  // completions written
   uint64_t dma_bytes;        // bytes moved by the copy engine
   uint64_t dma_busy_ns;      // time the engine spent on descriptors
-  uint64_t reserved[12];
+  // Version 2: HBM, ECC and job totals (taken from reserved words; offsets of
+  // earlier fields unchanged). Power, thermal and per-core figures live in
+  // kRegionPower, link counters in kRegionLinks.
+  uint64_t hbm_total_bytes;      // allocatable HBM
+  uint64_t hbm_used_bytes;       // bytes in live allocations
+  uint64_t hbm_alloc_failures;   // allocations refused (no space, quota, alignment)
+  uint64_t hbm_retired_pages;    // pages retired after uncorrectable ECC errors
+  uint64_t ecc_correctable;      // corrected errors, all stacks
+  uint64_t ecc_uncorrectable;    // uncorrectable errors, all stacks
+  uint32_t jobs_queued;          // jobs waiting for a NeuronCore now
+  uint32_t jobs_running;         // jobs on a NeuronCore now
+  uint64_t jobs_completed;       // jobs ended DONE since boot
+  uint64_t jobs_failed;          // jobs ended FAILED, CANCELLED or TIMED_OUT since boot
+  uint64_t reserved[3];
 };
 static_assert(offsetof(Telemetry, uptime_ns) == 8);
 static_assert(offsetof(Telemetry, dma_descriptors) == 104);
+static_assert(offsetof(Telemetry, hbm_total_bytes) == 136);
 static_assert(sizeof(Telemetry) == 232);
+inline constexpr uint32_t kTelemetryVersion = 2;
 static_assert(sizeof(Telemetry) % 8 == 0);
 
 // ---- Panic record -----------------------------------------------------------
@@ -252,9 +274,17 @@ inline constexpr uint64_t kCtrlReqOffset = 0x10000;
 inline constexpr uint64_t kCtrlRespOffset = kCtrlReqOffset + kCtrlSlots * kCtrlSlotSize;
 inline constexpr uint64_t kLogOffset = kCtrlRespOffset + kCtrlSlots * kCtrlSlotSize;
 inline constexpr uint64_t kLogDataSize = 256 * 1024;
+// Service regions between the log ring and the DMA region.
+inline constexpr uint64_t kPowerOffset = 0x92000;
+inline constexpr uint64_t kPowerSize = 0x2000;
+inline constexpr uint64_t kLinksOffset = 0x94000;
+inline constexpr uint64_t kLinksSize = 0x4000;
+inline constexpr uint64_t kJobsOffset = 0x98000;
+inline constexpr uint64_t kJobsSize = 0x8000;
 inline constexpr uint64_t kHostWindowOffset = 0x100000;  // without a DMA region
 inline constexpr uint64_t kDmaOffset = 0x100000;
 inline constexpr uint64_t kMinBar2Size = 4u << 20;
-static_assert(kLogOffset + sizeof(LogRingHeader) + kLogDataSize <= kHostWindowOffset);
+static_assert(kLogOffset + sizeof(LogRingHeader) + kLogDataSize <= kPowerOffset);
+static_assert(kJobsOffset + kJobsSize <= kHostWindowOffset);
 
 }  // namespace vtrn::hostif

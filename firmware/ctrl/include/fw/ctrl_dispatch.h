@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "fw/pb_arena.h"
+#include "vtrn_ctrl.pb-c.h"
 
 namespace fw::ctrl {
 
@@ -54,6 +55,16 @@ class Backend {
   uint64_t uptime_ns() { return do_uptime_ns(); }
   // Applies a validated level (0..7).
   void set_log_level(uint32_t level) { do_set_log_level(level); }
+  // Requests of the chip's services (HBM, jobs, links, power, reliability:
+  // the oneof ranges in proto/vtrn_ctrl.proto). Returns false when no
+  // service knows `req`'s kind (the dispatcher answers UNSUPPORTED).
+  // Otherwise the service has filled `resp` (status, body_case and a body it
+  // allocated from `arena`, which outlives packing) and, when the status is
+  // not OK, one line in `error` (capacity `error_cap`).
+  bool serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena& arena,
+             char* error, size_t error_cap) {
+    return do_serve(req, resp, arena, error, error_cap);
+  }
 
  protected:
   ~Backend() = default;
@@ -61,6 +72,10 @@ class Backend {
  private:
   virtual uint64_t do_uptime_ns() = 0;
   virtual void do_set_log_level(uint32_t level) = 0;
+  virtual bool do_serve(const Vtrn__Ctrl__Request&, Vtrn__Ctrl__Response*, pb::Arena&, char*,
+                        size_t) {
+    return false;
+  }
 };
 
 enum class Action : uint8_t {
