@@ -215,6 +215,7 @@ bool Chip::start(std::string* err) {
   p.gdb_port = opts_.gdb_port;
   std::vector<std::string> argv;
   if (!build_qemu_argv(chip_args_template(), opts_.qemu, p, &argv, &why)) return bail(why);
+  argv.insert(argv.end(), opts_.extra_qemu_args.begin(), opts_.extra_qemu_args.end());
   cmdline_ = join_command(argv);
   DRV_LOGI("%s: launching %s", label_.c_str(), cmdline_.c_str());
 
@@ -588,8 +589,12 @@ void Chip::process_responses() {
       if (ev->body_case == VTRN__CTRL__EVENT__BODY_BOOT) {
         DRV_LOGI("%s: boot event: generation %u, firmware boot %.3f ms", label_.c_str(),
                  ev->boot->boot_generation, double(ev->boot->boot_ns) / 1e6);
+      } else if (!event_listeners_.empty()) {
+        // Copy: a listener may subscribe or unsubscribe while we iterate.
+        const auto listeners = event_listeners_;
+        for (const auto& [id, l] : listeners) l(*ev);
       } else {
-        DRV_LOGD("%s: event %d", label_.c_str(), int(ev->body_case));
+        DRV_LOGD("%s: event %d with no listener", label_.c_str(), int(ev->body_case));
       }
       vtrn__ctrl__event__free_unpacked(ev, nullptr);
       continue;
@@ -653,6 +658,16 @@ int Chip::subscribe_logs(LogListener l) {
   int id = next_listener_++;
   listeners_[id] = std::move(l);
   return id;
+}
+
+int Chip::subscribe_events(EventListener l) {
+  const int id = next_event_listener_++;
+  event_listeners_.emplace_back(id, std::move(l));
+  return id;
+}
+
+void Chip::unsubscribe_events(int id) {
+  std::erase_if(event_listeners_, [id](const auto& e) { return e.first == id; });
 }
 
 void Chip::unsubscribe_logs(int id) { listeners_.erase(id); }

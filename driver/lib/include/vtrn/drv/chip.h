@@ -50,6 +50,9 @@ struct ChipOptions {
   vtrn::board::Chip board;
   uint32_t gdb_port = 0;     // 0: no gdbstub
   uint32_t boot_timeout_ms = 10000;
+  // Appended to the QEMU command line after qemu/chip.args (for example the
+  // link service's ivshmem-plain devices, one per link port).
+  std::vector<std::string> extra_qemu_args;
 };
 
 // What the firmware told us in its Info response (cached after boot).
@@ -127,6 +130,13 @@ class Chip {
   int subscribe_logs(LogListener l);
   void unsubscribe_logs(int id);
 
+  // Unsolicited firmware events other than boot (job completions, link and
+  // ECC events, ...): every listener sees every event, in ring order, on
+  // vtrnd's loop thread; the event is freed after the listeners return.
+  using EventListener = std::function<void(const Vtrn__Ctrl__Event& ev)>;
+  int subscribe_events(EventListener l);
+  void unsubscribe_events(int id);
+
   // Orderly stop: firmware Shutdown if READY, then QMP quit, then SIGKILL,
   // each after a grace period; `done` runs once QEMU is reaped (or was
   // never running).
@@ -161,6 +171,8 @@ class Chip {
     CtrlDone done;
   };
 
+  std::vector<std::pair<int, EventListener>> event_listeners_;
+  int next_event_listener_ = 1;
   void set_state(Vtrn__Api__ChipState s, const std::string& error = "");
   void fail(const std::string& why);
   void check_firmware();
