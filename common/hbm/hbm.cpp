@@ -377,11 +377,19 @@ void Allocator::list_remove(uint32_t b) {
   c_.free_blocks--;
 }
 
-// Head of the first non-empty list whose every block holds >= pages: the
-// request is rounded up to the next class boundary first ("good fit").
+// The size find_free() looks up for a request of `pages`: rounded up so that
+// every block of the class it lands in holds the request ("good fit"). A
+// free block of at least this size is always found; it is under 1/32 more
+// than the request. Shared with worst_case_hbm_bytes so the bound and the
+// search cannot drift apart.
+static inline uint64_t good_fit_pages(uint64_t pages) {
+  constexpr uint32_t kSlBits = 5;
+  return pages < (1u << kSlBits) ? pages : pages + (1ull << (msb(pages) - kSlBits)) - 1;
+}
+
+// Head of the first non-empty list whose every block holds >= pages.
 uint32_t Allocator::find_free(uint32_t pages) const {
-  uint64_t r = pages;
-  if (r >= kSlCount) r += (1ull << (msb(r) - kSlBits)) - 1;
+  uint64_t r = good_fit_pages(pages);
   if (r >= (1ull << 31)) return 0;
   uint32_t fl, sl;
   mapping(r, &fl, &sl);
@@ -393,6 +401,32 @@ uint32_t Allocator::find_free(uint32_t pages) const {
     slmap = sl_bitmap_[fl];
   }
   return heads_[fl][lsb(slmap)];
+}
+
+// The published bound (vtrn/hbm.h). Before a request of p pages with
+// alignment a pages, at most N - 1 allocations are live and at most R pages
+// are retired outside them; every free block is followed by one of those or
+// by the end, so there are at most N + R free blocks, holding at least
+// P - (M - p) - R pages. The largest holds at least 1/(N + R) of that, and
+// allocate() succeeds once some free block reaches
+// good_fit_pages(p + a - 1). Hence P >= M + R + (N + R) * good_fit_pages(n + a - 1),
+// n the largest request in pages, suffices for every order of operations.
+uint64_t Allocator::worst_case_hbm_bytes(uint64_t page_bytes, const WorstCase& w) {
+  if (!is_pow2(page_bytes) || page_bytes < 4096 || page_bytes > kMaxAlignment) return 0;
+  if (w.max_live_allocations == 0 || w.max_request_bytes == 0 || w.max_live_bytes == 0 ||
+      (w.max_alignment != 0 && (!is_pow2(w.max_alignment) || w.max_alignment > kMaxAlignment)))
+    return 0;
+  uint32_t shift = msb(page_bytes);
+  uint64_t n = (w.max_request_bytes >> shift) + ((w.max_request_bytes & (page_bytes - 1)) != 0);
+  uint64_t m = (w.max_live_bytes >> shift) + ((w.max_live_bytes & (page_bytes - 1)) != 0);
+  uint64_t a = w.max_alignment > page_bytes ? w.max_alignment >> shift : 1;
+  uint64_t blocks = uint64_t(w.max_live_allocations) + w.retired_pages;
+  uint64_t per_block = good_fit_pages(n + a - 1);
+  uint64_t pages = 0;
+  if (__builtin_mul_overflow(blocks, per_block, &pages) ||
+      __builtin_add_overflow(pages, m + w.retired_pages, &pages) || pages > (~0ull >> shift))
+    return 0;
+  return pages << shift;
 }
 
 // ---- owners ----------------------------------------------------------------

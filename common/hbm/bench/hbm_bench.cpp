@@ -24,6 +24,13 @@
 //    [lowest buffer ever returned, sbrk(0)), so both report
 //    1 - largest free / total free over the same live set. glibc's churn
 //    runs first, on a fresh heap, so nothing else lives in that window.
+//    The samples are also split by the occupancy at the sample (bands of
+//    five points over 50..70%), and for vtrn::hbm the second-largest free
+//    block's share of the free bytes is printed: the fragmentation can
+//    never be below it (see the fragmentation note in vtrn/hbm.h).
+//  - worst case: Allocator::worst_case_hbm_bytes for the churn's own
+//    maxima (live bytes, live count) and its largest request, next to the
+//    HBM the churn actually ran in.
 //
 // glibc is told to serve everything from its heap (M_MMAP_THRESHOLD above
 // the largest size, M_TRIM_THRESHOLD maximal); no buffer is ever touched.
@@ -64,6 +71,8 @@ Config hbm_config(uint64_t total) {
   c.geometry.bytes_per_stack = total / 2;
   c.geometry.page_bytes = kPage;
   c.geometry.channels = 8;
+  // Not 0: the runners use address 0 for "no buffer in this slot".
+  c.base = kDeviceBase;
   c.limits.max_allocations = 1024;
   return c;
 }
@@ -186,11 +195,42 @@ double timer_overhead_ns() {
   return v[v.size() / 2];
 }
 
+// Occupancy bands the fragmentation samples are split into (used / total
+// for vtrn::hbm, live / heap window for glibc): below 50%, five-point bands
+// over the 50..70%, above 70%.
+constexpr int kBands = 6;
+const char* const kBandNames[kBands] = {"<50%", "50-55%", "55-60%", "60-65%", "65-70%", ">=70%"};
+int band_of(double occupancy) {
+  if (occupancy < 0.50) return 0;
+  if (occupancy >= 0.70) return 5;
+  return 1 + int((occupancy - 0.50) / 0.05);
+}
+
 struct Frag {
   double final_frag = 0, mean = 0, median = 0, p90 = 0, max = 0;
   double mean_occupancy = 0, mean_live = 0;
+  double mean_second = -1;  // second-largest free block / free; -1 = not measured
   uint64_t failures = 0, samples = 0;
+  double band_sum[kBands] = {};
+  uint64_t band_n[kBands] = {};
+  uint64_t max_live_bytes = 0;  // page-rounded, for the worst-case bound
+  uint32_t max_live = 0;
 };
+
+// The two largest free blocks of the allocator's address map.
+struct TopTwo {
+  uint64_t first = 0, second = 0;
+};
+void top_two(const vtrn::hbm::BlockInfo& b, void* ctx) {
+  auto* t = static_cast<TopTwo*>(ctx);
+  if (b.state != vtrn::hbm::BlockState::kFree) return;
+  if (b.bytes > t->first) {
+    t->second = t->first;
+    t->first = b.bytes;
+  } else if (b.bytes > t->second) {
+    t->second = b.bytes;
+  }
+}
 
 void summarise(std::vector<double>& samples, Frag* f) {
   double sum = 0;
@@ -210,16 +250,25 @@ Frag churn_hbm(const std::vector<Op>& churn) {
   std::vector<double> samples;
   Frag f;
   Stats s;
-  double occ = 0, live = 0;
+  double occ = 0, live = 0, second = 0;
   for (size_t i = 0; i < churn.size(); ++i) {
     run.step(churn[i]);
+    run.alloc.stats(&s);
+    f.max_live_bytes = std::max(f.max_live_bytes, s.used_bytes);
+    f.max_live = std::max(f.max_live, s.live_allocations);
     if (sample_point(i, churn.size())) {
-      run.alloc.stats(&s);
       samples.push_back(s.fragmentation);
-      occ += double(s.used_bytes) / double(s.total_bytes);
+      double o = double(s.used_bytes) / double(s.total_bytes);
+      occ += o;
       live += s.live_allocations;
+      f.band_sum[band_of(o)] += s.fragmentation;
+      f.band_n[band_of(o)]++;
+      TopTwo t;
+      run.alloc.for_each_block(top_two, &t);
+      if (s.free_bytes) second += double(t.second) / double(s.free_bytes);
     }
   }
+  f.mean_second = second / double(samples.size());
   run.alloc.stats(&s);
   f.final_frag = s.fragmentation;
   f.failures = run.failures;
@@ -265,9 +314,15 @@ Frag churn_glibc(const std::vector<Op>& churn) {
     uint64_t tail = hi > cur ? hi - cur : 0;
     free_total += tail;
     largest = std::max(largest, tail);
-    if (occupancy) *occupancy += double(live) / double(hi - lo);
+    double frag = free_total == 0 ? 0.0 : 1.0 - double(largest) / double(free_total);
+    if (occupancy) {
+      double o = double(live) / double(hi - lo);
+      *occupancy += o;
+      f.band_sum[band_of(o)] += frag;
+      f.band_n[band_of(o)]++;
+    }
     if (live_count) *live_count += double(spans.size());
-    return free_total == 0 ? 0.0 : 1.0 - double(largest) / double(free_total);
+    return frag;
   };
   for (size_t i = 0; i < churn.size(); ++i) {
     const Op& op = churn[i];
@@ -294,9 +349,15 @@ Frag churn_glibc(const std::vector<Op>& churn) {
 
 void print_frag_json(const char* name, const Frag& f) {
   printf("{\"name\":\"%s\",\"final\":%.4f,\"mean\":%.4f,\"median\":%.4f,\"p90\":%.4f,\"max\":%.4f,"
-         "\"mean_occupancy\":%.3f,\"mean_live\":%.1f,\"samples\":%llu,\"failures\":%llu}",
+         "\"mean_occupancy\":%.3f,\"mean_live\":%.1f,\"samples\":%llu,\"failures\":%llu,",
          name, f.final_frag, f.mean, f.median, f.p90, f.max, f.mean_occupancy, f.mean_live,
          (unsigned long long)f.samples, (unsigned long long)f.failures);
+  if (f.mean_second >= 0) printf("\"mean_second_largest_share\":%.4f,", f.mean_second);
+  printf("\"by_occupancy\":[");
+  for (int b = 0; b < kBands; ++b)
+    printf("%s{\"band\":\"%s\",\"samples\":%llu,\"mean\":%.4f}", b ? "," : "", kBandNames[b],
+           (unsigned long long)f.band_n[b], f.band_n[b] ? f.band_sum[b] / double(f.band_n[b]) : 0.0);
+  printf("]}");
 }
 
 void print_pcts_json(const char* key, const Pcts& p) {
@@ -379,6 +440,14 @@ int main(int argc, char** argv) {
     fclose(f);
   }
 
+  // The published worst case for what the churn promised: its largest live
+  // bytes and count, its largest request, page alignment, nothing retired.
+  vtrn::hbm::WorstCase wc;
+  wc.max_live_bytes = frag_hbm.max_live_bytes;
+  wc.max_live_allocations = frag_hbm.max_live;
+  wc.max_request_bytes = kMaxBytes;
+  uint64_t bound = Allocator::worst_case_hbm_bytes(kPage, wc);
+
   if (json) {
     auto row = [](const Result& r) {
       printf("{\"name\":\"%s\",\"best_ops_per_s\":%.0f,\"median_ops_per_s\":%.0f,"
@@ -405,7 +474,7 @@ int main(int argc, char** argv) {
     print_frag_json("vtrn::hbm", frag_hbm);
     printf(",");
     print_frag_json("glibc malloc", frag_glibc);
-    printf("]}}\n");
+    printf("],\"worst_case_hbm_bytes\":%llu}}\n", (unsigned long long)bound);
     return 0;
   }
   printf("trace: %zu ops, sizes log-uniform 4 KiB..16 MiB, 90..110 live, seed %llu; load %.2f\n",
@@ -435,5 +504,25 @@ int main(int argc, char** argv) {
     printf("%-14s %7.1f%% %7.1f%% %7.1f%% %7.1f%% %7.1f%% %9.1f%% %9.1f %9llu\n", name,
            100 * f->final_frag, 100 * f->mean, 100 * f->median, 100 * f->p90, 100 * f->max,
            100 * f->mean_occupancy, f->mean_live, (unsigned long long)f->failures);
+  printf("\nmean fragmentation by occupancy at the sample (samples in brackets)\n%-14s", "allocator");
+  for (int b = 0; b < kBands; ++b) printf(" %14s", kBandNames[b]);
+  printf("\n");
+  for (auto [name, f] : {std::pair{"vtrn::hbm", &frag_hbm}, std::pair{"glibc malloc", &frag_glibc}}) {
+    printf("%-14s", name);
+    for (int b = 0; b < kBands; ++b) {
+      if (f->band_n[b] == 0) printf(" %14s", "-");
+      else printf("  %6.1f%% (%4llu)", 100 * f->band_sum[b] / double(f->band_n[b]),
+                  (unsigned long long)f->band_n[b]);
+    }
+    printf("\n");
+  }
+  printf("vtrn::hbm: the second-largest free block alone holds %.1f%% of the free bytes on average\n",
+         100 * frag_hbm.mean_second);
+  printf("\nworst case (vtrn/hbm.h): HBM that no order of these requests can exhaust, for at most\n"
+         "%llu MiB and %u allocations live (the churn's maxima) and requests up to %llu MiB:\n"
+         "%llu MiB (%.1fx the live bytes); the churn ran in %llu MiB\n",
+         (unsigned long long)(wc.max_live_bytes / kMiB), wc.max_live_allocations,
+         (unsigned long long)(kMaxBytes / kMiB), (unsigned long long)(bound / kMiB),
+         double(bound) / double(wc.max_live_bytes), (unsigned long long)(kFragHbm / kMiB));
   return 0;
 }

@@ -111,6 +111,38 @@ void test_arena_bytes_follows_published_bound(void**) {
   assert_int_equal(Allocator::arena_bytes(c), 0);
 }
 
+void test_worst_case_hbm_follows_published_formula(void**) {
+  // P >= M + R + (N + R) * g(n + a - 1), g(r) = r + 2^(msb(r) - 5) - 1 for
+  // r >= 32 pages: the two examples in vtrn/hbm.h.
+  WorstCase w;
+  w.max_live_bytes = 224 * kMiB;
+  w.max_live_allocations = 128;
+  w.max_request_bytes = 16 * kMiB;
+  assert_int_equal(Allocator::worst_case_hbm_bytes(kPage, w),
+                   (57344 + 128 * (4096 + 127)) * kPage);
+  assert_int_equal(Allocator::worst_case_hbm_bytes(kPage, w), 2448949248ull);
+  w.max_alignment = 2 * kMiB;
+  w.retired_pages = 256;
+  assert_int_equal(Allocator::worst_case_hbm_bytes(kPage, w),
+                   (57344 + 256 + 384 * (4607 + 127)) * kPage);
+  // Below 32 pages a class is one size: no rounding; sizes round to pages.
+  w = WorstCase{};
+  w.max_live_bytes = 10 * kPage - 1;
+  w.max_live_allocations = 3;
+  w.max_request_bytes = 5 * kPage + 1;
+  assert_int_equal(Allocator::worst_case_hbm_bytes(kPage, w), (10 + 3 * 6) * kPage);
+  // Invalid arguments and overflow give 0.
+  assert_int_equal(Allocator::worst_case_hbm_bytes(3 * kPage, w), 0);
+  w.max_alignment = 4 * kMiB;
+  assert_int_equal(Allocator::worst_case_hbm_bytes(kPage, w), 0);
+  w.max_alignment = 0;
+  w.max_live_allocations = 0;
+  assert_int_equal(Allocator::worst_case_hbm_bytes(kPage, w), 0);
+  w.max_live_allocations = 1u << 24;
+  w.max_request_bytes = 1ull << 62;
+  assert_int_equal(Allocator::worst_case_hbm_bytes(kPage, w), 0);
+}
+
 void test_allocation_rounds_size_up_to_page(void**) {
   uint64_t a = alloc_ok(1, 1);
   uint64_t b = alloc_ok(1, kPage + 1);
@@ -492,6 +524,7 @@ int main() {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_init_rejects_invalid_geometry_and_small_arena, setup),
       cmocka_unit_test(test_arena_bytes_follows_published_bound),
+      cmocka_unit_test(test_worst_case_hbm_follows_published_formula),
       cmocka_unit_test_setup(test_allocation_rounds_size_up_to_page, setup),
       cmocka_unit_test_setup(test_free_coalesces_with_both_neighbours, setup),
       cmocka_unit_test_setup(test_split_reuses_freed_hole_of_exact_size, setup),

@@ -10,8 +10,12 @@
 // free block and only in allocations the model knows are poisoned, and
 // per-owner and per-category usage match. Failures the model cannot
 // predict exactly (kNoMemory depends on placement) are checked against the
-// good-fit guarantee instead. Seeded, reproducible; a failure names the
-// seed and the step.
+// good-fit guarantee instead. A second trace checks the published
+// worst-case HBM bound (Allocator::worst_case_hbm_bytes) against an
+// adversary that frees to leave holes just too small for its next request:
+// on HBM of the bound nothing may fail, on 2/5 of it the adversary must
+// make something fail. Seeded, reproducible; a failure names the seed and
+// the step.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -376,6 +380,139 @@ void run_trace(uint64_t seed) {
          (unsigned long long)h.quota, (unsigned long long)h.resets, h.model.retired.size());
 }
 
+// The published worst case (Allocator::worst_case_hbm_bytes): on HBM of
+// exactly the bound, a workload that keeps its promises (live bytes, live
+// count, largest request and alignment, retired pages) must never see
+// kNoMemory. The trace plays against the placement with the address map in
+// view: it allocates whenever its promises allow, mostly the largest
+// request (half of them at the largest alignment) or a few pages less, and
+// otherwise frees the allocation whose neighbours are both not free (a new
+// hole rather than a merge), preferring the ones a few pages short of the
+// largest, so the holes it leaves are just too small for the next request.
+// Retirements land anywhere, inside allocations too. Full checks after
+// every step as above. The same trace on 2/5 of the bound must run out,
+// which shows it presses hard enough for the first check to mean something.
+constexpr uint64_t kBoundLive = 48 * kMiB;
+constexpr uint32_t kBoundCount = 24;
+constexpr uint64_t kBoundRequest = 4 * kMiB;
+constexpr uint64_t kBoundAlign = 512 * kKiB;
+constexpr uint32_t kBoundRetired = 8;
+constexpr uint32_t kBoundSteps = 4000;
+
+uint64_t model_live_bytes(const Model& m) {
+  uint64_t n = 0;
+  for (auto& [a, l] : m.live) n += l.bytes;
+  return n;
+}
+
+// The live allocation whose release leaves a new hole, preferring a size
+// just short of the largest request; random among equals.
+uint64_t adversarial_victim(Harness& h) {
+  Walk w;
+  h.alloc.for_each_block(collect, &w);
+  uint64_t victim = 0;
+  uint64_t best = 0;
+  for (size_t i = 0; i < w.blocks.size(); ++i) {
+    const BlockInfo& b = w.blocks[i];
+    if (b.state != BlockState::kUsed) continue;
+    bool free_before = i > 0 && w.blocks[i - 1].state == BlockState::kFree;
+    bool free_after = i + 1 < w.blocks.size() && w.blocks[i + 1].state == BlockState::kFree;
+    uint64_t score = 8 * uint64_t(!free_before + !free_after) +
+                     4 * uint64_t(b.bytes < kBoundRequest && b.bytes > kPage) +
+                     h.rng.below(4) + 1;
+    if (score > best) {
+      best = score;
+      victim = b.addr;
+    }
+  }
+  return victim;
+}
+
+// Returns how many requests failed with kNoMemory; with must_fit every one
+// must succeed.
+uint64_t run_bound_trace(uint64_t seed, uint64_t hbm, bool must_fit) {
+  Harness h;
+  h.seed = seed;
+  h.rng.s = seed;
+  h.config.geometry.stacks = 1;
+  h.config.geometry.bytes_per_stack = hbm;
+  h.config.geometry.page_bytes = kPage;
+  h.config.geometry.channels = 8;
+  h.config.base = kBase;
+  h.config.limits.max_allocations = kBoundCount;
+  h.config.limits.max_owners = 8;
+  h.config.limits.max_retired_pages = kBoundRetired;
+  h.arena.assign(Allocator::arena_bytes(h.config), 0);
+  assert_int_equal(h.alloc.init(h.config, h.arena.data(), h.arena.size()), Error::kOk);
+  uint64_t attempts = 0, nomem = 0;
+  double worst_frag = 0;
+  for (h.step = 0; h.step < kBoundSteps; ++h.step) {
+    uint64_t r = h.rng.below(100);
+    uint64_t size = r < 50   ? kBoundRequest
+                    : r < 80 ? kBoundRequest - kPage * (1 + h.rng.below(4))
+                             : kPage;
+    uint64_t align = r < 25 ? kBoundAlign : 0;
+    uint64_t bytes = (size + kPage - 1) / kPage * kPage;
+    if (must_fit && r >= 98 && h.model.retired.size() < kBoundRetired) {
+      step_retire(h);
+    } else if (h.model.live.size() < kBoundCount &&
+               model_live_bytes(h.model) + bytes <= kBoundLive) {
+      uint32_t owner = 1 + uint32_t(h.rng.below(kOwners));
+      Category cat = Category(h.rng.below(kCategoryCount));
+      uint64_t addr = 0;
+      Error e = h.alloc.allocate(owner, cat, size, align, &addr);
+      attempts++;
+      if (e == Error::kNoMemory && !must_fit) {
+        nomem++;
+      } else {
+        CHECK(e == Error::kOk);
+        CHECK(addr % (align > kPage ? align : kPage) == 0);
+        h.model.live[addr] = Live{bytes, owner, cat};
+        if (h.model.owners.count(owner) == 0) h.model.owners[owner] = OwnerModel{};
+      }
+    } else if (!h.model.live.empty()) {
+      auto victim = h.model.live.find(adversarial_victim(h));
+      CHECK(victim != h.model.live.end());
+      uint32_t owner = victim->second.owner;
+      CHECK(h.alloc.free(victim->first, owner) == Error::kOk);
+      h.model.live.erase(victim);
+      h.model.drop_if_idle(owner);
+    }
+    check_everything(h);
+    Stats s;
+    h.alloc.stats(&s);
+    if (s.fragmentation > worst_frag) worst_frag = s.fragmentation;
+  }
+  CHECK(attempts > kBoundSteps / 4);
+  printf("bound seed %llu: HBM %llu MiB for %llu MiB live, %llu requests, %llu no-memory, "
+         "fragmentation up to %.1f%%, %zu retired pages\n",
+         (unsigned long long)seed, (unsigned long long)(hbm / kMiB),
+         (unsigned long long)(kBoundLive / kMiB), (unsigned long long)attempts,
+         (unsigned long long)nomem, 100 * worst_frag, h.model.retired.size());
+  return nomem;
+}
+
+uint64_t bound_hbm() {
+  WorstCase w;
+  w.max_live_bytes = kBoundLive;
+  w.max_live_allocations = kBoundCount;
+  w.max_request_bytes = kBoundRequest;
+  w.max_alignment = kBoundAlign;
+  w.retired_pages = kBoundRetired;
+  return Allocator::worst_case_hbm_bytes(kPage, w);
+}
+
+void test_hbm_of_worst_case_bound_never_runs_out(void**) {
+  run_bound_trace(11, bound_hbm(), true);
+  run_bound_trace(0xB0B0, bound_hbm(), true);
+}
+
+void test_adversarial_trace_exhausts_two_fifths_of_the_bound(void**) {
+  uint64_t part = bound_hbm() * 2 / 5 / kPage * kPage;
+  assert_true(run_bound_trace(11, part, false) > 0);
+  assert_true(run_bound_trace(0xB0B0, part, false) > 0);
+}
+
 void test_trace_seed_1_keeps_model_and_invariants(void**) { run_trace(1); }
 void test_trace_seed_2_keeps_model_and_invariants(void**) { run_trace(2); }
 void test_trace_seed_3_keeps_model_and_invariants(void**) { run_trace(0xC0FFEE); }
@@ -389,6 +526,8 @@ int main() {
       cmocka_unit_test(test_trace_seed_2_keeps_model_and_invariants),
       cmocka_unit_test(test_trace_seed_3_keeps_model_and_invariants),
       cmocka_unit_test(test_trace_seed_4_keeps_model_and_invariants),
+      cmocka_unit_test(test_hbm_of_worst_case_bound_never_runs_out),
+      cmocka_unit_test(test_adversarial_trace_exhausts_two_fifths_of_the_bound),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

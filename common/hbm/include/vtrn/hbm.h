@@ -22,12 +22,68 @@
 // Config::base (which must be kMaxAlignment-aligned), so a block may span
 // two stacks; stack_of(addr) is (addr - base) / bytes_per_stack.
 //
-// Placement is TLSF good fit, kept over address-ordered first fit on
-// measurement (bench/hbm_frag_policies): on the churn (random
-// lifetimes, 50..70% full) first fit leaves 54% fragmentation against 61%
-// here, and every policy tried stays above 50%, because about 98% of frees
-// land away from the largest free block; a bounded-time first fit (a
-// segment tree over pages) would cost O(log pages) per operation for that.
+// Placement is TLSF good fit: the request is rounded up to the next of 32
+// classes per power of two and the head of the first non-empty list at or
+// above it is taken, so any free block of good_fit(p) pages serves a
+// request of p pages, where good_fit(p) = p below 32 pages and
+// p + 2^(floor(log2 p) - 5) - 1 above (under 1/32 more).
+//
+// Fragmentation (1 - largest free / total free) on the churn: sizes
+// 4 KiB..16 MiB log-uniform, ~100 live, 50..70% of 320 MiB, a uniformly
+// random buffer dies: 61..64% here (mean over the run, churn seeds 43..45)
+// and 59% for glibc on the same trace. The goal was under 12%; it is not
+// met. bench/hbm_frag_policies measured the alternatives on the same trace
+// over an exact free map: first fit 54..55%, best fit 60..63%, small
+// buffers (< 1 MiB) best fit from the top of their block 60..62%
+// (segregating small from large hardly matters: the large buffers hold
+// almost all the bytes), best fit with sizes rounded to 8, 4 or 1 classes
+// per octave 62..64%, 64..65%, 65..67% (rounding makes a hole reusable by
+// its class but raises the occupancy), next fit 89%, worst fit 93%. First
+// fit, the best of them, would need a max-tree over the pages to run in
+// bounded time (17 levels at 80 Ki pages, random updates that miss the
+// cache), several times the cost of a whole TLSF operation, for a figure
+// still 4.5x over the goal; not taken.
+// Why no non-moving placement gets near 12% on this trace: the figure is
+// at least the second-largest free block's share of the free bytes, which
+// is 14..17% on average for every policy above (19% with power-of-two
+// classes), over the goal by itself. It cannot be made small. With random lifetimes a free merges into
+// the largest free block G only when the dying buffer borders G: 1..2% of
+// frees, 6..7.5% of freed bytes. For the figure to stay low G must persist,
+// so G hands out about as many bytes as it gets back, and ~93% of the
+// allocated bytes must fit in the other free blocks. The bytes of
+// log-uniform sizes are spread evenly over 4 KiB..16 MiB, so that needs
+// another free block of ~0.93 * 16 MiB = 15 MiB most of the time: 11.6% of
+// the 128 MiB free at 60% occupancy before any other hole, and every real
+// policy leaves many. Only moving live buffers (the API hands out addresses,
+// so no) or lifetimes with structure help: oldest-first deaths give 30..36%,
+// newest-first 0% on the same sizes. Category or lifetime placement has
+// nothing to use on this trace (one category, memoryless deaths).
+//
+// Worst-case HBM, the published bound of the placement: a workload that
+// never has more than M pages live (each size rounded up to the page) in
+// at most N allocations, asks for at most n pages at alignments of at most
+// a pages, and retires at most R pages, never sees kNoMemory, whatever the
+// order of its requests and frees, on HBM of
+//   P >= M + R + (N + R) * good_fit(n + a - 1) pages.
+// Why: before a request at most N - 1 allocations are live and at most R
+// retired pages lie outside them; a free block is always followed by one of
+// those or by the end, so at most N + R free blocks hold the >= P - M - R
+// free pages, and the largest of them reaches good_fit(n + a - 1).
+// worst_case_hbm_bytes() computes it (O(1)). The trace tester runs an
+// adversarial trace (it frees so as to leave holes just too small for its
+// next request) on HBM of exactly that size and checks that nothing fails;
+// the same trace runs out on 2/5 of it, so the bound is within 2.5x of
+// what a simple adversary already forces.
+// Example at the scale: M = 224 MiB (70% of 320 MiB), N = 128,
+// n = 16 MiB = 4,096 pages of 4 KiB, a = 1 page, R = 0:
+//   57,344 + 128 * (4,096 + 127) = 597,888 pages = 2,335.5 MiB (10.4 * M);
+// with 2 MiB alignments and R = 256 it is 57,600 + 384 * 4,734 pages =
+// 7,326 MiB. It is a guarantee, not the typical need: hbm_bench prints it
+// for its churn's own maxima, which runs in 320 MiB with 31 failed
+// requests in 200,000 operations. Robson showed that an allocator that
+// never moves blocks can be forced to need about M * log2(n) / 2 when the
+// number of blocks is not limited (n in units of the smallest block), so a
+// multiple of M is inherent to the approach, not to this placement.
 //
 // Bounded time. allocate, free, lookup, check_range, next_allocation,
 // set_quota: O(1) apart from one owner-table probe and a walk of at most
@@ -40,7 +96,7 @@
 // stats() scans the top free list for the exact largest block; audit() is
 // O(blocks + pages / 64) and meant for tests and a debug command.
 //
-// Worst-case metadata, the published bound (P = pages of HBM = HBM bytes /
+// Worst-case metadata (P = pages of HBM = HBM bytes /
 // page bytes, A = max_allocations, R = max_retired_pages, O = max_owners,
 // H = the power of two >= 2 * O, W = words of the bitmap: W_0 = ceil(P/64),
 // W_k+1 = ceil(W_k/64) until a level has one word, W = sum of the W_k,
@@ -160,6 +216,15 @@ struct Stats {
   uint32_t retired_per_stack[kMaxStacks] = {};
 };
 
+// What a workload promises about itself, for Allocator::worst_case_hbm_bytes.
+struct WorstCase {
+  uint64_t max_live_bytes = 0;       // live bytes at any time, each size rounded up to the page
+  uint32_t max_live_allocations = 0; // live allocations at any time
+  uint64_t max_request_bytes = 0;    // largest single request
+  uint64_t max_alignment = 0;        // largest alignment asked for; 0 = one page
+  uint32_t retired_pages = 0;        // pages retired over the allocator's life
+};
+
 // What retire_page() did with the page.
 struct RetireOutcome {
   bool was_allocated = false;  // the page was inside a live allocation, now poisoned
@@ -184,6 +249,14 @@ class Allocator {
   // Bytes of arena that init() needs for this geometry and these limits
   // (the bound above); 0 when the config is one init() would reject.
   [[nodiscard]] static size_t arena_bytes(const Config& config);
+
+  // The HBM size with which no allocate() of a workload that keeps its
+  // promises can fail with kNoMemory, whatever the order of its requests
+  // and frees: the published worst case of the placement (formula above).
+  // 0 when an argument is invalid (page not a power of two in 4 KiB..2 MiB,
+  // alignment not a power of two or > kMaxAlignment, a count or size of 0)
+  // or the bound does not fit in 64 bits.
+  [[nodiscard]] static uint64_t worst_case_hbm_bytes(uint64_t page_bytes, const WorstCase& w);
 
   // Validates the geometry (1..kMaxStacks stacks, page a power of two in
   // 4 KiB..2 MiB, bytes_per_stack a multiple of it, fewer than 2^31 pages),
