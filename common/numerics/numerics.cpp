@@ -1,0 +1,249 @@
+// Number formats (numerics.h): dtype names, MX block quantization, GEMM
+// operand sizes, shape checks and whole-operand conversion. The scalar
+// conversions are constexpr in the header so kernels inline them; this file
+// holds what loops over blocks and rows. Built into the firmware too, so no
+// heap and no stdio: error lines are formatted by hand.
+#include "vtrn/numerics.h"
+
+#include <string.h>
+
+namespace vtrn::num {
+namespace {
+
+struct Name {
+  const char* text;
+  DType dtype;
+};
+constexpr Name kNames[] = {
+    {"fp32", DType::kF32},         {"f32", DType::kF32},          {"bf16", DType::kBF16},
+    {"fp8-e4m3", DType::kFP8E4M3}, {"fp8-e5m2", DType::kFP8E5M2}, {"mxfp4", DType::kMXFP4},
+};
+
+// A tiny bounded line writer: the firmware has no snprintf worth using here.
+struct Line {
+  char* out;
+  size_t cap;
+  size_t len = 0;
+  void put(const char* s) {
+    while (*s) {
+      if (out && len + 1 < cap) out[len] = *s;
+      ++len;
+      ++s;
+    }
+    if (out && cap) out[len < cap ? len : cap - 1] = '\0';
+  }
+  void put_u64(uint64_t v) {
+    char buf[24];
+    int i = 23;
+    buf[i] = '\0';
+    do {
+      buf[--i] = char('0' + v % 10);
+      v /= 10;
+    } while (v);
+    put(buf + i);
+  }
+};
+
+size_t elem_bytes(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return 4;
+    case DType::kBF16: return 2;
+    case DType::kFP8E4M3:
+    case DType::kFP8E5M2: return 1;
+    case DType::kMXFP4: return 0;  // two a byte: handled by the callers
+  }
+  return 0;
+}
+
+// floor(log2(a)) of a positive finite f32 given its magnitude bits.
+int32_t floor_log2(uint32_t a) {
+  if (a >= 0x00800000u) return int32_t(a >> 23) - 127;
+  return 31 - __builtin_clz(a) - 149;  // subnormal: a * 2^-149
+}
+
+}  // namespace
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "fp32";
+    case DType::kBF16: return "bf16";
+    case DType::kFP8E4M3: return "fp8-e4m3";
+    case DType::kFP8E5M2: return "fp8-e5m2";
+    case DType::kMXFP4: return "mxfp4";
+  }
+  return "unknown";
+}
+
+bool parse_dtype(const char* text, DType* out) {
+  if (!text) return false;
+  for (const Name& n : kNames) {
+    if (strcmp(text, n.text) == 0) {
+      *out = n.dtype;
+      return true;
+    }
+  }
+  return false;
+}
+
+uint8_t mx_quantize_block(const float* v, uint8_t* packed) {
+  uint32_t amax = 0;
+  for (uint32_t i = 0; i < kMxBlock; ++i) {
+    const uint32_t a = detail::bits(v[i]) & 0x7FFFFFFFu;
+    amax = a > amax ? a : amax;  // magnitude bits order like the values
+  }
+  if (amax >= 0x7F800000u) {
+    // NaN or inf: the shared exponent leaves the E8M0 range; the block is NaN.
+    memset(packed, 0, kMxBlock / 2);
+    return kE8M0Nan;
+  }
+  // emax_elem of E2M1 is 2 (6 = 1.5 * 2^2). amax = 0 clamps to the minimum.
+  int32_t shared = amax == 0 ? -127 : floor_log2(amax) - 2;
+  if (shared < -127) shared = -127;
+  if (shared > 127) shared = 127;
+  // V / X = V * 2^-shared; 2^-shared is in [2^-127, 2^127], a normal f32,
+  // so the product is exact wherever it can matter to E2M1 (>= 2^-126).
+  const float inv = detail::from_bits(uint32_t(127 - shared) << 23);
+  for (uint32_t i = 0; i < kMxBlock; i += 2) {
+    const uint8_t lo = f32_to_e2m1(v[i] * inv);
+    const uint8_t hi = f32_to_e2m1(v[i + 1] * inv);
+    packed[i / 2] = uint8_t(lo | (hi << 4));
+  }
+  return uint8_t(shared + 127);
+}
+
+void mx_dequantize_block(uint8_t scale, const uint8_t* packed, float* out) {
+  const float x = e8m0_to_f32(scale);
+  for (uint32_t i = 0; i < kMxBlock; i += 2) {
+    const uint8_t b = packed[i / 2];
+    // A NaN scale makes every product NaN (0 * NaN included).
+    out[i] = e2m1_to_f32(b & 0xFu) * x;
+    out[i + 1] = e2m1_to_f32(b >> 4) * x;
+  }
+}
+
+size_t operand_bytes(DType dtype, uint32_t rows, uint32_t k) {
+  if (dtype == DType::kMXFP4) return size_t(rows) * (k / 2);
+  return size_t(rows) * k * elem_bytes(dtype);
+}
+
+size_t scale_bytes(DType dtype, uint32_t rows, uint32_t k) {
+  return dtype == DType::kMXFP4 ? size_t(rows) * (k / kMxBlock) : 0;
+}
+
+bool check_gemm(DType dtype, uint32_t m, uint32_t n, uint32_t k, char* err, size_t cap) {
+  Line line{err, cap};
+  if (!dtype_valid(uint32_t(dtype))) {
+    line.put("dtype: ");
+    line.put_u64(uint32_t(dtype));
+    line.put(" is not a known dtype (fp32, bf16, fp8-e4m3, fp8-e5m2, mxfp4)");
+    return false;
+  }
+  const char* names[3] = {"m", "n", "k"};
+  const uint32_t dims[3] = {m, n, k};
+  for (int i = 0; i < 3; ++i) {
+    if (dims[i] == 0) {
+      line.put(names[i]);
+      line.put(": must be at least 1");
+      return false;
+    }
+  }
+  if (dtype == DType::kMXFP4 && k % kMxBlock != 0) {
+    line.put("k: ");
+    line.put_u64(k);
+    line.put(" is not a multiple of 32 for mxfp4");
+    return false;
+  }
+  // Elements in 64 bits (each factor < 2^32, so no overflow), compared with
+  // the cap divided by the element size so the byte count cannot overflow
+  // either. The cap also bounds the work: m k, n k <= 2^41 (MXFP4) and
+  // 4 m n <= 2^40 give m n k <= 2^60, so gemm_flops fits in 64 bits.
+  struct Buf {
+    const char* name;
+    uint64_t rows, cols, elem;
+  };
+  const uint64_t eb = dtype == DType::kMXFP4 ? 1 : elem_bytes(dtype);
+  const uint64_t kcols = dtype == DType::kMXFP4 ? k / 2 : k;
+  const Buf bufs[3] = {{"a", m, kcols, eb}, {"b", n, kcols, eb}, {"c", m, n, 4}};
+  for (const Buf& b : bufs) {
+    const uint64_t elems = b.rows * b.cols;
+    if (elems > kMaxOperandBytes / b.elem) {
+      line.put(b.name);
+      line.put(": ");
+      line.put_u64(b.rows);
+      line.put(" x ");
+      line.put_u64(b.cols);
+      line.put(" elements exceed the ");
+      line.put_u64(kMaxOperandBytes >> 30);
+      line.put(" GiB operand limit");
+      return false;
+    }
+  }
+  if (err && cap) err[0] = '\0';
+  return true;
+}
+
+void quantize_operand(DType dtype, const float* src, uint32_t rows, uint32_t k, void* dst,
+                      uint8_t* scales) {
+  const size_t count = size_t(rows) * k;
+  switch (dtype) {
+    case DType::kF32:
+      memcpy(dst, src, count * 4);
+      return;
+    case DType::kBF16: {
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < count; ++i) d[i] = f32_to_bf16(src[i]);
+      return;
+    }
+    case DType::kFP8E4M3: {
+      uint8_t* d = static_cast<uint8_t*>(dst);
+      for (size_t i = 0; i < count; ++i) d[i] = f32_to_e4m3(src[i], true);
+      return;
+    }
+    case DType::kFP8E5M2: {
+      uint8_t* d = static_cast<uint8_t*>(dst);
+      for (size_t i = 0; i < count; ++i) d[i] = f32_to_e5m2(src[i], true);
+      return;
+    }
+    case DType::kMXFP4: {
+      uint8_t* d = static_cast<uint8_t*>(dst);
+      const size_t blocks = count / kMxBlock;
+      for (size_t b = 0; b < blocks; ++b)
+        scales[b] = mx_quantize_block(src + b * kMxBlock, d + b * (kMxBlock / 2));
+      return;
+    }
+  }
+}
+
+void dequantize_operand(DType dtype, const void* src, const uint8_t* scales, uint32_t rows,
+                        uint32_t k, float* dst) {
+  const size_t count = size_t(rows) * k;
+  switch (dtype) {
+    case DType::kF32:
+      memcpy(dst, src, count * 4);
+      return;
+    case DType::kBF16: {
+      const uint16_t* s = static_cast<const uint16_t*>(src);
+      for (size_t i = 0; i < count; ++i) dst[i] = bf16_to_f32(s[i]);
+      return;
+    }
+    case DType::kFP8E4M3: {
+      const uint8_t* s = static_cast<const uint8_t*>(src);
+      for (size_t i = 0; i < count; ++i) dst[i] = e4m3_to_f32(s[i]);
+      return;
+    }
+    case DType::kFP8E5M2: {
+      const uint8_t* s = static_cast<const uint8_t*>(src);
+      for (size_t i = 0; i < count; ++i) dst[i] = e5m2_to_f32(s[i]);
+      return;
+    }
+    case DType::kMXFP4: {
+      const uint8_t* s = static_cast<const uint8_t*>(src);
+      const size_t blocks = count / kMxBlock;
+      for (size_t b = 0; b < blocks; ++b)
+        mx_dequantize_block(scales[b], s + b * (kMxBlock / 2), dst + b * kMxBlock);
+      return;
+    }
+  }
+}
+
+}  // namespace vtrn::num
