@@ -1,0 +1,753 @@
+// vtrnd's HBM service (see hbm_service.h).
+//
+// Every firmware answer is checked before use: the body must be the one
+// asked for, and counts and addresses are taken as data, not trusted to be
+// small (a list page is bounded by what vtrnd asked for, a retired list by
+// the store's limit).
+#include "hbm_service.h"
+
+#include <string.h>
+
+#include <algorithm>
+
+#include "retired_store.h"
+#include "vtrn/drv/log.h"
+#include "vtrn/hbm.h"
+
+namespace drv {
+
+namespace {
+
+constexpr uint32_t kListPage = 64;          // entries per HbmList ctrl request (firmware's max)
+constexpr uint32_t kMaxListEntries = 8192;  // per api answer (two firmware limits' worth)
+constexpr uint32_t kStoreMaxPages = 256;    // the firmware's retired-table size
+constexpr uint64_t kNoQuota = ~0ull;
+
+std::string hex(uint64_t v) {
+  char b[24];
+  snprintf(b, sizeof b, "0x%llx", (unsigned long long)v);
+  return b;
+}
+
+std::string bytes_text(uint64_t b) {
+  char s[48];
+  if (b >= (1ull << 30) && b % (1ull << 20) == 0)
+    snprintf(s, sizeof s, "%.2f GiB", double(b) / double(1ull << 30));
+  else if (b >= (1ull << 20))
+    snprintf(s, sizeof s, "%.2f MiB", double(b) / double(1ull << 20));
+  else if (b >= 1024)
+    snprintf(s, sizeof s, "%.1f KiB", double(b) / 1024.0);
+  else
+    snprintf(s, sizeof s, "%llu B", (unsigned long long)b);
+  return s;
+}
+
+std::string owner_text(uint64_t owner) {
+  const uint64_t kind = owner >> 32, id = owner & 0xffffffffu;
+  if (kind == 0 && id == 0) return "firmware";
+  if (kind == HbmService::kOwnerKindClient) return "client " + std::to_string(id);
+  if (kind == HbmService::kOwnerKindJob) return "job " + std::to_string(id);
+  return "owner " + hex(owner);
+}
+
+bool valid_owner(uint64_t owner) {
+  const uint64_t kind = owner >> 32, id = owner & 0xffffffffu;
+  if (kind == 0) return id == 0;
+  return (kind == HbmService::kOwnerKindClient || kind == HbmService::kOwnerKindJob) &&
+         id < HbmService::kOwnerIdLimit;
+}
+
+uint64_t page_of(const Chip* c) { return c->options().board.hbm.page_bytes; }
+uint64_t hbm_bytes_of(const Chip* c) { return c->options().board.hbm.total_bytes(); }
+
+uint64_t round_page(uint64_t bytes, uint64_t page) {
+  if (page == 0 || bytes > UINT64_MAX - page) return bytes;
+  return (bytes + page - 1) / page * page;
+}
+
+}  // namespace
+
+const char* hbm_category_name(uint32_t c) {
+  switch (c) {
+    case 0: return "tensors";
+    case 1: return "code";
+    case 2: return "scratch";
+    case 3: return "collectives";
+    case 4: return "dma-buffers";
+  }
+  return "unknown";
+}
+
+HbmService::HbmService(EventLoop* loop, HbmServiceOptions opts, ReplyFn reply)
+    : loop_(loop), opts_(std::move(opts)), reply_(std::move(reply)) {}
+
+HbmService::~HbmService() {
+  *alive_ = false;
+  for (auto& [chip, ch] : chips_) {
+    if (ch->event_sub != 0) chip->unsubscribe_events(ch->event_sub);
+  }
+}
+
+std::string HbmService::store_path(const Chip* chip) const {
+  if (opts_.store_root.empty()) return "";
+  return retired_store_path(opts_.store_root, opts_.board_model, chip->id());
+}
+
+HbmService::ChipHbm* HbmService::find(Chip* chip) {
+  auto it = chips_.find(chip);
+  return it == chips_.end() ? nullptr : it->second.get();
+}
+
+void HbmService::add_chip(Chip* chip) {
+  auto ch = std::make_unique<ChipHbm>();
+  ch->chip = chip;
+  ChipHbm* raw = ch.get();
+  chips_[chip] = std::move(ch);
+  std::weak_ptr<bool> alive = alive_;
+  // Chained, not replaced: other services may watch state changes too.
+  auto prev = std::move(chip->on_state_change);
+  chip->on_state_change = [this, raw, alive, prev](Chip& c) {
+    if (prev) prev(c);
+    if (auto a = alive.lock(); a && *a) on_state(*raw);
+  };
+  raw->event_sub = chip->subscribe_events([this, raw](const Vtrn__Ctrl__Event& ev) {
+    if (ev.body_case != VTRN__CTRL__EVENT__BODY_HBM_ECC || ev.hbm_ecc == nullptr) return;
+    const Vtrn__Ctrl__HbmEccEvent& e = *ev.hbm_ecc;
+    if (e.uncorrectable && e.page_retired) persist(*raw, e.page_offset);
+  });
+  if (chip->state() == VTRN__API__CHIP_STATE__CHIP_STATE_READY) on_state(*raw);
+}
+
+// ---- readiness and the retired-page store ------------------------------------------
+
+void HbmService::on_state(ChipHbm& ch) {
+  const bool now_ready = ch.chip->state() == VTRN__API__CHIP_STATE__CHIP_STATE_READY;
+  if (now_ready) {
+    if (ch.ready || ch.syncing) return;
+    sync_retired(ch);
+    return;
+  }
+  if (!ch.ready && !ch.syncing && ch.waiting.empty() && ch.allocs.empty()) return;
+  // The chip's memory (and the firmware's allocator) is gone with it.
+  ++ch.epoch;
+  ch.ready = false;
+  ch.syncing = false;
+  ch.allocs.clear();
+  ch.owner_used.clear();
+  ch.owner_pending.clear();
+  ch.quota_set.clear();
+  std::vector<Waiter> w;
+  w.swap(ch.waiting);
+  const std::string why = "chip " + std::to_string(ch.chip->id()) + " is " +
+                          chip_state_name(ch.chip->state());
+  for (Waiter& x : w) x.fail(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, why);
+}
+
+void HbmService::sync_retired(ChipHbm& ch) {
+  ++ch.epoch;
+  ch.syncing = true;
+  ch.allocs.clear();
+  ch.owner_used.clear();
+  ch.owner_pending.clear();
+  ch.quota_set.clear();
+  const uint32_t chip_id = ch.chip->id();
+  std::vector<uint64_t> offs;
+  const std::string path = store_path(ch.chip);
+  if (!path.empty()) {
+    RetiredGeometry g{page_of(ch.chip), hbm_bytes_of(ch.chip), kStoreMaxPages};
+    std::string problem;
+    switch (load_retired(path, g, &offs, &problem)) {
+      case RetiredLoad::kAbsent: break;
+      case RetiredLoad::kLoaded:
+        DRV_LOGI("chip %u: %zu retired HBM pages from %s", chip_id, offs.size(), path.c_str());
+        break;
+      case RetiredLoad::kRejected:
+        DRV_LOGW("chip %u: retired-page store ignored: %s", chip_id, problem.c_str());
+        offs.clear();
+        break;
+    }
+  }
+  ch.retired = std::set<uint64_t>(offs.begin(), offs.end());
+  Vtrn__Ctrl__HbmImportRetiredRequest ir = VTRN__CTRL__HBM_IMPORT_RETIRED_REQUEST__INIT;
+  ir.n_offsets = offs.size();
+  ir.offsets = offs.data();
+  ir.dma_unchecked = opts_.dma_unchecked;
+  Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
+  req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_IMPORT_RETIRED;
+  req.hbm_import_retired = &ir;
+  const uint64_t epoch = ch.epoch;
+  ChipHbm* p = &ch;
+  std::weak_ptr<bool> alive = alive_;
+  ch.chip->submit(req, kCtrlTimeoutMs, false, [this, p, epoch, alive, chip_id](const Chip::CtrlResult& r) {
+    if (auto a = alive.lock(); !a || !*a) return;
+    if (p->epoch != epoch) return;  // the chip left READY meanwhile
+    p->syncing = false;
+    if (r.status != VTRN__API__STATUS__STATUS_OK || r.response == nullptr ||
+        r.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_IMPORT_RETIRED) {
+      // HBM requests still go through and fail on their own merits; a
+      // firmware without the HBM service answers each one UNSUPPORTED.
+      DRV_LOGW("chip %u: retired-page list not pushed: %s", chip_id,
+               r.error.empty() ? "unexpected answer" : r.error.c_str());
+    } else if (r.response->hbm_import_retired->result != 0) {
+      DRV_LOGW("chip %u: firmware refused the retired-page list: %s", chip_id,
+               vtrn::hbm::error_name(vtrn::hbm::Error(r.response->hbm_import_retired->result)));
+    } else if (!p->retired.empty()) {
+      DRV_LOGI("chip %u: %u retired HBM pages in force", chip_id,
+               unsigned(r.response->hbm_import_retired->retired_pages));
+    }
+    p->ready = true;
+    std::vector<Waiter> w;
+    w.swap(p->waiting);
+    for (Waiter& x : w) x.run();
+  });
+}
+
+void HbmService::when_ready(ChipHbm& ch, std::function<void()> run,
+                            std::function<void(Vtrn__Api__Status, const std::string&)> fail) {
+  if (ch.chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+    fail(VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
+         "chip " + std::to_string(ch.chip->id()) + " is " + chip_state_name(ch.chip->state()));
+    return;
+  }
+  if (ch.ready) {
+    run();
+    return;
+  }
+  if (!ch.syncing) sync_retired(ch);
+  ch.waiting.push_back(Waiter{std::move(run), std::move(fail)});
+}
+
+void HbmService::persist(ChipHbm& ch, uint64_t offset) {
+  const uint64_t page = page_of(ch.chip);
+  if (page == 0 || offset % page != 0 || offset >= hbm_bytes_of(ch.chip)) {
+    DRV_LOGW("chip %u: firmware reported retired page offset %s outside its HBM; not stored",
+             ch.chip->id(), hex(offset).c_str());
+    return;
+  }
+  if (!ch.retired.insert(offset).second) return;
+  const std::string path = store_path(ch.chip);
+  if (path.empty()) return;
+  RetiredGeometry g{page, hbm_bytes_of(ch.chip), kStoreMaxPages};
+  std::string err;
+  const std::vector<uint64_t> v(ch.retired.begin(), ch.retired.end());
+  const std::string comment = "vtrn retired HBM pages of board " + opts_.board_model + " chip " +
+                              std::to_string(ch.chip->id()) + "; written by vtrnd";
+  if (!save_retired(path, g, v, comment, &err)) {
+    DRV_LOGE("chip %u: cannot store retired page %s: %s", ch.chip->id(), hex(offset).c_str(),
+             err.c_str());
+    return;
+  }
+  DRV_LOGI("chip %u: retired HBM page +%s stored (%zu in %s)", ch.chip->id(), hex(offset).c_str(),
+           v.size(), path.c_str());
+}
+
+void HbmService::note_alloc(ChipHbm& ch, uint64_t owner, uint64_t addr, uint64_t bytes) {
+  ch.allocs[addr] = Allocation{owner, bytes};
+  ch.owner_used[owner] += bytes;
+}
+
+void HbmService::note_free(ChipHbm& ch, uint64_t addr) {
+  auto it = ch.allocs.find(addr);
+  if (it == ch.allocs.end()) return;
+  auto u = ch.owner_used.find(it->second.owner);
+  if (u != ch.owner_used.end()) {
+    u->second -= std::min(u->second, it->second.bytes);
+    if (u->second == 0) ch.owner_used.erase(u);
+  }
+  ch.allocs.erase(it);
+}
+
+// ---- the async API ------------------------------------------------------------------
+
+void HbmService::ctrl_alloc(ChipHbm& ch, uint64_t owner, uint32_t category, uint64_t bytes,
+                            uint64_t align, bool set_quota, uint64_t quota,
+                            std::function<void(const Chip::CtrlResult&)> done) {
+  Vtrn__Ctrl__HbmAllocRequest ar = VTRN__CTRL__HBM_ALLOC_REQUEST__INIT;
+  ar.owner = owner;
+  ar.category = category;
+  ar.bytes = bytes;
+  ar.align = align;
+  ar.set_quota = set_quota;
+  ar.quota_bytes = quota;
+  Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
+  req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_ALLOC;
+  req.hbm_alloc = &ar;
+  ch.chip->submit(req, kCtrlTimeoutMs, false, std::move(done));
+}
+
+std::string HbmService::alloc_error(ChipHbm& ch, uint32_t result, uint64_t owner, uint64_t bytes,
+                                    uint64_t align, uint64_t used, uint64_t quota) const {
+  const std::string chip = "chip " + std::to_string(ch.chip->id());
+  const std::string what = bytes_text(bytes) + (align ? " aligned to " + bytes_text(align) : "");
+  switch (vtrn::hbm::Error(result)) {
+    case vtrn::hbm::Error::kNoMemory:
+      return chip + ": no free HBM block fits " + what + " (out of memory)";
+    case vtrn::hbm::Error::kQuota:
+      return chip + ": HBM quota exceeded: " + owner_text(owner) + " holds " + bytes_text(used) +
+             " of its " + bytes_text(quota) + " quota (vtrnd --hbm-quota-mib), " +
+             bytes_text(round_page(bytes, page_of(ch.chip))) + " more refused";
+    case vtrn::hbm::Error::kBadArgument:
+      return chip + ": HBM allocation of " + what +
+             " refused: size 0 or beyond HBM, or alignment not a power of two up to 2 MiB";
+    case vtrn::hbm::Error::kTooManyAllocations:
+      return chip + ": the firmware's allocation table is full";
+    case vtrn::hbm::Error::kTooManyOwners:
+      return chip + ": the firmware's owner table is full";
+    default: break;
+  }
+  return chip + ": HBM allocation failed: " + vtrn::hbm::error_name(vtrn::hbm::Error(result));
+}
+
+void HbmService::alloc(Chip* chip, uint64_t owner, uint32_t category, uint64_t bytes,
+                       uint64_t align, AllocDone done) {
+  ChipHbm* ch = find(chip);
+  if (ch == nullptr) return done(VTRN__API__STATUS__STATUS_INTERNAL, 0, "chip has no HBM service");
+  if (!valid_owner(owner))
+    return done(VTRN__API__STATUS__STATUS_BAD_REQUEST, 0, "HBM owner " + hex(owner) + " is outside the owner scheme");
+  if (category >= vtrn::hbm::kCategoryCount)
+    return done(VTRN__API__STATUS__STATUS_BAD_REQUEST, 0, "unknown HBM category " + std::to_string(category));
+  std::weak_ptr<bool> alive = alive_;
+  auto fail = [done](Vtrn__Api__Status st, const std::string& e) { done(st, 0, e); };
+  when_ready(*ch, [this, ch, owner, category, bytes, align, done, alive] {
+    const uint64_t epoch = ch->epoch;
+    ctrl_alloc(*ch, owner, category, bytes, align, false, 0,
+               [this, ch, owner, bytes, align, done, alive, epoch](const Chip::CtrlResult& r) {
+                 if (auto a = alive.lock(); !a || !*a) return done(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, 0, "vtrnd is shutting down");
+                 if (r.status != VTRN__API__STATUS__STATUS_OK) return done(r.status, 0, r.error);
+                 if (r.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_ALLOC)
+                   return done(VTRN__API__STATUS__STATUS_INTERNAL, 0, "firmware answered HbmAlloc with another message");
+                 const Vtrn__Ctrl__HbmAllocResponse& b = *r.response->hbm_alloc;
+                 if (b.result != 0)
+                   return done(b.result == uint32_t(vtrn::hbm::Error::kBadArgument) ? VTRN__API__STATUS__STATUS_BAD_REQUEST
+                                                                                  : VTRN__API__STATUS__STATUS_CHIP_ERROR,
+                               0, alloc_error(*ch, b.result, owner, bytes, align, b.owner_used_bytes, b.owner_quota_bytes));
+                 if (ch->epoch == epoch) note_alloc(*ch, owner, b.addr, b.bytes);
+                 done(VTRN__API__STATUS__STATUS_OK, b.addr, "");
+               });
+  }, fail);
+}
+
+void HbmService::free(Chip* chip, uint64_t owner, uint64_t addr, FreeDone done) {
+  ChipHbm* ch = find(chip);
+  if (ch == nullptr) return done(VTRN__API__STATUS__STATUS_INTERNAL, "chip has no HBM service");
+  if (!valid_owner(owner))
+    return done(VTRN__API__STATUS__STATUS_BAD_REQUEST, "HBM owner " + hex(owner) + " is outside the owner scheme");
+  std::weak_ptr<bool> alive = alive_;
+  when_ready(*ch, [this, ch, owner, addr, done, alive] {
+    Vtrn__Ctrl__HbmFreeRequest fr = VTRN__CTRL__HBM_FREE_REQUEST__INIT;
+    fr.owner = owner;
+    fr.addr = addr;
+    Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
+    req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_FREE;
+    req.hbm_free = &fr;
+    const uint64_t epoch = ch->epoch;
+    ch->chip->submit(req, kCtrlTimeoutMs, false, [this, ch, addr, done, alive, epoch](const Chip::CtrlResult& r) {
+      if (auto a = alive.lock(); !a || !*a) return done(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, "vtrnd is shutting down");
+      if (r.status != VTRN__API__STATUS__STATUS_OK) return done(r.status, r.error);
+      if (r.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_FREE)
+        return done(VTRN__API__STATUS__STATUS_INTERNAL, "firmware answered HbmFree with another message");
+      const uint32_t res = r.response->hbm_free->result;
+      if (res != 0)
+        return done(VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                    "chip " + std::to_string(ch->chip->id()) + ": cannot free " + hex(addr) + ": " +
+                        (res == uint32_t(vtrn::hbm::Error::kNoSuchAllocation) ? "no allocation starts there"
+                         : res == uint32_t(vtrn::hbm::Error::kNotOwner)       ? "it belongs to another owner"
+                                                                              : vtrn::hbm::error_name(vtrn::hbm::Error(res))));
+      if (ch->epoch == epoch) note_free(*ch, addr);
+      done(VTRN__API__STATUS__STATUS_OK, "");
+    });
+  }, done);
+}
+
+void HbmService::free_owner(Chip* chip, uint64_t owner, FreeOwnerDone done) {
+  ChipHbm* ch = find(chip);
+  if (ch == nullptr) return done(VTRN__API__STATUS__STATUS_INTERNAL, 0, "chip has no HBM service");
+  if (!valid_owner(owner))
+    return done(VTRN__API__STATUS__STATUS_BAD_REQUEST, 0, "HBM owner " + hex(owner) + " is outside the owner scheme");
+  // Not ready means not READY or syncing: in both cases the chip holds
+  // nothing for this owner that the retired-list push would let through.
+  if (ch->chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+    ch->owner_used.erase(owner);
+    return done(VTRN__API__STATUS__STATUS_OK, 0, "");
+  }
+  std::weak_ptr<bool> alive = alive_;
+  auto fail = [done](Vtrn__Api__Status st, const std::string& e) { done(st, 0, e); };
+  when_ready(*ch, [this, ch, owner, done, alive] {
+    Vtrn__Ctrl__HbmFreeOwnerRequest fr = VTRN__CTRL__HBM_FREE_OWNER_REQUEST__INIT;
+    fr.owner = owner;
+    Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
+    req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_FREE_OWNER;
+    req.hbm_free_owner = &fr;
+    const uint64_t epoch = ch->epoch;
+    ch->chip->submit(req, kCtrlTimeoutMs, false, [this, ch, owner, done, alive, epoch](const Chip::CtrlResult& r) {
+      if (auto a = alive.lock(); !a || !*a) return done(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, 0, "vtrnd is shutting down");
+      if (r.status != VTRN__API__STATUS__STATUS_OK) return done(r.status, 0, r.error);
+      if (r.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_FREE_OWNER)
+        return done(VTRN__API__STATUS__STATUS_INTERNAL, 0, "firmware answered HbmFreeOwner with another message");
+      if (ch->epoch == epoch) {
+        for (auto it = ch->allocs.begin(); it != ch->allocs.end();) {
+          it = it->second.owner == owner ? ch->allocs.erase(it) : std::next(it);
+        }
+        ch->owner_used.erase(owner);
+        ch->quota_set.erase(owner);
+      }
+      done(VTRN__API__STATUS__STATUS_OK, r.response->hbm_free_owner->bytes, "");
+    });
+  }, fail);
+}
+
+// ---- client requests ------------------------------------------------------------------
+
+void HbmService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err) {
+  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+  resp.id = id;
+  resp.status = st;
+  std::string e = err;
+  resp.error = e.data();
+  reply_(cid, &resp);
+}
+
+void HbmService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) {
+  ChipHbm* ch = find(chip);
+  if (ch == nullptr) return reply_error(cid, req.id, VTRN__API__STATUS__STATUS_INTERNAL, "chip has no HBM service");
+  switch (req.body_case) {
+    case VTRN__API__REQUEST__BODY_HBM_ALLOC: return do_alloc(cid, req.id, *ch, *req.hbm_alloc);
+    case VTRN__API__REQUEST__BODY_HBM_FREE: return do_free(cid, req.id, *ch, *req.hbm_free);
+    case VTRN__API__REQUEST__BODY_HBM_STATS: return do_stats(cid, req.id, *ch);
+    case VTRN__API__REQUEST__BODY_HBM_LIST: return do_list(cid, req.id, *ch);
+    case VTRN__API__REQUEST__BODY_HBM_INJECT_ECC: return do_inject(cid, req.id, *ch, *req.hbm_inject_ecc);
+    default: return reply_error(cid, req.id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "not an HBM request");
+  }
+}
+
+void HbmService::do_alloc(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Api__HbmAllocRequest& r) {
+  const uint64_t owner = client_owner(cid);
+  const std::string chip = "chip " + std::to_string(ch.chip->id());
+  if (cid >= kOwnerIdLimit)
+    return reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, "client id " + std::to_string(cid) + " is beyond the HBM owner range");
+  if (r.bytes == 0) return reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "HBM allocation of 0 bytes");
+  if (uint32_t(r.category) >= vtrn::hbm::kCategoryCount)
+    return reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "unknown HBM category " + std::to_string(int(r.category)));
+  if (r.align != 0 && ((r.align & (r.align - 1)) != 0 || r.align > vtrn::hbm::kMaxAlignment))
+    return reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                       "HBM alignment " + std::to_string(r.align) + " is not a power of two up to 2 MiB");
+  const uint64_t t0 = monotonic_ns();
+  std::weak_ptr<bool> alive = alive_;
+  ChipHbm* p = &ch;
+  ch.clients.insert(owner);
+  const uint64_t bytes = r.bytes, align = r.align;
+  const uint32_t category = uint32_t(r.category);
+  when_ready(ch, [this, p, cid, id, owner, bytes, align, category, t0, alive] {
+    const uint64_t quota = opts_.client_quota_bytes;
+    const uint64_t rounded = round_page(bytes, page_of(p->chip));
+    const uint64_t used = p->owner_used.count(owner) ? p->owner_used[owner] : 0;
+    const uint64_t pending = p->owner_pending.count(owner) ? p->owner_pending[owner] : 0;
+    if (quota != 0 && (rounded > quota || used + pending > quota - rounded)) {
+      ++p->quota_refusals;
+      return reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_ERROR,
+                         alloc_error(*p, uint32_t(vtrn::hbm::Error::kQuota), owner, bytes, align, used + pending, quota));
+    }
+    // The firmware gets the quota with the client's first allocation on
+    // this chip, so racing requests cannot overshoot it there either.
+    const bool set_quota = quota != 0 && !p->quota_set.count(owner);
+    p->owner_pending[owner] += rounded;
+    const uint64_t epoch = p->epoch;
+    ctrl_alloc(*p, owner, category, bytes, align, set_quota, quota ? quota : kNoQuota,
+               [this, p, cid, id, owner, bytes, align, rounded, t0, alive, epoch, set_quota](const Chip::CtrlResult& r) {
+                 if (auto a = alive.lock(); !a || !*a) return;
+                 if (p->epoch == epoch) {
+                   auto it = p->owner_pending.find(owner);
+                   if (it != p->owner_pending.end()) {
+                     it->second -= std::min(it->second, rounded);
+                     if (it->second == 0) p->owner_pending.erase(it);
+                   }
+                 }
+                 if (r.status != VTRN__API__STATUS__STATUS_OK) return reply_error(cid, id, r.status, r.error);
+                 if (r.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_ALLOC)
+                   return reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, "firmware answered HbmAlloc with another message");
+                 const Vtrn__Ctrl__HbmAllocResponse& b = *r.response->hbm_alloc;
+                 if (set_quota && p->epoch == epoch) p->quota_set.insert(owner);
+                 if (b.result != 0) {
+                   if (b.result == uint32_t(vtrn::hbm::Error::kQuota)) ++p->quota_refusals;
+                   return reply_error(cid, id,
+                                      b.result == uint32_t(vtrn::hbm::Error::kBadArgument) ? VTRN__API__STATUS__STATUS_BAD_REQUEST
+                                                                                          : VTRN__API__STATUS__STATUS_CHIP_ERROR,
+                                      alloc_error(*p, b.result, owner, bytes, align, b.owner_used_bytes, b.owner_quota_bytes));
+                 }
+                 if (b.bytes == 0 || b.addr < p->chip->dma().hbm_base()) {
+                   DRV_LOGW("chip %u: HbmAlloc answer %s + %llu looks wrong", p->chip->id(), hex(b.addr).c_str(),
+                            (unsigned long long)b.bytes);
+                 }
+                 if (p->epoch == epoch) {
+                   note_alloc(*p, owner, b.addr, b.bytes);
+                 }
+                 Vtrn__Api__HbmAllocResponse ar = VTRN__API__HBM_ALLOC_RESPONSE__INIT;
+                 ar.addr = b.addr;
+                 ar.bytes = b.bytes;
+                 ar.owner = owner;
+                 ar.client_used_bytes = p->owner_used.count(owner) ? p->owner_used[owner] : b.bytes;
+                 ar.client_quota_bytes = opts_.client_quota_bytes;
+                 ar.elapsed_ns = monotonic_ns() - t0;
+                 Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+                 resp.id = id;
+                 resp.body_case = VTRN__API__RESPONSE__BODY_HBM_ALLOC;
+                 resp.hbm_alloc = &ar;
+                 reply_(cid, &resp);
+               });
+  }, [this, cid, id](Vtrn__Api__Status st, const std::string& e) { reply_error(cid, id, st, e); });
+}
+
+void HbmService::do_free(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Api__HbmFreeRequest& r) {
+  const uint64_t t0 = monotonic_ns();
+  std::weak_ptr<bool> alive = alive_;
+  ChipHbm* p = &ch;
+  const uint64_t addr = r.addr;
+  when_ready(ch, [this, p, cid, id, addr, t0, alive] {
+    Vtrn__Ctrl__HbmFreeRequest fr = VTRN__CTRL__HBM_FREE_REQUEST__INIT;
+    fr.addr = addr;
+    fr.any_owner = true;
+    Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
+    req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_FREE;
+    req.hbm_free = &fr;
+    const uint64_t epoch = p->epoch;
+    p->chip->submit(req, kCtrlTimeoutMs, false, [this, p, cid, id, addr, t0, alive, epoch](const Chip::CtrlResult& r) {
+      if (auto a = alive.lock(); !a || !*a) return;
+      if (r.status != VTRN__API__STATUS__STATUS_OK) return reply_error(cid, id, r.status, r.error);
+      if (r.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_FREE)
+        return reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, "firmware answered HbmFree with another message");
+      const Vtrn__Ctrl__HbmFreeResponse& b = *r.response->hbm_free;
+      if (b.result != 0)
+        return reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                           "chip " + std::to_string(p->chip->id()) + ": no allocation starts at " + hex(addr) + " (" +
+                               vtrn::hbm::error_name(vtrn::hbm::Error(b.result)) + ")");
+      if (p->epoch == epoch) note_free(*p, addr);
+      Vtrn__Api__HbmFreeResponse fr2 = VTRN__API__HBM_FREE_RESPONSE__INIT;
+      fr2.bytes = b.bytes;
+      fr2.owner = b.owner;
+      fr2.elapsed_ns = monotonic_ns() - t0;
+      Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+      resp.id = id;
+      resp.body_case = VTRN__API__RESPONSE__BODY_HBM_FREE;
+      resp.hbm_free = &fr2;
+      reply_(cid, &resp);
+    });
+  }, [this, cid, id](Vtrn__Api__Status st, const std::string& e) { reply_error(cid, id, st, e); });
+}
+
+void HbmService::do_stats(uint64_t cid, uint64_t id, ChipHbm& ch) {
+  std::weak_ptr<bool> alive = alive_;
+  ChipHbm* p = &ch;
+  when_ready(ch, [this, p, cid, id, alive] {
+    Vtrn__Ctrl__HbmStatsRequest sr = VTRN__CTRL__HBM_STATS_REQUEST__INIT;
+    Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
+    req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_STATS;
+    req.hbm_stats = &sr;
+    p->chip->submit(req, kCtrlTimeoutMs, false, [this, p, cid, id, alive](const Chip::CtrlResult& r) {
+      if (auto a = alive.lock(); !a || !*a) return;
+      if (r.status != VTRN__API__STATUS__STATUS_OK) return reply_error(cid, id, r.status, r.error);
+      if (r.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_STATS)
+        return reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, "firmware answered HbmStats with another message");
+      // Copied now: the ctrl response is valid during this callback only,
+      // and the retired list needs a second round trip.
+      auto s = std::make_shared<Vtrn__Api__HbmStatsResponse>();
+      *s = VTRN__API__HBM_STATS_RESPONSE__INIT;
+      const Vtrn__Ctrl__HbmStatsResponse& b = *r.response->hbm_stats;
+      auto keep = std::make_shared<std::vector<std::vector<uint64_t>>>(3);
+      auto keep32 = std::make_shared<std::vector<std::vector<uint32_t>>>(2);
+      s->hbm_base = b.hbm_base;
+      s->page_bytes = b.page_bytes;
+      s->stacks = b.stacks;
+      s->bytes_per_stack = b.bytes_per_stack;
+      s->channels = b.channels;
+      s->total_bytes = b.total_bytes;
+      s->used_bytes = b.used_bytes;
+      s->free_bytes = b.free_bytes;
+      s->retired_bytes = b.retired_bytes;
+      s->largest_free_bytes = b.largest_free_bytes;
+      s->fragmentation = b.fragmentation;
+      s->live_allocations = b.live_allocations;
+      s->free_blocks = b.free_blocks;
+      s->owners = b.owners;
+      s->retired_pages = b.retired_pages;
+      s->poisoned_allocations = b.poisoned_allocations;
+      s->allocs = b.allocs;
+      s->frees = b.frees;
+      s->fail_no_memory = b.fail_no_memory;
+      s->fail_quota = b.fail_quota;
+      s->fail_bad_argument = b.fail_bad_argument;
+      s->fail_no_metadata = b.fail_no_metadata;
+      s->ecc_uncorrectable = b.ecc_uncorrectable;
+      (*keep)[0].assign(b.category_bytes, b.category_bytes + std::min<size_t>(b.n_category_bytes, 16));
+      (*keep32)[0].assign(b.category_allocations, b.category_allocations + std::min<size_t>(b.n_category_allocations, 16));
+      (*keep)[1].assign(b.correctable_per_stack, b.correctable_per_stack + std::min<size_t>(b.n_correctable_per_stack, 16));
+      (*keep32)[1].assign(b.retired_per_stack, b.retired_per_stack + std::min<size_t>(b.n_retired_per_stack, 16));
+      s->client_quota_bytes = opts_.client_quota_bytes;
+      s->vtrnd_quota_refusals = p->quota_refusals;
+      Vtrn__Ctrl__HbmRetiredRequest rr = VTRN__CTRL__HBM_RETIRED_REQUEST__INIT;
+      Vtrn__Ctrl__Request req2 = VTRN__CTRL__REQUEST__INIT;
+      req2.body_case = VTRN__CTRL__REQUEST__BODY_HBM_RETIRED;
+      req2.hbm_retired = &rr;
+      p->chip->submit(req2, kCtrlTimeoutMs, false, [this, p, cid, id, alive, s, keep, keep32](const Chip::CtrlResult& r2) {
+        if (auto a = alive.lock(); !a || !*a) return;
+        if (r2.status != VTRN__API__STATUS__STATUS_OK) return reply_error(cid, id, r2.status, r2.error);
+        if (r2.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_RETIRED)
+          return reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, "firmware answered HbmRetired with another message");
+        const Vtrn__Ctrl__HbmRetiredResponse& rb = *r2.response->hbm_retired;
+        std::vector<uint64_t>& addrs = (*keep)[2];
+        for (size_t i = 0; i < rb.n_offsets && i < kStoreMaxPages; ++i) addrs.push_back(s->hbm_base + rb.offsets[i]);
+        s->n_category_bytes = (*keep)[0].size();
+        s->category_bytes = (*keep)[0].data();
+        s->n_category_allocations = (*keep32)[0].size();
+        s->category_allocations = (*keep32)[0].data();
+        s->n_correctable_per_stack = (*keep)[1].size();
+        s->correctable_per_stack = (*keep)[1].data();
+        s->n_retired_per_stack = (*keep32)[1].size();
+        s->retired_per_stack = (*keep32)[1].data();
+        s->n_retired_addrs = addrs.size();
+        s->retired_addrs = addrs.data();
+        std::string path = store_path(p->chip);
+        s->store_path = path.data();
+        Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+        resp.id = id;
+        resp.body_case = VTRN__API__RESPONSE__BODY_HBM_STATS;
+        resp.hbm_stats = s.get();
+        reply_(cid, &resp);
+      });
+    });
+  }, [this, cid, id](Vtrn__Api__Status st, const std::string& e) { reply_error(cid, id, st, e); });
+}
+
+void HbmService::do_list(uint64_t cid, uint64_t id, ChipHbm& ch) {
+  ChipHbm* p = &ch;
+  when_ready(ch, [this, p, cid, id] {
+    list_page(cid, id, *p, p->epoch, 0, std::make_shared<std::vector<Vtrn__Api__HbmAllocationInfo>>());
+  }, [this, cid, id](Vtrn__Api__Status st, const std::string& e) { reply_error(cid, id, st, e); });
+}
+
+void HbmService::list_page(uint64_t cid, uint64_t id, ChipHbm& ch, uint64_t epoch, uint64_t from,
+                           std::shared_ptr<std::vector<Vtrn__Api__HbmAllocationInfo>> acc) {
+  Vtrn__Ctrl__HbmListRequest lr = VTRN__CTRL__HBM_LIST_REQUEST__INIT;
+  lr.from_addr = from;
+  lr.max = kListPage;
+  Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
+  req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_LIST;
+  req.hbm_list = &lr;
+  std::weak_ptr<bool> alive = alive_;
+  ChipHbm* p = &ch;
+  ch.chip->submit(req, kCtrlTimeoutMs, false, [this, p, cid, id, epoch, from, acc, alive](const Chip::CtrlResult& r) {
+    if (auto a = alive.lock(); !a || !*a) return;
+    if (r.status != VTRN__API__STATUS__STATUS_OK) return reply_error(cid, id, r.status, r.error);
+    if (p->epoch != epoch)
+      return reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, "chip was reset while listing");
+    if (r.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_LIST)
+      return reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, "firmware answered HbmList with another message");
+    const Vtrn__Ctrl__HbmListResponse& b = *r.response->hbm_list;
+    if (b.n_allocations > kListPage)
+      return reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_ERROR, "firmware sent more list entries than asked for");
+    uint64_t last = from;
+    for (size_t i = 0; i < b.n_allocations; ++i) {
+      const Vtrn__Ctrl__HbmAllocation& e = *b.allocations[i];
+      if (e.addr < last)
+        return reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_ERROR, "firmware list is not in address order");
+      last = e.addr + 1;
+      Vtrn__Api__HbmAllocationInfo x = VTRN__API__HBM_ALLOCATION_INFO__INIT;
+      x.addr = e.addr;
+      x.bytes = e.bytes;
+      x.owner = e.owner;
+      x.owner_kind = uint32_t(e.owner >> 32);
+      x.owner_id = e.owner & 0xffffffffu;
+      x.category = Vtrn__Api__HbmCategory(e.category < vtrn::hbm::kCategoryCount ? e.category : 0);
+      x.poisoned = e.poisoned;
+      acc->push_back(x);
+    }
+    if (b.more && b.next_addr > from && acc->size() < kMaxListEntries)
+      return list_page(cid, id, *p, epoch, b.next_addr, acc);
+    std::vector<Vtrn__Api__HbmAllocationInfo*> ptrs;
+    for (auto& x : *acc) ptrs.push_back(&x);
+    Vtrn__Api__HbmListResponse lr2 = VTRN__API__HBM_LIST_RESPONSE__INIT;
+    lr2.n_allocations = ptrs.size();
+    lr2.allocations = ptrs.data();
+    Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+    resp.id = id;
+    resp.body_case = VTRN__API__RESPONSE__BODY_HBM_LIST;
+    resp.hbm_list = &lr2;
+    reply_(cid, &resp);
+  });
+}
+
+void HbmService::do_inject(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Api__HbmInjectEccRequest& r) {
+  std::weak_ptr<bool> alive = alive_;
+  ChipHbm* p = &ch;
+  const uint64_t addr = r.addr;
+  const bool unc = r.uncorrectable;
+  when_ready(ch, [this, p, cid, id, addr, unc, alive] {
+    Vtrn__Ctrl__HbmInjectEccRequest ir = VTRN__CTRL__HBM_INJECT_ECC_REQUEST__INIT;
+    ir.addr = addr;
+    ir.uncorrectable = unc;
+    Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
+    req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_INJECT_ECC;
+    req.hbm_inject_ecc = &ir;
+    p->chip->submit(req, kCtrlTimeoutMs, false, [this, p, cid, id, addr, alive](const Chip::CtrlResult& r) {
+      if (auto a = alive.lock(); !a || !*a) return;
+      if (r.status != VTRN__API__STATUS__STATUS_OK) return reply_error(cid, id, r.status, r.error);
+      if (r.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_INJECT_ECC || r.response->hbm_inject_ecc->event == nullptr)
+        return reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, "firmware answered HbmInjectEcc with another message");
+      const Vtrn__Ctrl__HbmInjectEccResponse& b = *r.response->hbm_inject_ecc;
+      const Vtrn__Ctrl__HbmEccEvent& e = *b.event;
+      const bool already = b.result == uint32_t(vtrn::hbm::Error::kAlreadyRetired);
+      if (b.result != 0 && !already) {
+        const bool range = b.result == uint32_t(vtrn::hbm::Error::kOutOfRange);
+        return reply_error(cid, id, range ? VTRN__API__STATUS__STATUS_BAD_REQUEST : VTRN__API__STATUS__STATUS_CHIP_ERROR,
+                           "chip " + std::to_string(p->chip->id()) + ": ECC injection at " + hex(addr) + " refused: " +
+                               (range ? std::string("address outside HBM [") + hex(p->chip->dma().hbm_base()) + ", " +
+                                            hex(p->chip->dma().hbm_base() + hbm_bytes_of(p->chip)) + ")"
+                                      : vtrn::hbm::error_name(vtrn::hbm::Error(b.result))));
+      }
+      bool persisted = false;
+      if (e.uncorrectable && (e.page_retired || already)) {
+        persist(*p, e.page_offset);
+        persisted = !store_path(p->chip).empty() && p->retired.count(e.page_offset) != 0;
+      }
+      Vtrn__Api__HbmInjectEccResponse out = VTRN__API__HBM_INJECT_ECC_RESPONSE__INIT;
+      out.addr = e.addr;
+      out.page_addr = p->chip->dma().hbm_base() + e.page_offset;
+      out.stack = e.stack;
+      out.uncorrectable = e.uncorrectable;
+      out.page_retired = e.page_retired;
+      out.already_retired = already;
+      out.allocation_poisoned = e.allocation_poisoned;
+      out.allocation_addr = e.allocation_addr;
+      out.owner = e.owner;
+      out.correctable_on_stack = e.correctable_on_stack;
+      out.retired_pages = e.retired_pages;
+      out.persisted = persisted;
+      Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+      resp.id = id;
+      resp.body_case = VTRN__API__RESPONSE__BODY_HBM_INJECT_ECC;
+      resp.hbm_inject_ecc = &out;
+      reply_(cid, &resp);
+    });
+  }, [this, cid, id](Vtrn__Api__Status st, const std::string& e) { reply_error(cid, id, st, e); });
+}
+
+void HbmService::client_gone(uint64_t cid) {
+  const uint64_t owner = client_owner(cid);
+  for (auto& [chip, ch] : chips_) {
+    // Only chips the client ever asked for memory get a request; one of its
+    // allocations may still be queued or in flight, and the chip serves
+    // requests in order, so the free comes after it.
+    if (ch->clients.erase(owner) == 0) continue;
+    const uint32_t chip_id = chip->id();
+    free_owner(chip, owner, [chip_id, cid](Vtrn__Api__Status st, uint64_t bytes, const std::string& err) {
+      if (st != VTRN__API__STATUS__STATUS_OK) {
+        DRV_LOGW("chip %u: freeing HBM of departed client %llu failed: %s", chip_id, (unsigned long long)cid,
+                 err.c_str());
+      } else if (bytes != 0) {
+        DRV_LOGD("chip %u: client %llu gone, %llu bytes of HBM freed", chip_id, (unsigned long long)cid,
+                 (unsigned long long)bytes);
+      }
+    });
+  }
+}
+
+}  // namespace drv

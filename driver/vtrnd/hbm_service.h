@@ -1,0 +1,139 @@
+// vtrnd's HBM service: the HbmAlloc / HbmFree / HbmStats / HbmList /
+// HbmInjectEcc requests of vtrn.api, and the async API other vtrnd services
+// (jobs) use for device memory. The firmware's manager (firmware/hbm) does
+// the allocating; this side adds what only the host can know:
+//  - owners: a client connection is owner (1<<32)|cid, a job (2<<32)|job id
+//    (the jobs service picks those); everything a client owned is freed on
+//    the chip when the connection closes (client_gone -> HbmFreeOwner);
+//  - quotas: each client may hold at most `client_quota_bytes` per chip
+//    (vtrnd --hbm-quota-mib). vtrnd refuses beyond it before asking the
+//    chip, and also sets the quota in the firmware allocator with the
+//    client's first allocation, so two racing requests cannot overshoot;
+//  - the persistent retired-page list (retired_store.h): loaded and pushed
+//    to the firmware each time the chip reaches READY, before any HBM
+//    request is let through (they wait for it), and rewritten whenever the
+//    firmware reports a newly retired page (inject response or ECC event).
+//
+// When the chip leaves READY (reset, failure, halt) every allocation on it is
+// gone with the firmware's memory: the bookkeeping is dropped and waiting
+// requests fail with CHIP_NOT_READY.
+#pragma once
+
+#include <stdint.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "vtrn/drv/chip.h"
+#include "vtrn/drv/event_loop.h"
+#include "vtrn_api.pb-c.h"
+
+namespace drv {
+
+struct HbmServiceOptions {
+  uint64_t client_quota_bytes = 0;  // per client per chip; 0 = no quota
+  std::string store_root;           // retired_store_root(); empty = no persistent store
+  std::string board_model;
+  // DMA may touch HBM outside live allocations (vtrnd --hbm-dma-unchecked,
+  // for clients written before HBM management); ECC refusals stay.
+  bool dma_unchecked = false;
+};
+
+class HbmService {
+ public:
+  using ReplyFn = std::function<void(uint64_t cid, Vtrn__Api__Response* resp)>;
+  using AllocDone = std::function<void(Vtrn__Api__Status status, uint64_t addr, const std::string& error)>;
+  using FreeDone = std::function<void(Vtrn__Api__Status status, const std::string& error)>;
+  using FreeOwnerDone =
+      std::function<void(Vtrn__Api__Status status, uint64_t bytes, const std::string& error)>;
+
+  static constexpr uint32_t kCtrlTimeoutMs = 5000;
+  static constexpr uint64_t kOwnerKindClient = 1;
+  static constexpr uint64_t kOwnerKindJob = 2;
+  static constexpr uint64_t kOwnerIdLimit = 1ull << 28;  // the firmware's owner id range
+
+  HbmService(EventLoop* loop, HbmServiceOptions opts, ReplyFn reply);
+  ~HbmService();
+  HbmService(const HbmService&) = delete;
+  HbmService& operator=(const HbmService&) = delete;
+
+  // Registers a chip: chains its on_state_change and subscribes to its events.
+  void add_chip(Chip* chip);
+
+  // The async API. `done` may run before the call returns (chip not READY,
+  // bad arguments). category: vtrn.api.HbmCategory. No vtrnd quota applies
+  // here (the caller decides what an owner may hold).
+  void alloc(Chip* chip, uint64_t owner, uint32_t category, uint64_t bytes, uint64_t align,
+             AllocDone done);
+  void free(Chip* chip, uint64_t owner, uint64_t addr, FreeDone done);
+  void free_owner(Chip* chip, uint64_t owner, FreeOwnerDone done);
+
+  // A client request in the hbm range, for `chip` (resolved by the server).
+  void handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip);
+  // The client disconnected: everything it owns on every chip is freed.
+  void client_gone(uint64_t cid);
+
+  static uint64_t client_owner(uint64_t cid) { return (kOwnerKindClient << 32) | cid; }
+  [[nodiscard]] std::string store_path(const Chip* chip) const;
+
+ private:
+  struct Waiter {
+    std::function<void()> run;
+    std::function<void(Vtrn__Api__Status, const std::string&)> fail;
+  };
+  struct Allocation {
+    uint64_t owner = 0;
+    uint64_t bytes = 0;
+  };
+  struct ChipHbm {
+    Chip* chip = nullptr;
+    bool ready = false;        // retired list pushed since the chip became READY
+    bool syncing = false;
+    uint64_t epoch = 0;        // bumped on every READY entry and exit
+    std::vector<Waiter> waiting;
+    std::map<uint64_t, Allocation> allocs;     // addr -> owner, bytes
+    std::map<uint64_t, uint64_t> owner_used;   // owner -> bytes live
+    std::map<uint64_t, uint64_t> owner_pending;  // owner -> bytes asked, not answered
+    std::set<uint64_t> quota_set;              // owners whose firmware quota is set
+    std::set<uint64_t> clients;                // client owners that asked for memory here
+    std::set<uint64_t> retired;                // offsets, as persisted
+    uint64_t quota_refusals = 0;
+    int event_sub = 0;
+  };
+
+  ChipHbm* find(Chip* chip);
+  void on_state(ChipHbm& ch);
+  void sync_retired(ChipHbm& ch);
+  void when_ready(ChipHbm& ch, std::function<void()> run,
+                  std::function<void(Vtrn__Api__Status, const std::string&)> fail);
+  void persist(ChipHbm& ch, uint64_t offset);
+  void note_alloc(ChipHbm& ch, uint64_t owner, uint64_t addr, uint64_t bytes);
+  void note_free(ChipHbm& ch, uint64_t addr);
+  void ctrl_alloc(ChipHbm& ch, uint64_t owner, uint32_t category, uint64_t bytes, uint64_t align,
+                  bool set_quota, uint64_t quota, std::function<void(const Chip::CtrlResult&)> done);
+  std::string alloc_error(ChipHbm& ch, uint32_t result, uint64_t owner, uint64_t bytes,
+                          uint64_t align, uint64_t used, uint64_t quota) const;
+
+  void do_alloc(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Api__HbmAllocRequest& r);
+  void do_free(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Api__HbmFreeRequest& r);
+  void do_stats(uint64_t cid, uint64_t id, ChipHbm& ch);
+  void do_list(uint64_t cid, uint64_t id, ChipHbm& ch);
+  void list_page(uint64_t cid, uint64_t id, ChipHbm& ch, uint64_t epoch, uint64_t from,
+                 std::shared_ptr<std::vector<Vtrn__Api__HbmAllocationInfo>> acc);
+  void do_inject(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Api__HbmInjectEccRequest& r);
+  void reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err);
+
+  EventLoop* loop_;
+  HbmServiceOptions opts_;
+  ReplyFn reply_;
+  std::map<Chip*, std::unique_ptr<ChipHbm>> chips_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+const char* hbm_category_name(uint32_t category);
+
+}  // namespace drv

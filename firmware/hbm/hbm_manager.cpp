@@ -1,0 +1,533 @@
+// The HBM service logic: owner mapping, access check, ECC model and the
+// vtrn.ctrl handlers. See fw/hbm_manager.h.
+//
+// Every response body comes from the request's protobuf-c arena (it must
+// outlive packing); an arena that runs dry answers STATUS_INTERNAL naming
+// the body, never a half-filled message.
+#include "fw/hbm_manager.h"
+
+#include <stdio.h>
+#include <string.h>
+
+namespace fw::hbm {
+namespace {
+
+using vtrn::hbm::Allocator;
+using vtrn::hbm::Error;
+
+template <class T>
+T* make(pb::Arena& arena, void (*init)(T*)) {
+  ProtobufCAllocator* a = arena.allocator();
+  T* p = static_cast<T*>(a->alloc(a->allocator_data, sizeof(T)));
+  if (p != nullptr) init(p);
+  return p;
+}
+
+template <class T>
+T* make_array(pb::Arena& arena, size_t n) {
+  if (n == 0) return nullptr;
+  ProtobufCAllocator* a = arena.allocator();
+  T* p = static_cast<T*>(a->alloc(a->allocator_data, sizeof(T) * n));
+  if (p != nullptr) memset(static_cast<void*>(p), 0, sizeof(T) * n);
+  return p;
+}
+
+bool bad_request(Vtrn__Ctrl__Response* resp, char* error, size_t cap, const char* what) {
+  resp->status = VTRN__CTRL__STATUS__STATUS_BAD_REQUEST;
+  snprintf(error, cap, "%s", what);
+  return true;
+}
+
+bool no_arena(Vtrn__Ctrl__Response* resp, char* error, size_t cap, const char* body) {
+  resp->status = VTRN__CTRL__STATUS__STATUS_INTERNAL;
+  snprintf(error, cap, "hbm: the response arena cannot hold the %s body", body);
+  return true;
+}
+
+bool not_ready(Vtrn__Ctrl__Response* resp, char* error, size_t cap) {
+  resp->status = VTRN__CTRL__STATUS__STATUS_BUSY;
+  snprintf(error, cap, "hbm: the HBM manager is not initialised");
+  return true;
+}
+
+}  // namespace
+
+bool owner_key(uint64_t owner, uint32_t* key) {
+  const uint32_t kind = uint32_t(owner >> 32);
+  const uint32_t id = uint32_t(owner);
+  if (kind == kOwnerKindFirmware) {
+    if (id != 0) return false;
+    *key = 0;
+    return true;
+  }
+  if (kind != kOwnerKindClient && kind != kOwnerKindJob) return false;
+  if (id >= (1u << kOwnerIdBits)) return false;
+  *key = (kind << kOwnerIdBits) | id;
+  return true;
+}
+
+uint64_t owner_from_key(uint32_t key) {
+  return (uint64_t(key >> kOwnerIdBits) << 32) | (key & ((1u << kOwnerIdBits) - 1));
+}
+
+size_t Manager::arena_bytes(const vtrn::board::HbmGeometry& g, uint64_t base) {
+  vtrn::hbm::Config c;
+  c.geometry = g;
+  c.base = base;
+  c.limits = kLimits;
+  return Allocator::arena_bytes(c);
+}
+
+Status Manager::init(const vtrn::board::HbmGeometry& g, uint64_t base, void* arena,
+                     size_t arena_size) {
+  vtrn::hbm::Config c;
+  c.geometry = g;
+  c.base = base;
+  c.limits = kLimits;
+  ready_ = false;
+  const Status s = a_.init(c, arena, arena_size);
+  if (s != Status::kOk) return s;
+  geometry_ = g;
+  base_ = base;
+  dma_unchecked_ = false;
+  ecc_uncorrectable_ = 0;
+  ecc_head_ = ecc_count_ = 0;
+  ready_ = true;
+  return Status::kOk;
+}
+
+Status Manager::alloc(uint64_t owner, uint32_t category, uint64_t bytes, uint64_t align,
+                      uint64_t* addr) {
+  if (!ready_) return Status::kNotInitialised;
+  uint32_t key = 0;
+  if (!owner_key(owner, &key) || category >= vtrn::hbm::kCategoryCount)
+    return Status::kBadArgument;
+  return a_.allocate(key, vtrn::hbm::Category(category), bytes, align, addr);
+}
+
+Status Manager::free(uint64_t owner, uint64_t addr) {
+  if (!ready_) return Status::kNotInitialised;
+  uint32_t key = 0;
+  if (!owner_key(owner, &key)) return Status::kBadArgument;
+  return a_.free(addr, key);
+}
+
+uint64_t Manager::free_owner(uint64_t owner, uint32_t* allocations) {
+  if (allocations != nullptr) *allocations = 0;
+  uint32_t key = 0;
+  if (!ready_ || !owner_key(owner, &key)) return 0;
+  vtrn::hbm::OwnerUsage u;
+  if (a_.owner_usage(key, &u) != Status::kOk) return 0;  // unknown owner: nothing held
+  uint32_t n = 0;
+  if (a_.free_all(key, &n) != Status::kOk) return 0;
+  // Forget the quota too: owner slots are a bounded table and this owner's
+  // lifespan is over (a reconnecting client gets a new id).
+  (void)a_.remove_owner(key);
+  if (allocations != nullptr) *allocations = n;
+  return u.used_bytes;
+}
+
+Access Manager::check(uint64_t addr, uint64_t len) const {
+  if (!ready_) return Access::kNotAllocated;
+  const Status s = a_.check_range(addr, len);
+  if (s == Status::kOk) return Access::kOk;
+  if (s == Status::kPoisoned) return Access::kEccError;
+  // Not inside one allocation. A range over a retired page is still an ECC
+  // matter (the page is bad whoever asks), so say so; the scan is bounded
+  // by the range's pages, and only refused accesses pay for it.
+  if (len == 0 || addr < base_ || addr - base_ >= a_.total_bytes()) return Access::kNotAllocated;
+  const uint64_t page = a_.page_bytes();
+  const uint64_t end_off = (addr - base_) + len > a_.total_bytes() ? a_.total_bytes()
+                                                                   : (addr - base_) + len;
+  for (uint64_t off = (addr - base_) & ~(page - 1); off < end_off; off += page) {
+    if (a_.is_retired(base_ + off)) return Access::kEccError;
+  }
+  return Access::kNotAllocated;
+}
+
+void Manager::push_ecc(const EccRecord& r) {
+  if (ecc_count_ == kEccQueue) {  // keep the newest: drop the oldest
+    ecc_head_ = (ecc_head_ + 1) % kEccQueue;
+    --ecc_count_;
+  }
+  ecc_[(ecc_head_ + ecc_count_) % kEccQueue] = r;
+  ++ecc_count_;
+}
+
+bool Manager::take_ecc(EccRecord* out) {
+  if (ecc_count_ == 0) return false;
+  *out = ecc_[ecc_head_];
+  ecc_head_ = (ecc_head_ + 1) % kEccQueue;
+  --ecc_count_;
+  return true;
+}
+
+Status Manager::inject_ecc(uint64_t addr, bool uncorrectable, EccRecord* out) {
+  EccRecord r;
+  r.addr = addr;
+  r.uncorrectable = uncorrectable;
+  if (!ready_) {
+    r.result = Status::kNotInitialised;
+    *out = r;
+    return r.result;
+  }
+  if (addr < base_ || addr - base_ >= a_.total_bytes()) {
+    r.result = Status::kOutOfRange;
+    *out = r;
+    return r.result;
+  }
+  const uint64_t off = addr - base_;
+  r.page_offset = off & ~(a_.page_bytes() - 1);
+  r.stack = uint32_t(off / geometry_.bytes_per_stack);
+  if (!uncorrectable) {
+    r.result = a_.record_correctable(addr);
+  } else {
+    ++ecc_uncorrectable_;
+    vtrn::hbm::RetireOutcome o;
+    r.result = a_.retire_page(addr, &o);
+    r.page_retired = r.result == Status::kOk;
+    if (r.page_retired && o.was_allocated) {
+      r.allocation_poisoned = true;
+      r.allocation_addr = o.allocation_addr;
+      r.owner = owner_from_key(o.owner);
+    } else if (r.result == Status::kAlreadyRetired) {
+      // Still tell the caller which allocation (if any) holds the bad page.
+      vtrn::hbm::AllocationInfo info;
+      if (a_.lookup(base_ + r.page_offset, a_.page_bytes(), &info) == Status::kOk) {
+        r.allocation_poisoned = info.poisoned;
+        r.allocation_addr = info.addr;
+        r.owner = owner_from_key(info.owner);
+      }
+    }
+  }
+  vtrn::hbm::Stats st;
+  a_.stats(&st);
+  if (r.stack < vtrn::hbm::kMaxStacks) r.correctable_on_stack = st.correctable_errors[r.stack];
+  r.retired_pages = st.retired_pages;
+  push_ecc(r);
+  *out = r;
+  return r.result;
+}
+
+Totals Manager::totals() const {
+  Totals t;
+  if (!ready_) return t;
+  vtrn::hbm::Stats st;
+  a_.stats(&st);
+  t.total_bytes = st.total_bytes;
+  t.used_bytes = st.used_bytes;
+  t.alloc_failures = st.fail_no_memory + st.fail_quota + st.fail_bad_argument + st.fail_no_metadata;
+  t.retired_pages = st.retired_pages;
+  for (uint32_t s = 0; s < st.stacks && s < vtrn::hbm::kMaxStacks; ++s)
+    t.ecc_correctable += st.correctable_errors[s];
+  t.ecc_uncorrectable = ecc_uncorrectable_;
+  return t;
+}
+
+void fill_ecc_event(const EccRecord& r, Vtrn__Ctrl__HbmEccEvent* ev) {
+  ev->addr = r.addr;
+  ev->page_offset = r.page_offset;
+  ev->stack = r.stack;
+  ev->uncorrectable = r.uncorrectable;
+  ev->page_retired = r.page_retired;
+  ev->allocation_poisoned = r.allocation_poisoned;
+  ev->allocation_addr = r.allocation_addr;
+  ev->owner = r.owner;
+  ev->correctable_on_stack = r.correctable_on_stack;
+  ev->retired_pages = r.retired_pages;
+}
+
+vtrn::dma::Status DmaPolicy::check(uint64_t addr, uint64_t length) const {
+  switch (m_->check(addr, length)) {
+    case Access::kOk: return vtrn::dma::kOk;
+    case Access::kEccError: return vtrn::dma::kErrEcc;
+    case Access::kNotAllocated: break;
+  }
+  return m_->dma_unchecked() ? vtrn::dma::kOk : vtrn::dma::kErrNotAllocated;
+}
+
+// ---- vtrn.ctrl handlers --------------------------------------------------------
+
+bool Manager::serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp,
+                    pb::Arena& arena, char* error, size_t cap) {
+  switch (req.body_case) {
+    case VTRN__CTRL__REQUEST__BODY_HBM_ALLOC:
+    case VTRN__CTRL__REQUEST__BODY_HBM_FREE:
+    case VTRN__CTRL__REQUEST__BODY_HBM_FREE_OWNER:
+    case VTRN__CTRL__REQUEST__BODY_HBM_STATS:
+    case VTRN__CTRL__REQUEST__BODY_HBM_LIST:
+    case VTRN__CTRL__REQUEST__BODY_HBM_RETIRED:
+    case VTRN__CTRL__REQUEST__BODY_HBM_IMPORT_RETIRED:
+    case VTRN__CTRL__REQUEST__BODY_HBM_INJECT_ECC: break;
+    default: return false;
+  }
+  if (!ready_) return not_ready(resp, error, cap);
+  resp->status = VTRN__CTRL__STATUS__STATUS_OK;
+  switch (req.body_case) {
+    case VTRN__CTRL__REQUEST__BODY_HBM_ALLOC: return serve_alloc(*req.hbm_alloc, resp, arena, error, cap);
+    case VTRN__CTRL__REQUEST__BODY_HBM_FREE: return serve_free(*req.hbm_free, resp, arena, error, cap);
+    case VTRN__CTRL__REQUEST__BODY_HBM_FREE_OWNER:
+      return serve_free_owner(*req.hbm_free_owner, resp, arena, error, cap);
+    case VTRN__CTRL__REQUEST__BODY_HBM_STATS: return serve_stats(resp, arena, error, cap);
+    case VTRN__CTRL__REQUEST__BODY_HBM_LIST: return serve_list(*req.hbm_list, resp, arena, error, cap);
+    case VTRN__CTRL__REQUEST__BODY_HBM_RETIRED: return serve_retired(resp, arena, error, cap);
+    case VTRN__CTRL__REQUEST__BODY_HBM_IMPORT_RETIRED:
+      return serve_import(*req.hbm_import_retired, resp, arena, error, cap);
+    case VTRN__CTRL__REQUEST__BODY_HBM_INJECT_ECC:
+      return serve_inject(*req.hbm_inject_ecc, resp, arena, error, cap);
+    default: return false;
+  }
+}
+
+bool Manager::serve_alloc(const Vtrn__Ctrl__HbmAllocRequest& r, Vtrn__Ctrl__Response* resp,
+                          pb::Arena& arena, char* error, size_t cap) {
+  uint32_t key = 0;
+  if (!owner_key(r.owner, &key)) {
+    char line[96];
+    snprintf(line, sizeof line, "hbm_alloc.owner: 0x%llx is not a firmware, client or job owner",
+             (unsigned long long)r.owner);
+    return bad_request(resp, error, cap, line);
+  }
+  if (r.category >= vtrn::hbm::kCategoryCount) {
+    char line[80];
+    snprintf(line, sizeof line, "hbm_alloc.category: %u, must be 0..%u", unsigned(r.category),
+             unsigned(vtrn::hbm::kCategoryCount - 1));
+    return bad_request(resp, error, cap, line);
+  }
+  auto* body = make(arena, vtrn__ctrl__hbm_alloc_response__init);
+  if (body == nullptr) return no_arena(resp, error, cap, "hbm_alloc");
+  Status s = Status::kOk;
+  if (r.set_quota) s = a_.set_quota(key, r.quota_bytes);
+  uint64_t addr = 0;
+  if (s == Status::kOk) s = a_.allocate(key, vtrn::hbm::Category(r.category), r.bytes, r.align, &addr);
+  body->result = uint32_t(s);
+  if (s == Status::kOk) {
+    vtrn::hbm::AllocationInfo info;
+    if (a_.lookup(addr, 1, &info) == Status::kOk) body->bytes = info.bytes;
+    body->addr = addr;
+  }
+  vtrn::hbm::OwnerUsage u;
+  if (a_.owner_usage(key, &u) == Status::kOk) {
+    body->owner_used_bytes = u.used_bytes;
+    body->owner_quota_bytes = u.quota;
+  } else {
+    body->owner_quota_bytes = vtrn::hbm::kNoQuota;
+  }
+  resp->body_case = VTRN__CTRL__RESPONSE__BODY_HBM_ALLOC;
+  resp->hbm_alloc = body;
+  return true;
+}
+
+bool Manager::serve_free(const Vtrn__Ctrl__HbmFreeRequest& r, Vtrn__Ctrl__Response* resp,
+                         pb::Arena& arena, char* error, size_t cap) {
+  uint32_t key = vtrn::hbm::kAnyOwner;
+  if (!r.any_owner && !owner_key(r.owner, &key)) {
+    char line[96];
+    snprintf(line, sizeof line, "hbm_free.owner: 0x%llx is not a firmware, client or job owner",
+             (unsigned long long)r.owner);
+    return bad_request(resp, error, cap, line);
+  }
+  auto* body = make(arena, vtrn__ctrl__hbm_free_response__init);
+  if (body == nullptr) return no_arena(resp, error, cap, "hbm_free");
+  vtrn::hbm::AllocationInfo info;
+  const bool known = a_.lookup(r.addr, 1, &info) == Status::kOk && info.addr == r.addr;
+  const Status s = a_.free(r.addr, key);
+  body->result = uint32_t(s);
+  if (known) {
+    body->bytes = info.bytes;
+    body->owner = owner_from_key(info.owner);
+  }
+  resp->body_case = VTRN__CTRL__RESPONSE__BODY_HBM_FREE;
+  resp->hbm_free = body;
+  return true;
+}
+
+bool Manager::serve_free_owner(const Vtrn__Ctrl__HbmFreeOwnerRequest& r,
+                               Vtrn__Ctrl__Response* resp, pb::Arena& arena, char* error,
+                               size_t cap) {
+  uint32_t key = 0;
+  if (!owner_key(r.owner, &key)) {
+    char line[96];
+    snprintf(line, sizeof line,
+             "hbm_free_owner.owner: 0x%llx is not a firmware, client or job owner",
+             (unsigned long long)r.owner);
+    return bad_request(resp, error, cap, line);
+  }
+  auto* body = make(arena, vtrn__ctrl__hbm_free_owner_response__init);
+  if (body == nullptr) return no_arena(resp, error, cap, "hbm_free_owner");
+  uint32_t n = 0;
+  body->bytes = free_owner(r.owner, &n);
+  body->allocations = n;
+  body->result = uint32_t(Status::kOk);
+  resp->body_case = VTRN__CTRL__RESPONSE__BODY_HBM_FREE_OWNER;
+  resp->hbm_free_owner = body;
+  return true;
+}
+
+bool Manager::serve_stats(Vtrn__Ctrl__Response* resp, pb::Arena& arena, char* error,
+                          size_t cap) {
+  auto* b = make(arena, vtrn__ctrl__hbm_stats_response__init);
+  const uint32_t stacks = geometry_.stacks < vtrn::hbm::kMaxStacks ? geometry_.stacks
+                                                                    : vtrn::hbm::kMaxStacks;
+  uint64_t* cat_bytes = make_array<uint64_t>(arena, vtrn::hbm::kCategoryCount);
+  uint32_t* cat_count = make_array<uint32_t>(arena, vtrn::hbm::kCategoryCount);
+  uint64_t* corr = make_array<uint64_t>(arena, stacks);
+  uint32_t* ret = make_array<uint32_t>(arena, stacks);
+  if (b == nullptr || cat_bytes == nullptr || cat_count == nullptr || corr == nullptr ||
+      ret == nullptr)
+    return no_arena(resp, error, cap, "hbm_stats");
+  vtrn::hbm::Stats st;
+  a_.stats(&st);
+  b->hbm_base = base_;
+  b->page_bytes = a_.page_bytes();
+  b->stacks = geometry_.stacks;
+  b->bytes_per_stack = geometry_.bytes_per_stack;
+  b->channels = geometry_.channels;
+  b->total_bytes = st.total_bytes;
+  b->used_bytes = st.used_bytes;
+  b->free_bytes = st.free_bytes;
+  b->retired_bytes = st.retired_bytes;
+  b->largest_free_bytes = st.largest_free_bytes;
+  b->fragmentation = st.fragmentation;
+  b->live_allocations = st.live_allocations;
+  b->free_blocks = st.free_blocks;
+  b->owners = st.owners;
+  b->retired_pages = st.retired_pages;
+  b->poisoned_allocations = st.poisoned_allocations;
+  b->allocs = st.allocs;
+  b->frees = st.frees;
+  b->fail_no_memory = st.fail_no_memory;
+  b->fail_quota = st.fail_quota;
+  b->fail_bad_argument = st.fail_bad_argument;
+  b->fail_no_metadata = st.fail_no_metadata;
+  for (uint32_t c = 0; c < vtrn::hbm::kCategoryCount; ++c) {
+    cat_bytes[c] = st.category_bytes[c];
+    cat_count[c] = st.category_allocations[c];
+  }
+  b->n_category_bytes = vtrn::hbm::kCategoryCount;
+  b->category_bytes = cat_bytes;
+  b->n_category_allocations = vtrn::hbm::kCategoryCount;
+  b->category_allocations = cat_count;
+  for (uint32_t s = 0; s < stacks; ++s) {
+    corr[s] = st.correctable_errors[s];
+    ret[s] = st.retired_per_stack[s];
+  }
+  b->n_correctable_per_stack = stacks;
+  b->correctable_per_stack = corr;
+  b->n_retired_per_stack = stacks;
+  b->retired_per_stack = ret;
+  b->ecc_uncorrectable = ecc_uncorrectable_;
+  b->max_allocations = kLimits.max_allocations;
+  b->max_owners = kLimits.max_owners;
+  b->max_retired_pages = kLimits.max_retired_pages;
+  resp->body_case = VTRN__CTRL__RESPONSE__BODY_HBM_STATS;
+  resp->hbm_stats = b;
+  return true;
+}
+
+bool Manager::serve_list(const Vtrn__Ctrl__HbmListRequest& r, Vtrn__Ctrl__Response* resp,
+                         pb::Arena& arena, char* error, size_t cap) {
+  if (r.max == 0 || r.max > kMaxListEntries) {
+    char line[64];
+    snprintf(line, sizeof line, "hbm_list.max: %u, must be 1..%u", unsigned(r.max),
+             unsigned(kMaxListEntries));
+    return bad_request(resp, error, cap, line);
+  }
+  auto* b = make(arena, vtrn__ctrl__hbm_list_response__init);
+  auto* entries = make_array<Vtrn__Ctrl__HbmAllocation>(arena, r.max);
+  auto* ptrs = make_array<Vtrn__Ctrl__HbmAllocation*>(arena, r.max);
+  if (b == nullptr || entries == nullptr || ptrs == nullptr)
+    return no_arena(resp, error, cap, "hbm_list");
+  uint64_t from = r.from_addr;
+  uint32_t n = 0;
+  vtrn::hbm::AllocationInfo info;
+  while (n < r.max && a_.next_allocation(from, &info) == Status::kOk) {
+    Vtrn__Ctrl__HbmAllocation* e = &entries[n];
+    vtrn__ctrl__hbm_allocation__init(e);
+    e->addr = info.addr;
+    e->bytes = info.bytes;
+    e->owner = owner_from_key(info.owner);
+    e->category = uint32_t(info.category);
+    e->poisoned = info.poisoned;
+    ptrs[n++] = e;
+    from = info.addr + info.bytes;
+  }
+  b->n_allocations = n;
+  b->allocations = ptrs;
+  // One more probe says whether another page exists (stateless paging).
+  if (n == r.max && a_.next_allocation(from, &info) == Status::kOk) {
+    b->more = true;
+    b->next_addr = from;
+  }
+  resp->body_case = VTRN__CTRL__RESPONSE__BODY_HBM_LIST;
+  resp->hbm_list = b;
+  return true;
+}
+
+bool Manager::serve_retired(Vtrn__Ctrl__Response* resp, pb::Arena& arena, char* error,
+                            size_t cap) {
+  auto* b = make(arena, vtrn__ctrl__hbm_retired_response__init);
+  uint64_t* pages = make_array<uint64_t>(arena, kLimits.max_retired_pages);
+  if (b == nullptr || pages == nullptr) return no_arena(resp, error, cap, "hbm_retired");
+  uint32_t n = 0;
+  if (a_.export_retired(pages, kLimits.max_retired_pages, &n) != Status::kOk) n = 0;
+  for (uint32_t i = 0; i < n; ++i) pages[i] -= base_;
+  b->n_offsets = n;
+  b->offsets = pages;
+  resp->body_case = VTRN__CTRL__RESPONSE__BODY_HBM_RETIRED;
+  resp->hbm_retired = b;
+  return true;
+}
+
+bool Manager::serve_import(const Vtrn__Ctrl__HbmImportRetiredRequest& r,
+                           Vtrn__Ctrl__Response* resp, pb::Arena& arena, char* error,
+                           size_t cap) {
+  if (r.n_offsets > kLimits.max_retired_pages) {
+    char line[80];
+    snprintf(line, sizeof line, "hbm_import_retired.offsets: %zu entries, at most %u",
+             r.n_offsets, unsigned(kLimits.max_retired_pages));
+    return bad_request(resp, error, cap, line);
+  }
+  uint64_t* pages = make_array<uint64_t>(arena, r.n_offsets);
+  auto* b = make(arena, vtrn__ctrl__hbm_import_retired_response__init);
+  if (b == nullptr || (r.n_offsets > 0 && pages == nullptr))
+    return no_arena(resp, error, cap, "hbm_import_retired");
+  // Offsets are turned into addresses here; the allocator validates each
+  // (range, page alignment) before it applies any.
+  for (size_t i = 0; i < r.n_offsets; ++i) {
+    const uint64_t off = r.offsets[i];
+    if (off >= a_.total_bytes()) {
+      char line[96];
+      snprintf(line, sizeof line, "hbm_import_retired.offsets[%zu]: 0x%llx is outside HBM", i,
+               (unsigned long long)off);
+      return bad_request(resp, error, cap, line);
+    }
+    pages[i] = base_ + off;
+  }
+  const Status s = a_.import_retired(pages, uint32_t(r.n_offsets));
+  dma_unchecked_ = r.dma_unchecked;
+  b->result = uint32_t(s);
+  vtrn::hbm::Stats st;
+  a_.stats(&st);
+  b->retired_pages = st.retired_pages;
+  resp->body_case = VTRN__CTRL__RESPONSE__BODY_HBM_IMPORT_RETIRED;
+  resp->hbm_import_retired = b;
+  return true;
+}
+
+bool Manager::serve_inject(const Vtrn__Ctrl__HbmInjectEccRequest& r, Vtrn__Ctrl__Response* resp,
+                           pb::Arena& arena, char* error, size_t cap) {
+  auto* b = make(arena, vtrn__ctrl__hbm_inject_ecc_response__init);
+  auto* ev = make(arena, vtrn__ctrl__hbm_ecc_event__init);
+  if (b == nullptr || ev == nullptr) return no_arena(resp, error, cap, "hbm_inject_ecc");
+  EccRecord rec;
+  (void)inject_ecc(r.addr, r.uncorrectable, &rec);
+  b->result = uint32_t(rec.result);
+  fill_ecc_event(rec, ev);
+  b->event = ev;
+  resp->body_case = VTRN__CTRL__RESPONSE__BODY_HBM_INJECT_ECC;
+  resp->hbm_inject_ecc = b;
+  return true;
+}
+
+}  // namespace fw::hbm

@@ -1,0 +1,167 @@
+// fw::hbm::Manager: the chip's HBM service logic, portable C++ with no
+// hardware in it, built into the firmware image and into host unit tests.
+// It wraps the allocator core (vtrn::hbm::Allocator, common/hbm) with what
+// the chip needs around it: 64-bit owner ids as vtrnd chooses them, the
+// access check the DMA engine and the job executors call before touching
+// HBM, the ECC model (correctable errors counted per stack, uncorrectable
+// ones retire the page and poison the allocation holding it), and the
+// vtrn.ctrl request handlers (proto/vtrn_ctrl_hbm.proto).
+//
+// Not the firmware glue: where the metadata arena lives, logging and the
+// Event sent to the host are in hbm_service.cpp. Not the allocator either:
+// placement, splitting, coalescing and accounting are common/hbm's.
+//
+// The quirk that shaped it: the allocator names owners with 32 bits, the
+// protocol with 64 (kind << 32 | id). The mapping packs the kind into the
+// top 4 bits of the allocator's owner (ids below 2^28), so the firmware
+// can report every owner back exactly, and an id that does not fit is
+// refused instead of aliasing another owner.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fw/pb_arena.h"
+#include "vtrn/board.h"
+#include "vtrn/dma_queue.h"
+#include "vtrn/hbm.h"
+#include "vtrn_ctrl.pb-c.h"
+
+namespace fw::hbm {
+
+// Outcomes of alloc/free are the allocator's closed list (common/hbm/
+// include/vtrn/hbm.h), values stable: they travel in HbmAllocResponse.result.
+using Status = vtrn::hbm::Error;
+
+// What check() says about a range; closed list.
+enum class Access : uint32_t {
+  kOk = 0,            // inside one live allocation with no retired page
+  kNotAllocated = 1,  // not inside one live allocation (or outside HBM)
+  kEccError = 2,      // the allocation holding it, or the range itself, has a retired page
+};
+
+// Owner ids (session2.md): kind in the top 32 bits, id in the low 32.
+inline constexpr uint64_t kOwnerFirmware = 0;
+inline constexpr uint32_t kOwnerKindFirmware = 0;
+inline constexpr uint32_t kOwnerKindClient = 1;
+inline constexpr uint32_t kOwnerKindJob = 2;
+inline constexpr uint32_t kOwnerIdBits = 28;
+constexpr uint64_t client_owner(uint32_t client) { return (uint64_t(kOwnerKindClient) << 32) | client; }
+constexpr uint64_t job_owner(uint32_t job) { return (uint64_t(kOwnerKindJob) << 32) | job; }
+// The allocator's 32-bit owner for a protocol owner; false when the kind is
+// unknown or the id does not fit kOwnerIdBits (or kind 0 with an id).
+[[nodiscard]] bool owner_key(uint64_t owner, uint32_t* key);
+uint64_t owner_from_key(uint32_t key);
+
+// Limits of the metadata the firmware reserves (see arena_bytes).
+inline constexpr vtrn::hbm::Limits kLimits{4096, 256, 256};
+inline constexpr uint32_t kMaxListEntries = 64;  // per HbmListResponse (fits one ctrl slot)
+
+// One ECC error as the model handled it; also the Event sent to the host.
+struct EccRecord {
+  Status result = Status::kOk;
+  uint64_t addr = 0;
+  uint64_t page_offset = 0;
+  uint32_t stack = 0;
+  bool uncorrectable = false;
+  bool page_retired = false;        // newly retired
+  bool allocation_poisoned = false;
+  uint64_t allocation_addr = 0;
+  uint64_t owner = 0;
+  uint64_t correctable_on_stack = 0;
+  uint32_t retired_pages = 0;
+};
+
+struct Totals {
+  uint64_t total_bytes = 0;
+  uint64_t used_bytes = 0;
+  uint64_t alloc_failures = 0;
+  uint64_t retired_pages = 0;
+  uint64_t ecc_correctable = 0;
+  uint64_t ecc_uncorrectable = 0;
+};
+
+class Manager {
+ public:
+  Manager() = default;
+  Manager(const Manager&) = delete;
+  Manager& operator=(const Manager&) = delete;
+
+  // Arena bytes init() needs for this geometry with kLimits; 0 if invalid.
+  [[nodiscard]] static size_t arena_bytes(const vtrn::board::HbmGeometry& g, uint64_t base);
+  // HBM of geometry g starts at chip address `base` (2 MiB aligned).
+  Status init(const vtrn::board::HbmGeometry& g, uint64_t base, void* arena, size_t arena_size);
+  [[nodiscard]] bool ready() const { return ready_; }
+
+  // The cross-service API (fw/hbm_service.h forwards to these).
+  Status alloc(uint64_t owner, uint32_t category, uint64_t bytes, uint64_t align, uint64_t* addr);
+  Status free(uint64_t owner, uint64_t addr);
+  // Frees everything owner holds and forgets its quota; bytes freed.
+  uint64_t free_owner(uint64_t owner, uint32_t* allocations = nullptr);
+  [[nodiscard]] Access check(uint64_t addr, uint64_t len) const;
+  // Whether DMA may use HBM outside live allocations (vtrnd's choice per
+  // boot; off after init). ECC refusals apply either way.
+  void set_dma_unchecked(bool on) { dma_unchecked_ = on; }
+  [[nodiscard]] bool dma_unchecked() const { return dma_unchecked_; }
+
+  // The ECC model. `out` receives what happened (also queued for take_ecc).
+  Status inject_ecc(uint64_t addr, bool uncorrectable, EccRecord* out);
+  // Oldest ECC record not yet taken (the glue logs it and tells the host);
+  // the queue keeps the newest kEccQueue records when nobody takes them.
+  bool take_ecc(EccRecord* out);
+
+  // vtrn.ctrl requests in the hbm range; false for any other kind.
+  bool serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena& arena,
+             char* error, size_t error_cap);
+
+  [[nodiscard]] Totals totals() const;
+  [[nodiscard]] const vtrn::hbm::Allocator& allocator() const { return a_; }
+  [[nodiscard]] uint64_t base() const { return base_; }
+  [[nodiscard]] uint64_t size() const { return a_.total_bytes(); }
+
+ private:
+  static constexpr uint32_t kEccQueue = 8;
+
+  bool serve_alloc(const Vtrn__Ctrl__HbmAllocRequest& r, Vtrn__Ctrl__Response* resp,
+                   pb::Arena& arena, char* error, size_t cap);
+  bool serve_free(const Vtrn__Ctrl__HbmFreeRequest& r, Vtrn__Ctrl__Response* resp,
+                  pb::Arena& arena, char* error, size_t cap);
+  bool serve_free_owner(const Vtrn__Ctrl__HbmFreeOwnerRequest& r, Vtrn__Ctrl__Response* resp,
+                        pb::Arena& arena, char* error, size_t cap);
+  bool serve_stats(Vtrn__Ctrl__Response* resp, pb::Arena& arena, char* error, size_t cap);
+  bool serve_list(const Vtrn__Ctrl__HbmListRequest& r, Vtrn__Ctrl__Response* resp,
+                  pb::Arena& arena, char* error, size_t cap);
+  bool serve_retired(Vtrn__Ctrl__Response* resp, pb::Arena& arena, char* error, size_t cap);
+  bool serve_import(const Vtrn__Ctrl__HbmImportRetiredRequest& r, Vtrn__Ctrl__Response* resp,
+                    pb::Arena& arena, char* error, size_t cap);
+  bool serve_inject(const Vtrn__Ctrl__HbmInjectEccRequest& r, Vtrn__Ctrl__Response* resp,
+                    pb::Arena& arena, char* error, size_t cap);
+  void push_ecc(const EccRecord& r);
+
+  vtrn::hbm::Allocator a_;
+  vtrn::board::HbmGeometry geometry_;
+  uint64_t base_ = 0;
+  bool ready_ = false;
+  bool dma_unchecked_ = false;
+  uint64_t ecc_uncorrectable_ = 0;
+  EccRecord ecc_[kEccQueue];
+  uint32_t ecc_head_ = 0;  // next to take
+  uint32_t ecc_count_ = 0;
+};
+
+// The DMA engine's HBM policy (vtrn::dma::HbmPolicy) over a Manager:
+// kNotAllocated -> kErrNotAllocated (allowed when the manager is
+// dma_unchecked), kEccError -> kErrEcc.
+class DmaPolicy final : public vtrn::dma::HbmPolicy {
+ public:
+  explicit DmaPolicy(const Manager* m) : m_(m) {}
+  [[nodiscard]] vtrn::dma::Status check(uint64_t addr, uint64_t length) const override;
+
+ private:
+  const Manager* m_;
+};
+
+// Fills an Event{hbm_ecc} body from a record (fields allocated by the caller).
+void fill_ecc_event(const EccRecord& r, Vtrn__Ctrl__HbmEccEvent* ev);
+
+}  // namespace fw::hbm
