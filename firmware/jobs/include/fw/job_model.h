@@ -1,0 +1,104 @@
+// fw::jobs job model: a submitted job as the firmware keeps it (copied out
+// of the decoded vtrn.ctrl.JobSubmitRequest), and its validation.
+//
+// The rule is copy, then validate everything, then use: submit_from_proto
+// copies every field into a fixed-size Submit (no pointer into the decode
+// arena survives), validate() checks the copy and writes one line naming the
+// first bad field ("steps[1].b_addr: 0x... + 4096 is not inside a live
+// allocation"). Shapes go through vtrn::num::check_gemm and the buffer sizes
+// through num::operand_bytes / scale_bytes, the same functions the host
+// uses to size the buffers. The HBM allocator is reached through the
+// BufferCheck hook so host tests can fake it.
+//
+// Portable: built into the firmware and into host unit tests.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vtrn_ctrl.pb-c.h"
+
+namespace fw::jobs {
+
+inline constexpr uint32_t kMaxSteps = 16;
+
+// vtrn.ctrl.JobKernel values.
+enum Kernel : uint32_t {
+  kKernelGemm = 1,
+  kKernelAdd = 2,
+  kKernelMul = 3,
+  kKernelGelu = 4,
+  kKernelSoftmax = 5,
+  kKernelSum = 6,
+};
+
+struct Step {
+  uint32_t kernel = 0;
+  uint32_t dtype = 0;
+  uint32_t m = 0, n = 0, k = 0;
+  uint64_t a = 0, a_scales = 0, b = 0, b_scales = 0, out = 0;
+};
+
+struct Submit {
+  uint64_t job_id = 0;
+  uint64_t owner = 0;
+  uint32_t client = 0;
+  uint32_t priority = 0;
+  uint32_t timeout_ms = 0;
+  uint32_t max_cores = 0;
+  uint32_t step_count = 0;  // as sent (may exceed kMaxSteps: validate rejects it)
+  Step steps[kMaxSteps];
+};
+
+// A buffer a step reads or writes: which field names it, where, how long.
+struct Buffer {
+  const char* field;  // "a_addr", "a_scales_addr", "b_addr", "b_scales_addr", "out_addr"
+  uint64_t addr;
+  uint64_t bytes;
+};
+inline constexpr uint32_t kMaxBuffers = 5;
+
+// The buffers of a step whose kernel and shape are valid; returns the count.
+uint32_t step_buffers(const Step& s, Buffer* out);
+
+// Floating-point operations of a step (GEMM 2mnk; others one per element,
+// softmax and GELU counted as a few).
+uint64_t step_flops(const Step& s);
+
+// Rows the step is split by (GEMM, softmax, sum: m; add/mul/gelu: m rows of
+// n elements) and the relative cost of one row, in "flops".
+uint32_t step_rows(const Step& s);
+uint64_t step_row_cost(const Step& s);
+
+// How hard a kernel drives a core, for the power model (0..1000).
+uint32_t kernel_intensity(uint32_t kernel, uint32_t dtype);
+
+enum class Access : uint8_t { kOk, kNotAllocated, kEccError };
+
+// The HBM allocator as validation sees it (fw::hbm::check in the firmware).
+class BufferCheck {
+ public:
+  Access check(uint64_t addr, uint64_t bytes) { return do_check(addr, bytes); }
+
+ protected:
+  ~BufferCheck() = default;
+
+ private:
+  virtual Access do_check(uint64_t addr, uint64_t bytes) = 0;
+};
+
+// Copies the decoded request. Steps beyond kMaxSteps are not copied but
+// step_count keeps the number sent.
+void submit_from_proto(const Vtrn__Ctrl__JobSubmitRequest& req, Submit* out);
+
+// Everything a job needs before it may be queued: 1..kMaxSteps steps, known
+// kernel and dtype, a shape check_gemm accepts (elementwise kernels: m, n
+// >= 1 and m*n within limits), every buffer inside a live allocation, no
+// ECC-poisoned buffer. False with one line in err naming the field.
+bool validate(const Submit& s, BufferCheck& hbm, char* err, size_t cap);
+
+// The first buffer of step `i` that is not usable now (ECC error or freed),
+// checked before the step runs. False with one line in err.
+bool check_step_buffers(const Submit& s, uint32_t i, BufferCheck& hbm, char* err, size_t cap);
+
+}  // namespace fw::jobs

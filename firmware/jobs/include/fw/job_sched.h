@@ -1,0 +1,216 @@
+// fw::jobs scheduler: the job table, its queues and the protocol between
+// the service core (core 0) and the executor cores.
+//
+// Core 0 owns the table. It accepts validated jobs into one of kSlots
+// slots, picks what runs next (lowest priority value first; among clients
+// of equal priority, round robin by client id; FIFO within a client), gives
+// a job up to max_cores free executor cores, advances it from step to step
+// (checking the next step's buffers first), enforces timeouts, handles
+// cancel, and ends every accepted job exactly once with an event.
+//
+// Executors only touch a running job's RunState, with atomics:
+//  - cursor = step << 32 | next chunk: a core claims chunk k of step s by
+//    CAS k -> k+1 while k < chunks(s). A step's rows are split into chunks
+//    of about kChunkCost work (~1 ms), so a cancel or a timeout, which
+//    executors check between chunks, takes effect within about a chunk.
+//  - chunks_done: the executor whose increment completes the step stores
+//    steps_done = s + 1 (release) and wakes core 0, which checks the next
+//    step's buffers and publishes cursor = (s + 1) << 32 (release) after
+//    resetting chunks_done. No core ever waits for another while holding
+//    anything; a core with nothing to claim sleeps until woken.
+//  - stop: set by core 0 (cancel, timeout, a failed buffer check); executors
+//    stop claiming, finish the chunk in hand and detach.
+//  - attached: the cores still on the job; each executor clears its own bit
+//    when it leaves (release). A job ends on core 0 once attached == 0, so
+//    its buffers are never touched after its end event.
+// A core learns about a new job from its assignment token (generation << 8
+// | slot), written by core 0 only while the core is free.
+//
+// Portable: no hardware; the firmware supplies the clock, the buffer check,
+// the chunk runner and the wake-ups. Host tests drive it single-threaded.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fw/job_model.h"
+
+namespace fw::jobs {
+
+inline constexpr uint32_t kSlots = 64;
+inline constexpr uint32_t kMaxCores = 8;
+inline constexpr uint32_t kReasonLen = 112;
+// Work per chunk in step_row_cost units ("flops"): about a millisecond of
+// a TCG vCPU running the f32 GEMM kernel (measured 0.1-0.2 GFLOP/s per
+// vCPU), so cancel and timeout act within about a millisecond of work.
+inline constexpr uint64_t kDefaultChunkCost = 1u << 17;
+
+// vtrn.ctrl.JobState values (kFree: a slot never used).
+enum State : uint32_t {
+  kFree = 0,
+  kQueued = 1,
+  kRunning = 2,
+  kDone = 3,
+  kFailed = 4,
+  kCancelled = 5,
+  kTimedOut = 6,
+};
+const char* state_name(uint32_t state);
+inline bool is_end_state(uint32_t s) { return s >= kDone && s <= kTimedOut; }
+
+enum Stop : uint32_t { kStopNone = 0, kStopCancel = 1, kStopTimeout = 2, kStopFail = 3 };
+
+struct StepPlan {
+  uint32_t rows = 0;
+  uint32_t rows_per_chunk = 0;
+  uint32_t chunks = 0;
+};
+
+struct alignas(64) RunState {
+  uint64_t cursor = 0;
+  uint32_t chunks_done = 0;
+  uint32_t steps_done = 0;
+  uint32_t stop = 0;
+  uint32_t attached = 0;
+};
+
+struct Job {
+  uint32_t state = kFree;
+  Submit sub;
+  StepPlan plan[kMaxSteps];
+  uint64_t seq = 0;  // acceptance order
+  uint64_t queued_ns = 0, start_ns = 0, end_ns = 0, deadline_ns = 0;
+  uint32_t step = 0;        // core 0's view: the step running or where it ended
+  uint32_t core_mask = 0;   // cores given
+  uint32_t cores_used = 0;
+  uint32_t failed_step = 0;
+  uint64_t flops = 0;       // of the steps completed
+  bool event_pending = false;
+  char reason[kReasonLen] = {};
+  RunState run;
+};
+
+// Result of one job's end, as its event reports it.
+struct EndReport {
+  uint64_t job_id;
+  uint32_t state;
+  const char* reason;
+  uint32_t failed_step;
+  uint64_t queued_ns, start_ns, end_ns;
+  uint32_t cores_used;
+  uint64_t flops;
+};
+
+enum class SubmitStatus : uint8_t { kAccepted, kBusy, kBadRequest };
+
+// Runs rows [row_begin, row_end) of a step on the calling core.
+class ChunkRunner {
+ public:
+  void run(uint32_t core, const Step& s, uint32_t row_begin, uint32_t row_end) {
+    do_run(core, s, row_begin, row_end);
+  }
+
+ protected:
+  ~ChunkRunner() = default;
+
+ private:
+  virtual void do_run(uint32_t core, const Step& s, uint32_t row_begin, uint32_t row_end) = 0;
+};
+
+enum class ExecResult : uint8_t {
+  kIdle,      // no job for this core
+  kWaiting,   // on a job, nothing to claim now (between steps)
+  kRan,       // ran one chunk
+  kDetached,  // left a job (ended or stopped)
+};
+
+struct Counters {
+  uint64_t accepted = 0, completed = 0, failed = 0, cancelled = 0, timed_out = 0, rejected = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler() = default;
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // executor_mask: the cores that run chunks (bit n = core n).
+  void init(uint32_t executor_mask, uint64_t chunk_cost = kDefaultChunkCost);
+
+  // ---- core 0 ----
+  // Cores come online after boot: the executor set only grows.
+  void add_executors(uint32_t mask) { executors_ |= mask & ((1u << kMaxCores) - 1); }
+  // Queues a job validate() accepted. kBusy (table full) or kBadRequest
+  // (job_id already queued or running) with one line in err.
+  SubmitStatus submit(const Submit& s, uint64_t now, char* err, size_t cap);
+  // Cancels a job: queued -> CANCELLED now (event pending); running -> stop
+  // requested, *state_after = RUNNING (the event follows when its cores
+  // leave); ended -> its end state, unchanged. False if no slot holds job_id.
+  bool cancel(uint64_t job_id, uint64_t now, uint32_t* state_after, uint32_t* wake);
+  // Advances running jobs (next step, end) and starts queued ones on free
+  // cores (not while !device_active). Returns the cores to wake.
+  uint32_t poll(uint64_t now, bool device_active, BufferCheck& hbm);
+  // Stops running jobs past their deadline. Returns the cores to wake.
+  uint32_t tick(uint64_t now);
+  // An ended job whose event is not sent yet (slot index), or -1.
+  int next_event(EndReport* out) const;
+  void event_sent(int slot);
+  // True when poll() has something to do now. events_blocked: the last
+  // event could not be sent (response ring full); owed events then wait
+  // for the next wake-up instead of keeping core 0 awake.
+  bool service_work(bool device_active, bool events_blocked = false) const;
+
+  // ---- executors (any core) ----
+  // One non-blocking step of core `core`'s executor loop. *wake: cores the
+  // caller must wake now (core 0 after a step completed or a detach).
+  ExecResult exec(uint32_t core, ChunkRunner& runner, uint32_t* wake);
+  // True when exec(core) would make progress (checked with IRQs masked
+  // before WFI, so a wake-up sent after it is not lost).
+  bool exec_has_work(uint32_t core) const;
+  static constexpr uint32_t kServiceCoreMask = 1u;
+
+  // ---- observers (core 0) ----
+  const Job& job(uint32_t slot) const { return jobs_[slot]; }
+  uint32_t executor_mask() const { return executors_; }
+  uint32_t queued() const;
+  uint32_t running() const;
+  const Counters& counters() const { return counters_; }
+  void count_rejected() { ++counters_.rejected; }
+  // Slot -> chunks done / total of its current step (racy snapshot).
+  void progress(uint32_t slot, uint32_t* done, uint32_t* total) const;
+  // Per-core: the job slot it is serving (-1 if none) and chunks run.
+  int core_slot(uint32_t core) const;
+  uint64_t core_chunks(uint32_t core) const;
+  // Bumped whenever a slot's visible state changes (table publishing).
+  uint64_t generation() const { return generation_; }
+
+ private:
+  int pick_next() const;
+  int free_slot() const;
+  uint32_t busy_cores() const;
+  uint32_t start(int slot, uint32_t free, uint64_t now, BufferCheck& hbm);
+  void end(int slot, uint32_t state, uint64_t now);
+  void set_reason(Job& j, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+  bool stop_job(Job& j, uint32_t code);
+
+  Job jobs_[kSlots];
+  uint32_t executors_ = 0;
+  uint64_t chunk_cost_ = kDefaultChunkCost;
+  uint64_t seq_ = 0;
+  uint32_t rr_client_ = 0;      // the client served last
+  bool rr_valid_ = false;
+  uint32_t token_gen_ = 0;
+  uint64_t generation_ = 0;
+  Counters counters_;
+  // Assignment tokens (core 0 writes) and what each executor last served
+  // (the executor writes); separate lines per core.
+  struct alignas(64) CoreLine {
+    uint32_t token = 0;
+    uint32_t served = 0;
+    int32_t slot = -1;  // executor's current slot
+    uint64_t chunks = 0;
+  };
+  CoreLine cores_[kMaxCores];
+};
+
+}  // namespace fw::jobs
