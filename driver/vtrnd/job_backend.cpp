@@ -1,0 +1,270 @@
+// DaemonJobBackend (see job_backend.h): the job service's requests mapped
+// onto Chip, HbmService and DmaService.
+#include "job_backend.h"
+
+#include <string.h>
+
+#include <algorithm>
+
+#include "hbm_service.h"
+#include "vtrn/jobs_abi.h"
+
+namespace drv {
+
+DaemonJobBackend::DaemonJobBackend(EventLoop* loop, const std::vector<std::unique_ptr<Chip>>* chips,
+                                   DmaService* dma, HbmService* hbm)
+    : loop_(loop), chips_(chips), dma_(dma), hbm_(hbm) {}
+
+Chip* DaemonJobBackend::find(uint32_t chip) {
+  for (const auto& c : *chips_) {
+    if (c->id() == chip) return c.get();
+  }
+  return nullptr;
+}
+
+void DaemonJobBackend::deliver(std::function<void()> f) {
+  if (in_call_ == 0) {
+    f();
+    return;
+  }
+  loop_->add_timer_in(0, std::move(f));
+}
+
+Vtrn__Api__Status DaemonJobBackend::chip_check(uint32_t chip, std::string* why) {
+  Chip* c = find(chip);
+  if (c == nullptr) {
+    *why = "no chip " + std::to_string(chip) + " on this board";
+    return VTRN__API__STATUS__STATUS_UNKNOWN_CHIP;
+  }
+  if (c->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+    const ChipStatus s = c->status();
+    *why = "chip " + std::to_string(chip) + " is " + chip_state_name(s.state) + (s.error.empty() ? "" : ": " + s.error);
+    return VTRN__API__STATUS__STATUS_CHIP_NOT_READY;
+  }
+  if (!c->dma().attached()) {
+    *why = "chip " + std::to_string(chip) + " has no DMA region (firmware without DMA)";
+    return VTRN__API__STATUS__STATUS_CHIP_NOT_READY;
+  }
+  return VTRN__API__STATUS__STATUS_OK;
+}
+
+uint32_t DaemonJobBackend::neuron_cores(uint32_t chip) {
+  Chip* c = find(chip);
+  return c ? c->options().board.neuron_cores : 0;
+}
+
+uint64_t DaemonJobBackend::hbm_bytes(uint32_t chip) {
+  Chip* c = find(chip);
+  if (c == nullptr) return 0;
+  // What DMA can reach is what a job buffer can live in.
+  if (c->dma().attached()) return c->dma().hbm_size();
+  return uint64_t(c->options().board.hbm.stacks) * c->options().board.hbm.bytes_per_stack;
+}
+
+void DaemonJobBackend::hbm_alloc(uint32_t chip, uint64_t owner, uint64_t bytes, AllocDone done) {
+  Chip* c = find(chip);
+  ++in_call_;
+  if (c == nullptr) {
+    deliver([done] { done(false, 0, "no such chip"); });
+  } else {
+    hbm_->alloc(c, owner, VTRN__API__HBM_CATEGORY__HBM_CATEGORY_TENSORS, bytes, JobService::kBufferAlign,
+                [this, done](Vtrn__Api__Status st, uint64_t addr, const std::string& err) {
+                  const bool ok = st == VTRN__API__STATUS__STATUS_OK;
+                  deliver([done, ok, addr, err] { done(ok, addr, err); });
+                });
+  }
+  --in_call_;
+}
+
+void DaemonJobBackend::hbm_free_owner(uint32_t chip, uint64_t owner, Done done) {
+  Chip* c = find(chip);
+  ++in_call_;
+  if (c == nullptr) {
+    deliver([done] { done(false, "no such chip"); });
+  } else {
+    hbm_->free_owner(c, owner, [this, done](Vtrn__Api__Status st, uint64_t /*bytes*/, const std::string& err) {
+      const bool ok = st == VTRN__API__STATUS__STATUS_OK;
+      deliver([done, ok, err] { done(ok, err); });
+    });
+  }
+  --in_call_;
+}
+
+void DaemonJobBackend::on_dma_reply(uint64_t cid, const Vtrn__Api__Response* resp) {
+  auto it = dma_waits_.find(cid);
+  if (it == dma_waits_.end()) return;
+  auto f = std::move(it->second);
+  dma_waits_.erase(it);
+  if (in_call_ == 0) {
+    f(resp);
+    return;
+  }
+  // Answered inside the call: keep what the callback needs past this reply.
+  const bool ok = resp->status == VTRN__API__STATUS__STATUS_OK;
+  std::string err = resp->error ? resp->error : "";
+  std::vector<uint8_t> data;
+  if (resp->body_case == VTRN__API__RESPONSE__BODY_DMA_READ && resp->dma_read)
+    data.assign(resp->dma_read->data.data, resp->dma_read->data.data + resp->dma_read->data.len);
+  loop_->add_timer_in(0, [f, ok, err, data]() mutable {
+    Vtrn__Api__Response r = VTRN__API__RESPONSE__INIT;
+    r.status = ok ? VTRN__API__STATUS__STATUS_OK : VTRN__API__STATUS__STATUS_CHIP_ERROR;
+    r.error = err.data();
+    Vtrn__Api__DmaReadResponse rr = VTRN__API__DMA_READ_RESPONSE__INIT;
+    if (!data.empty()) {
+      rr.data.data = data.data();
+      rr.data.len = data.size();
+      r.body_case = VTRN__API__RESPONSE__BODY_DMA_READ;
+      r.dma_read = &rr;
+    }
+    f(&r);
+  });
+}
+
+void DaemonJobBackend::dma_write(uint32_t chip, uint64_t addr, const uint8_t* data, size_t len, Done done) {
+  Chip* c = find(chip);
+  ++in_call_;
+  if (c == nullptr) {
+    deliver([done] { done(false, "no such chip"); });
+  } else {
+    const uint64_t cid = next_cid_++;
+    dma_waits_[cid] = [done](const Vtrn__Api__Response* r) {
+      done(r->status == VTRN__API__STATUS__STATUS_OK, r->error ? r->error : "");
+    };
+    Vtrn__Api__DmaWriteRequest w = VTRN__API__DMA_WRITE_REQUEST__INIT;
+    w.chip = chip;
+    w.hbm_addr = addr;
+    w.data.data = const_cast<uint8_t*>(data);
+    w.data.len = len;
+    dma_->write(cid, 0, c, w);
+  }
+  --in_call_;
+}
+
+void DaemonJobBackend::dma_read(uint32_t chip, uint64_t addr, uint64_t len, ReadDone done) {
+  Chip* c = find(chip);
+  ++in_call_;
+  if (c == nullptr) {
+    deliver([done] { done(false, "no such chip", {}); });
+  } else {
+    const uint64_t cid = next_cid_++;
+    dma_waits_[cid] = [done](const Vtrn__Api__Response* r) {
+      if (r->status != VTRN__API__STATUS__STATUS_OK)
+        return done(false, r->error ? r->error : "", {});
+      if (r->body_case != VTRN__API__RESPONSE__BODY_DMA_READ || r->dma_read == nullptr)
+        return done(false, "DMA service answered a read with another message", {});
+      done(true, "", std::vector<uint8_t>(r->dma_read->data.data, r->dma_read->data.data + r->dma_read->data.len));
+    };
+    Vtrn__Api__DmaReadRequest rq = VTRN__API__DMA_READ_REQUEST__INIT;
+    rq.chip = chip;
+    rq.hbm_addr = addr;
+    rq.length = uint32_t(len);
+    dma_->read(cid, 0, c, rq);
+  }
+  --in_call_;
+}
+
+void DaemonJobBackend::ctrl(uint32_t chip, const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, CtrlDone done) {
+  Chip* c = find(chip);
+  ++in_call_;
+  if (c == nullptr) {
+    deliver([done] { done(VTRN__API__STATUS__STATUS_UNKNOWN_CHIP, "no such chip", nullptr); });
+  } else {
+    c->submit(req, timeout_ms, false, [this, done](const Chip::CtrlResult& r) {
+      if (in_call_ == 0) {
+        done(r.status, r.error, r.response);
+        return;
+      }
+      // Answered inside the call (chip not READY, or the firmware was quick
+      // enough for Chip's pump to read the answer before submit returned):
+      // the response lives only as long as this callback, so keep a packed
+      // copy for the next loop turn.
+      const Vtrn__Api__Status st = r.status;
+      const std::string err = r.error;
+      std::vector<uint8_t> packed;
+      if (r.response != nullptr) {
+        packed.resize(vtrn__ctrl__response__get_packed_size(r.response));
+        vtrn__ctrl__response__pack(r.response, packed.data());
+      }
+      const bool had = r.response != nullptr;
+      loop_->add_timer_in(0, [done, st, err, packed, had] {
+        Vtrn__Ctrl__Response* resp =
+            had ? vtrn__ctrl__response__unpack(nullptr, packed.size(), packed.data()) : nullptr;
+        if (had && resp == nullptr) {
+          done(VTRN__API__STATUS__STATUS_INTERNAL, "response copy does not decode", nullptr);
+          return;
+        }
+        done(st, err, resp);
+        if (resp) vtrn__ctrl__response__free_unpacked(resp, nullptr);
+      });
+    });
+  }
+  --in_call_;
+}
+
+namespace {
+
+// Copies a record that starts with a uint32_t seq counter under the table's
+// seqlock rule: an even seq that is the same before and after the copy.
+template <typename T>
+bool read_record(const uint8_t* p, T* out) {
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    const uint32_t s0 = __atomic_load_n(reinterpret_cast<const uint32_t*>(p), __ATOMIC_ACQUIRE);
+    if (s0 & 1) continue;
+    memcpy(out, p, sizeof(T));
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    const uint32_t s1 = __atomic_load_n(reinterpret_cast<const uint32_t*>(p), __ATOMIC_RELAXED);
+    if (s0 == s1) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+uint32_t DaemonJobBackend::chip_job_state(uint32_t chip, uint64_t job_id) {
+  namespace vj = vtrn::jobs;
+  Chip* c = find(chip);
+  const uint8_t* base = c ? c->jobs_block() : nullptr;
+  if (base == nullptr) return 0;
+  vj::JobTableHeader h;
+  if (!read_record(base, &h) || h.magic != vj::kJobTableMagic || h.version != vj::kJobTableVersion ||
+      h.entry_bytes != sizeof(vj::JobEntry) || h.entry_count > vj::kMaxEntries)
+    return 0;
+  uint32_t found = 0;
+  for (uint32_t i = 0; i < h.entry_count; ++i) {
+    vj::JobEntry e;
+    if (!read_record(base + vj::kEntriesOffset + uint64_t(i) * sizeof(vj::JobEntry), &e)) continue;
+    if (e.job_id != job_id || e.state > vj::kEntryTimedOut) continue;
+    // A live slot wins over an ended one that held the same id.
+    if (found == 0 || e.state == vj::kEntryQueued || e.state == vj::kEntryRunning) found = e.state;
+  }
+  return found;
+}
+
+std::vector<double> DaemonJobBackend::core_utilization(Chip* chip) {
+  namespace vj = vtrn::jobs;
+  std::vector<double> out;
+  const uint8_t* base = chip->jobs_block();
+  if (base == nullptr) return out;
+  vj::JobTableHeader h;
+  if (!read_record(base, &h)) return out;
+  if (h.magic != vj::kJobTableMagic || h.version != vj::kJobTableVersion || h.header_bytes != sizeof h ||
+      h.core_bytes != sizeof(vj::CoreEntry) || h.core_count == 0 || h.core_count > vj::kJobCoreCount)
+    return out;
+  std::vector<CoreSample>& prev = core_prev_[chip->id()];
+  if (prev.size() != h.core_count) prev.assign(h.core_count, CoreSample{});
+  for (uint32_t i = 0; i < h.core_count; ++i) {
+    vj::CoreEntry e;
+    if (!read_record(base + vj::kCoresOffset + i * sizeof(vj::CoreEntry), &e)) return {};
+    const uint64_t total = e.busy_ns + e.idle_ns + e.off_ns;
+    CoreSample& p = prev[i];
+    // Counters that went backwards belong to a new boot: start over.
+    const bool fresh = total < p.total || e.busy_ns < p.busy;
+    const uint64_t dt = fresh ? total : total - p.total;
+    const uint64_t db = fresh ? e.busy_ns : e.busy_ns - p.busy;
+    out.push_back(dt ? std::min(1.0, double(db) / double(dt)) : 0.0);
+    p = CoreSample{e.busy_ns, total};
+  }
+  return out;
+}
+
+}  // namespace drv

@@ -1,0 +1,79 @@
+// The job service's view of vtrnd (JobBackend, job_service.h) over the real
+// pieces: the board's Chips for readiness and control requests, the HBM
+// service for job buffers, and the DMA service for moving their bytes.
+//
+// The DMA service only speaks vtrn.api to client connections, so the
+// backend talks to it as clients would: each transfer is a DmaWrite or
+// DmaRead from an internal connection id (kInternalCidBase and up, never a
+// real connection), and the daemon hands every reply for such an id back
+// here (owns_cid / on_dma_reply). That keeps jobs in the DMA service's
+// fair round robin with every other client instead of a side door.
+//
+// Callbacks never run inside the call that started them: a dependency that
+// answers at once (chip not ready, bad request) is deferred to the next
+// loop turn, so the job service never re-enters itself.
+#pragma once
+
+#include <stdint.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dma_service.h"
+#include "job_service.h"
+#include "vtrn/drv/chip.h"
+#include "vtrn/drv/event_loop.h"
+
+namespace drv {
+
+class HbmService;
+
+class DaemonJobBackend final : public JobBackend {
+ public:
+  static constexpr uint64_t kInternalCidBase = 1ull << 62;
+
+  // `chips` is the daemon's list (it outlives this object).
+  DaemonJobBackend(EventLoop* loop, const std::vector<std::unique_ptr<Chip>>* chips, DmaService* dma,
+                   HbmService* hbm);
+
+  [[nodiscard]] static bool owns_cid(uint64_t cid) { return cid >= kInternalCidBase; }
+  // A DmaService reply addressed to one of our internal connection ids.
+  void on_dma_reply(uint64_t cid, const Vtrn__Api__Response* resp);
+
+  Vtrn__Api__Status chip_check(uint32_t chip, std::string* why) override;
+  uint32_t neuron_cores(uint32_t chip) override;
+  uint64_t hbm_bytes(uint32_t chip) override;
+  void hbm_alloc(uint32_t chip, uint64_t owner, uint64_t bytes, AllocDone done) override;
+  void hbm_free_owner(uint32_t chip, uint64_t owner, Done done) override;
+  void dma_write(uint32_t chip, uint64_t addr, const uint8_t* data, size_t len, Done done) override;
+  void dma_read(uint32_t chip, uint64_t addr, uint64_t len, ReadDone done) override;
+  void ctrl(uint32_t chip, const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, CtrlDone done) override;
+  uint32_t chip_job_state(uint32_t chip, uint64_t job_id) override;
+
+  // Busy share of each NeuronCore since the previous call for this chip
+  // (since boot on the first), from the firmware's job table (jobs_abi.h).
+  // Empty when the table is absent, invalid or never held still.
+  std::vector<double> core_utilization(Chip* chip);
+
+ private:
+  Chip* find(uint32_t chip);
+  // Runs f now, or on the next loop turn when called from inside a call.
+  void deliver(std::function<void()> f);
+
+  EventLoop* loop_;
+  const std::vector<std::unique_ptr<Chip>>* chips_;
+  DmaService* dma_;
+  HbmService* hbm_;
+  uint64_t next_cid_ = kInternalCidBase;
+  std::map<uint64_t, std::function<void(const Vtrn__Api__Response*)>> dma_waits_;
+  int in_call_ = 0;
+  struct CoreSample {
+    uint64_t busy = 0, total = 0;
+  };
+  std::map<uint32_t, std::vector<CoreSample>> core_prev_;  // by chip id
+};
+
+}  // namespace drv

@@ -1,0 +1,83 @@
+// The job file of `vtrn submit FILE`: a human-written JSON description of
+// one job (its HBM buffers, where their bytes come from and go to on this
+// host, and its kernel steps), parsed into a JobSpec.
+//
+// Two stages, both without exceptions escaping and both naming the bad field
+// with a JSON pointer ("/steps/1/dtype: unknown dtype 'fp16'"):
+//  - parse_job_file: syntax, types, ranges, kernel and dtype names, unknown
+//    fields (a typo is an error, not a silently ignored key), references from
+//    steps to buffers. Reads no file, so it can be fuzzed on text alone.
+//  - check_job_shapes: once every buffer's size is known (files read), each
+//    step's operands must be exactly the bytes its shape needs.
+// vtrnd validates the same rules again (it trusts no client); these exist so
+// a person gets the message in terms of their own file.
+//
+// Format (paths are relative to the job file's directory):
+//   { "name": "demo", "chip": 0, "priority": 0, "timeout_ms": 10000, "max_cores": 0,
+//     "buffers": [ { "name": "a", "file": "a.bin" },             // input bytes from a file
+//                  { "name": "x", "values": [1.0, 2.5, -3] },    // input f32 values
+//                  { "name": "c", "bytes": 4096, "output": "c.bin" } ],  // zero-filled; read back
+//     "steps": [ { "kernel": "gemm", "dtype": "bf16", "m": 16, "n": 16, "k": 32,
+//                  "a": "a", "b": "b", "out": "c" } ] }
+// kernel: gemm add mul gelu softmax sum; dtype (gemm only, default fp32):
+// fp32 bf16 fp8-e4m3 fp8-e5m2 mxfp4 (which adds a_scales and b_scales).
+#pragma once
+
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+#include "vtrn_api.pb-c.h"
+
+namespace tools {
+
+struct JobBufferSpec {
+  std::string name;
+  uint64_t bytes = 0;        // 0 until known (from "bytes", "values" or the file)
+  bool bytes_given = false;
+  std::string file;          // input file, as written in the job file
+  std::vector<float> values; // inline f32 input
+  bool has_values = false;
+  std::string output;        // where to write it after the job, as written
+  std::vector<uint8_t> data; // the input bytes once loaded
+};
+
+struct JobStepSpec {
+  Vtrn__Api__JobKernel kernel = VTRN__API__JOB_KERNEL__JOB_KERNEL_UNSPECIFIED;
+  Vtrn__Api__JobDType dtype = VTRN__API__JOB_DTYPE__JOB_DTYPE_F32;
+  uint32_t m = 0, n = 0, k = 0;
+  std::string a, a_scales, b, b_scales, out;
+};
+
+struct JobSpec {
+  std::string name;
+  int64_t chip = -1;  // -1: not in the file
+  uint32_t priority = 0;
+  uint32_t timeout_ms = 0;
+  uint32_t max_cores = 0;
+  std::vector<JobBufferSpec> buffers;
+  std::vector<JobStepSpec> steps;
+};
+
+// false + *err (one line, starting with a JSON pointer) when the text is not
+// a valid job description. Never throws.
+bool parse_job_file(const std::string& text, JobSpec* out, std::string* err);
+
+// Bytes each operand of a step needs (0: the kernel takes no such operand);
+// false + *why (starting with the field name) for an invalid shape.
+struct StepBytes {
+  uint64_t a = 0, a_scales = 0, b = 0, b_scales = 0, out = 0;
+};
+bool step_bytes(const JobStepSpec& s, StepBytes* out, std::string* why);
+
+// Every buffer's size must be known. false + *err naming the step operand.
+bool check_job_shapes(const JobSpec& spec, std::string* err);
+
+// "gemm" -> VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM, ...; false if unknown.
+bool parse_kernel_name(const std::string& s, Vtrn__Api__JobKernel* out);
+bool parse_dtype_name(const std::string& s, Vtrn__Api__JobDType* out);
+const char* kernel_name(Vtrn__Api__JobKernel k);
+const char* dtype_name(Vtrn__Api__JobDType d);
+
+}  // namespace tools
