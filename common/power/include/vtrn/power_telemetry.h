@@ -115,7 +115,14 @@ struct alignas(8) PowerTelemetry {
   uint32_t zone_count;
   uint32_t port_count;
   uint32_t reserved0;
-  uint64_t reserved[8];
+  // Cost of the firmware's refresh (model step, governor, this snapshot),
+  // timed by the firmware's own clock; written by the firmware service, not
+  // by PowerManager::snapshot (which leaves them 0).
+  uint64_t refresh_ns;        // the refresh before this snapshot
+  uint64_t refresh_max_ns;
+  uint64_t refresh_total_ns;  // since boot
+  uint64_t refreshes;
+  uint64_t reserved[4];
 
   PowerTelemetryCore cores[kMaxCores];
   PowerTelemetryZone zones[kMaxThermalZones];
@@ -130,6 +137,7 @@ static_assert(offsetof(PowerTelemetry, power_mw) == 120);
 static_assert(offsetof(PowerTelemetry, energy_uj) == 144);
 static_assert(offsetof(PowerTelemetry, thermal_throttle_ns) == 184);
 static_assert(offsetof(PowerTelemetry, core_count) == 208);
+static_assert(offsetof(PowerTelemetry, refresh_ns) == 224);
 static_assert(offsetof(PowerTelemetry, cores) == 288);
 static_assert(offsetof(PowerTelemetry, zones) == 288 + 56 * kMaxCores);
 static_assert(offsetof(PowerTelemetry, links) == 288 + 56 * kMaxCores + 32 * kMaxThermalZones);

@@ -1,0 +1,83 @@
+// vtrnd's power service: PowerSet requests of vtrn.api (device state, power
+// cap, pstate limit, autosuspend delay) forwarded to the chip's firmware as
+// vtrn.ctrl power requests, and the decoding of the chip's power/thermal
+// block (BAR2 kRegionPower, read and validated by HostInterface::read_power)
+// into vtrn.api PowerTelemetry for `vtrn telemetry`, `vtrn top` and the
+// metrics exporter.
+//
+// It keeps no per-client state: a request is one control round trip whose
+// answer goes to the client if it is still connected (Daemon::reply drops
+// answers to departed clients), so client_gone has nothing to release.
+//
+// A D3hot request is answered as soon as the firmware accepted it, with the
+// state it reached (QUIESCING while in-flight work drains); work that
+// arrives while the chip is in D3hot (DMA, jobs) waits in its queues until
+// D0, it is neither failed nor timed out here.
+#pragma once
+
+#include <stdint.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vtrn/drv/chip.h"
+#include "vtrn/drv/event_loop.h"
+#include "vtrn/power_telemetry.h"
+#include "vtrn_api.pb-c.h"
+
+namespace drv {
+
+// A vtrn.api PowerTelemetry message and the storage its pointers use.
+class PowerTelemetryMessage {
+ public:
+  explicit PowerTelemetryMessage(const vtrn::power::PowerTelemetry& p);
+  PowerTelemetryMessage(const PowerTelemetryMessage&) = delete;
+  PowerTelemetryMessage& operator=(const PowerTelemetryMessage&) = delete;
+  Vtrn__Api__PowerTelemetry* get() { return &msg_; }
+
+ private:
+  Vtrn__Api__PowerTelemetry msg_;
+  std::vector<Vtrn__Api__PowerCoreTelemetry> cores_;
+  std::vector<Vtrn__Api__PowerZoneTelemetry> zones_;
+  std::vector<Vtrn__Api__PowerLinkTelemetry> links_;
+  std::vector<Vtrn__Api__PowerCoreTelemetry*> core_ptrs_;
+  std::vector<Vtrn__Api__PowerZoneTelemetry*> zone_ptrs_;
+  std::vector<Vtrn__Api__PowerLinkTelemetry*> link_ptrs_;
+  std::vector<char*> reason_ptrs_;
+};
+
+// Names of the enumerations as the API and the metrics use them.
+const char* power_device_state_name(uint32_t s);  // "D0", "quiescing", "D3hot", "resuming"
+const char* power_core_state_name(uint32_t s);    // "running", "idle", "gated"
+const char* power_link_state_name(uint32_t s);    // "down", "L0", "L0s", "L1"
+// NVML-style names of the set bits of clock_event_reasons, in bit order.
+std::vector<const char*> clock_event_reason_names(uint64_t reasons);
+
+class PowerService {
+ public:
+  using ReplyFn = std::function<void(uint64_t cid, Vtrn__Api__Response* resp)>;
+  static constexpr uint32_t kTimeoutMs = 5000;
+
+  PowerService(EventLoop* loop, ReplyFn reply);
+  PowerService(const PowerService&) = delete;
+  PowerService& operator=(const PowerService&) = delete;
+
+  void add_chip(Chip* chip) { chips_.push_back(chip); }
+  void set(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__PowerSetRequest& r);
+  void client_gone(uint64_t cid) { (void)cid; }
+
+  // The chip's power block as an API message, or null (chip not READY, no
+  // kCapPower, block invalid: *why says which).
+  static std::unique_ptr<PowerTelemetryMessage> telemetry(const Chip& chip, std::string* why);
+
+ private:
+  void reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err);
+
+  EventLoop* loop_;
+  ReplyFn reply_;
+  std::vector<Chip*> chips_;
+};
+
+}  // namespace drv

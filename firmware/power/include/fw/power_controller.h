@@ -1,0 +1,133 @@
+// fw::power::Controller: the hardware-free half of the firmware's power
+// service. It owns the PowerManager (common/power), turns what the event
+// loop observes (core activity per refresh window, host requests, DMA
+// doorbells, in-flight work) into model inputs and device-state
+// transitions, and serves the power control requests. Plain portable C++:
+// the firmware wraps it in fw::power::Service (timer, BAR2, logging,
+// cross-core publication); host unit tests drive it with a simulated clock.
+//
+// What it is not: it never sleeps, touches registers or BAR2. The device
+// hooks of the state machine only set flags here; poll() completes the
+// transitions from the event loop, so a transition never re-enters the
+// PowerManager from inside one of its own calls.
+//
+// Core activity arrives as cumulative per-core counters (busy, idle, off
+// nanoseconds, as fw::cores reports them or as the boot core's idle time
+// gives them). The manager integrates energy event by event, so a window's
+// counters are replayed in a fixed order (gated, then idle, then running),
+// which gives exact residency, utilization and energy for the window.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vtrn/board.h"
+#include "vtrn/power.h"
+
+struct Vtrn__Ctrl__Request;
+struct Vtrn__Ctrl__Response;
+struct ProtobufCAllocator;
+
+namespace fw::power {
+
+// Cumulative counters of one core since boot.
+struct CoreSample {
+  uint64_t busy_ns = 0;
+  uint64_t idle_ns = 0;
+  uint64_t off_ns = 0;
+  uint32_t state = 1;               // 0 off, 1 idle (WFI), 2 running (fw::cores numbering)
+  uint32_t intensity_permille = 1000;
+};
+
+// What the board DTB adds beyond vtrn::board::Chip: the optional power
+// properties this service reads itself (see board/bindings/vtrn,chip.md and
+// vtrn,thermal-zone.md, "Power service properties").
+struct BoardPowerExtras {
+  uint32_t opp_count = 0;  // 0: the dev-board table
+  vtrn::power::OperatingPoint opps[vtrn::power::kMaxOperatingPoints] = {};
+  uint32_t autosuspend_delay_ms = 0;
+  struct Zone {
+    bool has_ambient = false;
+    int32_t ambient_mc = 0;
+    bool has_hysteresis = false;
+    int32_t hysteresis_mc = 0;
+    uint32_t resistance_mc_per_w = 0;   // 0: default
+    uint32_t capacitance_mj_per_c = 0;  // 0: default
+  } zones[vtrn::power::kMaxThermalZones];
+};
+
+// Reads the optional power properties of chip `chip_id` from a board DTB.
+// Returns false with one line in `error` when a present property is
+// malformed (wrong length, a value out of its documented range).
+[[nodiscard]] bool read_board_extras(const void* fdt, size_t size, uint32_t chip_id,
+                                     BoardPowerExtras* out, char* error, size_t error_cap);
+
+// The PowerConfig of a chip: dev-board model defaults, the chip's core and
+// port counts and HBM stacks, one thermal zone per board zone (a zone named
+// "hbm" is heated by HBM, any other by cores, uncore and links; a board with
+// no zones keeps the two default zones), the governor interval = telemetry
+// period, then the extras. The caller validates the result.
+[[nodiscard]] vtrn::power::PowerConfig config_from_chip(const vtrn::board::Chip& chip,
+                                                        const BoardPowerExtras& extras);
+
+class Controller final : private vtrn::power::DeviceHooks {
+ public:
+  Controller() = default;
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  [[nodiscard]] vtrn::power::ConfigError init(const vtrn::power::PowerConfig& cfg,
+                                              uint64_t now_ns);
+
+  // One refresh window ends at now_ns: replays each core's counter deltas
+  // (samples[i] for core i, n <= core count), then steps the model and the
+  // governor.
+  void refresh(const CoreSample* samples, uint32_t n, uint64_t now_ns);
+  // The counters refresh() measures the first window from (call once at init).
+  void set_baseline(const CoreSample* samples, uint32_t n);
+
+  // HBM traffic (DMA copies, kernels): access energy.
+  void add_hbm_bytes(uint64_t bytes) { pm_.add_hbm_bytes(bytes); }
+
+  // A resume trigger and busy mark: a host control request, a DMA doorbell
+  // with descriptors queued, a job. Resumes an autosuspended device; after a
+  // host D3hot request the work waits for the host's D0.
+  void note_activity(uint64_t now_ns);
+  // Some job or DMA chain has started and not reached a safe point:
+  // quiescing waits for it. The event loop updates it before poll().
+  void set_work_in_flight(bool in_flight) { in_flight_ = in_flight; }
+  // Completes pending transitions (a quiesce once nothing is in flight, a
+  // resume at once: restoring is immediate in this model).
+  void poll(uint64_t now_ns);
+  // True while poll() has a transition to complete.
+  [[nodiscard]] bool has_work() const { return quiesce_pending_ || resume_pending_; }
+
+  // New DMA descriptors and jobs may be taken: device in D0.
+  [[nodiscard]] bool active() const;
+  [[nodiscard]] vtrn::power::ClockBudget clock() const { return pm_.clock_budget(); }
+
+  // Power control requests (vtrn_ctrl_power.proto). Returns false for any
+  // other request kind. The response body comes from `alloc`.
+  bool serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, ProtobufCAllocator* alloc,
+             char* error, size_t error_cap, uint64_t now_ns);
+
+  void snapshot(vtrn::power::PowerTelemetry* out) const { pm_.snapshot(out); }
+  [[nodiscard]] int32_t hottest_mc() const;
+  [[nodiscard]] const vtrn::power::PowerManager& manager() const { return pm_; }
+  [[nodiscard]] uint32_t transitions() const { return transitions_; }
+
+ private:
+  void start_quiesce() override { quiesce_pending_ = true; }
+  void start_resume() override { resume_pending_ = true; }
+
+  vtrn::power::PowerManager pm_;
+  CoreSample last_[vtrn::power::kMaxCores] = {};
+  uint64_t last_refresh_ns_ = 0;
+  bool in_flight_ = false;
+  bool activity_seen_ = false;
+  bool quiesce_pending_ = false;
+  bool resume_pending_ = false;
+  uint32_t transitions_ = 0;
+};
+
+}  // namespace fw::power

@@ -1,0 +1,123 @@
+// fw::power: the chip's power service, the firmware glue around the portable
+// PowerManager (common/power, vtrn/power.h). It builds the power
+// configuration from the parsed board chip, runs the model and the governor
+// on every telemetry tick, publishes vtrn::power::PowerTelemetry into the
+// kRegionPower region of BAR2 (seqlock) and sets kCapPower, serves the power
+// control requests (device state, power cap, pstate limit, autosuspend
+// delay) and carries out D3hot: quiesce, wait for in-flight work, gate,
+// sleep; D0 restores.
+//
+// Not the job executor and not the DMA engine: those stay in their
+// services and ask this one two questions, from any core:
+//   device_active() - may new DMA descriptors or jobs be taken now? False
+//                     while the device is quiescing, in D3hot or resuming;
+//                     work already started runs to its next safe point.
+//   pace(core, n)   - called by an executor after each kernel chunk that
+//                     kept `core` busy for n ns at the vCPU's native speed;
+//                     it delays the core by n * (max_freq / cur_freq - 1)
+//                     ns so the chunk takes as long as it would at the
+//                     current operating point (DVFS really changes kernel
+//                     speed). The delay sleeps in WFI on the core's own
+//                     virtual timer when that core's GIC forwards the timer
+//                     PPI, else in WFE; it never spins on a counter read.
+// Both read one word published with release/acquire atomics; neither takes
+// a lock or touches the PowerManager, which only the boot core's event loop
+// uses.
+//
+// The quirk that shaped D3hot: the chip is one QEMU vCPU loop that must keep
+// answering control requests (the host's D0 request arrives through the same
+// ring). "Gated" therefore means the main loop stops running DMA passes and
+// job dispatch and sleeps in WFI between interrupts; the control ring and
+// the telemetry tick keep running on the always-on domain, as a real chip's
+// management core would.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fw/power_controller.h"
+#include "vtrn/board.h"
+#include "vtrn/hostif.h"
+#include "vtrn/power.h"
+
+struct Vtrn__Ctrl__Request;
+struct Vtrn__Ctrl__Response;
+
+namespace fw::pb {
+class Arena;
+}
+namespace hal::gic {
+class Gic;
+}
+
+namespace fw::power {
+
+// Cross-core API (any core, any time; safe before init: active, full speed).
+[[nodiscard]] bool device_active();
+void pace(uint32_t core, uint64_t busy_ns);
+// The delay pace() applies for busy_ns at the published clock (0 at full
+// speed). Exposed for tests and for executors that account time.
+[[nodiscard]] uint64_t pace_delay_ns(uint64_t busy_ns);
+
+struct ServiceConfig {
+  vtrn::hostif::FwHeader* header = nullptr;  // BAR2 header, region table published
+  uint8_t* bar2 = nullptr;
+  uint64_t bar2_size = 0;
+  const vtrn::board::Chip* chip = nullptr;
+  const void* board_fdt = nullptr;           // for the optional power properties
+  size_t board_size = 0;
+  const hal::gic::Gic* gic = nullptr;        // pace(): is the timer PPI forwarded?
+  uint32_t timer_intid = 0;
+};
+
+// The boot core's side. Every method runs in the event loop only.
+class Service {
+ public:
+  Service() = default;
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  // Boot-time setup (before READY): config from the board (kPanicBoard
+  // naming the property when it is invalid), the first snapshot in BAR2,
+  // kCapPower.
+  void init(const ServiceConfig& cfg);
+  // Once per telemetry tick: core activity of the window (boot_idle_ns is
+  // the boot core's WFI time since boot; hbm_bytes the HBM bytes DMA has
+  // moved since boot), model, governor, BAR2 snapshot.
+  void refresh(uint64_t boot_idle_ns, uint64_t hbm_bytes);
+  // A resume trigger: a host control request or DMA descriptors waiting.
+  void note_activity();
+  // Completes pending transitions; publishes the result.
+  void poll();
+  [[nodiscard]] bool has_work() const { return ctl_.has_work(); }
+  bool serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena& arena,
+             char* error, size_t error_cap);
+  [[nodiscard]] int32_t die_temperature_mc() const { return ctl_.hottest_mc(); }
+  [[nodiscard]] bool enabled() const { return enabled_; }
+
+ private:
+  void sample(CoreSample* out, uint32_t* n, uint64_t now_ns, uint64_t boot_idle_ns) const;
+  void publish(uint64_t now_ns);
+  void report_changes();
+
+  Controller ctl_;
+  vtrn::power::PowerTelemetry* block_ = nullptr;  // in BAR2; null without a power region
+  vtrn::power::PowerTelemetry scratch_{};
+  uint32_t seq_ = 0;
+  uint32_t core_count_ = 0;
+  uint64_t init_ns_ = 0;
+  uint64_t init_idle_ns_ = 0;
+  uint64_t hbm_bytes_seen_ = 0;
+  bool enabled_ = false;
+  // Refresh cost, measured with the generic timer around refresh().
+  uint64_t refresh_ns_ = 0;
+  uint64_t refresh_max_ns_ = 0;
+  uint64_t refresh_total_ns_ = 0;
+  uint64_t refreshes_ = 0;
+  // What was last logged, so changes are logged once.
+  uint32_t logged_state_ = 0;
+  uint32_t logged_pstate_ = 0;
+  uint64_t logged_reasons_ = 0;
+};
+
+}  // namespace fw::power

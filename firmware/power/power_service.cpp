@@ -1,0 +1,260 @@
+// The chip's power service: firmware glue around fw::power::Controller (see
+// fw/power_service.h). Board -> config at boot, the BAR2 power block under
+// its seqlock, cross-core publication of the clock and the D0 flag, log
+// lines for every state, operating-point and reason change, and the cost of
+// each refresh measured on the generic timer.
+//
+// Core activity: core 0 is the boot (service) core, whose work is this
+// event loop (control ring, DMA copies, telemetry, and kernel chunks on a
+// one-core chip): its busy time is uptime minus WFI time, at the running
+// kernel's activity factor when fw::cores says one runs there, else
+// kBootCoreIntensityPermille (a copy loop toggles far less of the datapath
+// than a dense matmul). Cores 1..N-1 come from the jobs service's fw::cores
+// (fw/cores.h) counters when that service is built in and has started them;
+// otherwise they were never started (PSCI off) and count as power gated.
+#include "fw/power_service.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "fw/arch.h"
+#include "fw/log.h"
+#include "fw/panic.h"
+#include "fw/pb_arena.h"
+#include "fw/power_shared.h"
+#include "vtrn/seqlock.h"
+
+#if __has_include("fw/cores.h")
+#include "fw/cores.h"
+#define VTRN_FW_POWER_HAVE_CORES 1
+#else
+#define VTRN_FW_POWER_HAVE_CORES 0
+#endif
+
+namespace fw::power {
+namespace {
+
+using vtrn::hostif::FwHeader;
+using vtrn::hostif::kRegionPower;
+using vtrn::power::PowerTelemetry;
+
+constexpr uint32_t kBootCoreIntensityPermille = 500;
+
+const char* reason_text(uint64_t r, char* buf, size_t cap) {
+  static constexpr struct {
+    uint64_t bit;
+    const char* name;
+  } kNames[] = {
+      {vtrn::power::kReasonIdle, "idle"},
+      {vtrn::power::kReasonHostRequest, "host_request"},
+      {vtrn::power::kReasonSwPowerCap, "sw_power_cap"},
+      {vtrn::power::kReasonHwSlowdown, "hw_slowdown"},
+      {vtrn::power::kReasonSwThermalSlowdown, "sw_thermal_slowdown"},
+      {vtrn::power::kReasonHwThermalSlowdown, "hw_thermal_slowdown"},
+  };
+  size_t used = 0;
+  buf[0] = '\0';
+  for (const auto& n : kNames) {
+    if ((r & n.bit) == 0) continue;
+    const int w = snprintf(buf + used, cap - used, "%s%s", used ? "," : "", n.name);
+    if (w < 0 || size_t(w) >= cap - used) break;
+    used += size_t(w);
+  }
+  if (used == 0) snprintf(buf, cap, "none");
+  return buf;
+}
+
+}  // namespace
+
+void Service::init(const ServiceConfig& cfg) {
+  const uint64_t now = arch::now_ns();
+  BoardPowerExtras extras;
+  char error[160];
+  if (!read_board_extras(cfg.board_fdt, cfg.board_size, cfg.chip->id, &extras, error,
+                         sizeof error)) {
+    panic(vtrn::hostif::kPanicBoard, "power: %s", error);
+  }
+  const vtrn::power::PowerConfig pc = config_from_chip(*cfg.chip, extras);
+  const vtrn::power::ConfigError e = ctl_.init(pc, now);
+  if (!e.ok()) {
+    panic(vtrn::hostif::kPanicBoard, "power: chip %u: power configuration rejected: %s[%u]",
+          unsigned(cfg.chip->id), e.field, unsigned(e.index));
+  }
+  core_count_ = pc.core_count;
+  init_ns_ = now;
+  init_idle_ns_ = 0;
+  hbm_bytes_seen_ = 0;
+  CoreSample base[vtrn::power::kMaxCores];
+  uint32_t n = 0;
+  sample(base, &n, now, 0);
+  ctl_.set_baseline(base, n);
+
+  // The region table is ours (written at boot, before READY); still check
+  // that the block fits where it says.
+  const FwHeader& h = *cfg.header;
+  for (uint32_t i = 0; i < h.region_count && i < vtrn::hostif::kMaxRegions; ++i) {
+    const vtrn::hostif::Region& r = h.regions[i];
+    if (r.type != kRegionPower) continue;
+    if (r.size >= sizeof(PowerTelemetry) && r.offset % 8 == 0 && r.offset <= cfg.bar2_size &&
+        r.size <= cfg.bar2_size - r.offset) {
+      block_ = reinterpret_cast<PowerTelemetry*>(cfg.bar2 + r.offset);
+    }
+  }
+  attach_wakeup(cfg.gic, cfg.timer_intid);
+  enabled_ = true;
+  publish(now);
+  if (block_ != nullptr) {
+    cfg.header->capabilities = cfg.header->capabilities | vtrn::hostif::kCapPower;
+  } else {
+    log(kLogWarn, "power: no power region in BAR2: telemetry block not published");
+  }
+  const vtrn::power::OperatingPoint& top = pc.opps[0];
+  const vtrn::power::OperatingPoint& low = pc.opps[pc.opp_count - 1];
+  log(kLogInfo, "power: %u cores, %u pstates %u..%u MHz, %u zones (die throttle %d mC, tau %llu ms), "
+      "autosuspend %u ms, core activity from %s",
+      unsigned(pc.core_count), unsigned(pc.opp_count), unsigned(top.frequency_mhz),
+      unsigned(low.frequency_mhz), unsigned(pc.zone_count), int(pc.zones[0].throttle_mc),
+      (unsigned long long)(uint64_t(pc.zones[0].resistance_mc_per_w) *
+                           pc.zones[0].capacitance_mj_per_c / 1000),
+      unsigned(pc.autosuspend_delay_ms), VTRN_FW_POWER_HAVE_CORES ? "fw::cores" : "boot-core idle time");
+}
+
+void Service::sample(CoreSample* out, uint32_t* n, uint64_t now_ns, uint64_t boot_idle_ns) const {
+  const uint64_t up = now_ns - init_ns_;
+  // Core 0 is the service core: everything it does outside WFI (control
+  // ring, DMA copies, telemetry, kernel chunks on a one-core chip) is work.
+  const uint64_t idle = boot_idle_ns >= init_idle_ns_ ? boot_idle_ns - init_idle_ns_ : 0;
+  out[0] = CoreSample{};
+  out[0].idle_ns = idle < up ? idle : up;
+  out[0].busy_ns = up - out[0].idle_ns;
+  out[0].state = 1;
+  out[0].intensity_permille = kBootCoreIntensityPermille;
+  uint32_t from_cores = 0;
+#if VTRN_FW_POWER_HAVE_CORES
+  from_cores = fw::cores::count();
+  if (from_cores > core_count_) from_cores = core_count_;
+  if (from_cores > 0) {
+    fw::cores::CoreSnapshot s0{};
+    fw::cores::snapshot(0, &s0);
+    if (s0.state == fw::cores::kCoreRunning && s0.intensity_permille != 0) {
+      out[0].intensity_permille = s0.intensity_permille;
+    }
+  }
+  for (uint32_t i = 1; i < from_cores; ++i) {
+    fw::cores::CoreSnapshot s{};
+    fw::cores::snapshot(i, &s);
+    out[i].busy_ns = s.busy_ns;
+    out[i].idle_ns = s.idle_ns;
+    out[i].off_ns = s.off_ns;
+    out[i].state = s.state;
+    out[i].intensity_permille = s.intensity_permille;
+  }
+#endif
+  // Cores nobody started (no executor service, or before it ran): off.
+  for (uint32_t i = from_cores > 1 ? from_cores : 1; i < core_count_; ++i) {
+    out[i] = CoreSample{};
+    out[i].off_ns = up;
+    out[i].state = 0;
+  }
+  *n = core_count_;
+}
+
+void Service::publish(uint64_t now_ns) {
+  const vtrn::power::ClockBudget b = ctl_.clock();
+  publish_clock(b.frequency_mhz, b.max_frequency_mhz);
+  publish_active(ctl_.active());
+  if (block_ == nullptr) return;
+  ctl_.snapshot(&scratch_);
+  scratch_.refresh_ns = refresh_ns_;
+  scratch_.refresh_max_ns = refresh_max_ns_;
+  scratch_.refresh_total_ns = refresh_total_ns_;
+  scratch_.refreshes = refreshes_;
+  (void)now_ns;
+  // Our own sequence number: BAR2 is host-writable, the seq word there is
+  // not trusted as the writer's state.
+  __atomic_store_n(&block_->seq, seq_, __ATOMIC_RELAXED);
+  vtrn::power::seqlock_write(block_, scratch_);
+  seq_ += 2;
+}
+
+void Service::report_changes() {
+  const vtrn::power::PowerManager& pm = ctl_.manager();
+  const uint32_t state = uint32_t(pm.device().state());
+  if (state != logged_state_) {
+    log(kLogInfo, "power: device %s -> %s",
+        vtrn::power::device_state_name(vtrn::power::DeviceState(logged_state_)),
+        vtrn::power::device_state_name(pm.device().state()));
+    logged_state_ = state;
+  }
+  const uint64_t reasons = pm.clock_event_reasons() & ~uint64_t(vtrn::power::kReasonIdle);
+  if (pm.pstate() != logged_pstate_ || reasons != logged_reasons_) {
+    char buf[96];
+    log(kLogInfo, "power: pstate %u (%u MHz), reasons %s, die %d mC, %u mW", unsigned(pm.pstate()),
+        unsigned(pm.operating_point().frequency_mhz), reason_text(reasons, buf, sizeof buf),
+        int(ctl_.hottest_mc()), unsigned(pm.power_mw()));
+    logged_pstate_ = pm.pstate();
+    logged_reasons_ = reasons;
+  }
+}
+
+void Service::refresh(uint64_t boot_idle_ns, uint64_t hbm_bytes) {
+  if (!enabled_) return;
+  if (hbm_bytes > hbm_bytes_seen_) ctl_.add_hbm_bytes(hbm_bytes - hbm_bytes_seen_);
+  hbm_bytes_seen_ = hbm_bytes;
+  const uint64_t t0 = arch::now_ticks();
+  const uint64_t now = arch::ticks_to_ns(t0);
+  CoreSample s[vtrn::power::kMaxCores];
+  uint32_t n = 0;
+  sample(s, &n, now, boot_idle_ns);
+  ctl_.refresh(s, n, now);
+  ctl_.poll(now);
+  publish(now);
+  const uint64_t cost = arch::ticks_to_ns(arch::now_ticks() - t0);
+  refresh_ns_ = cost;
+  if (cost > refresh_max_ns_) refresh_max_ns_ = cost;
+  refresh_total_ns_ += cost;
+  ++refreshes_;
+  report_changes();
+}
+
+void Service::note_activity() {
+  if (!enabled_) return;
+  ctl_.note_activity(arch::now_ns());
+  if (ctl_.has_work()) poll();
+}
+
+void Service::poll() {
+  if (!enabled_) return;
+  // Jobs in flight hold a quiesce; DMA progresses only in this loop, so it
+  // is always at a chunk boundary here.
+  bool in_flight = false;
+#if VTRN_FW_POWER_HAVE_CORES
+  const uint32_t count = fw::cores::count();
+  for (uint32_t i = 0; i < count; ++i) {
+    fw::cores::CoreSnapshot c{};
+    fw::cores::snapshot(i, &c);
+    if (c.state == fw::cores::kCoreRunning) in_flight = true;
+  }
+#endif
+  ctl_.set_work_in_flight(in_flight);
+  const uint32_t before = ctl_.transitions();
+  const uint64_t now = arch::now_ns();
+  ctl_.poll(now);
+  if (ctl_.transitions() != before) {
+    publish(now);
+    report_changes();
+  }
+}
+
+bool Service::serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena& arena,
+                    char* error, size_t error_cap) {
+  if (!enabled_) return false;
+  const uint64_t now = arch::now_ns();
+  if (!ctl_.serve(req, resp, arena.allocator(), error, error_cap, now)) return false;
+  poll();
+  publish(now);
+  report_changes();
+  return true;
+}
+
+}  // namespace fw::power

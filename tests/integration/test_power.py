@@ -1,0 +1,430 @@
+"""Integration: power, thermal and telemetry on real QEMU.
+
+One chip of the vtrn-power-hot test board (tests/integration/boards/: a die
+zone that heats and cools within seconds), driven through the vtrn CLI:
+the telemetry fields carry their units and sane ranges; sustained DMA
+work (a long GEMM job on a NeuronCore) raises the modeled power and temperature until
+thermal throttling engages, and it releases after the load stops; a power
+cap holds the average power under it; D3hot with DMA queued, then D0 (and
+autosuspend with a transparent resume), completes every transfer with the
+bytes intact; `vtrn top` fits 80 columns; the Prometheus exporter's output
+parses under a strict reading of the text exposition format.
+"""
+
+import json
+import math
+import os
+import random
+import re
+import socket
+import sys
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vtrn_harness as h  # noqa: E402
+
+BOARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "boards", "vtrn-power-hot.dts")
+THROTTLE_C, HYSTERESIS_C = 60.0, 4.0
+LONG_JOB = {
+    "name": "power-load",
+    "timeout_ms": 120000,
+    "buffers": [{"name": "a", "bytes": 1024 * 2048}, {"name": "b", "bytes": 1024 * 2048},
+                {"name": "c", "bytes": 1024 * 1024 * 4}],
+    "steps": [{"kernel": "gemm", "dtype": "fp8-e4m3", "m": 1024, "n": 1024, "k": 2048,
+               "a": "a", "b": "b", "out": "c"}],
+}
+
+# JSON keys of the power block that are counts, indexes or names (no unit).
+UNITLESS = {"version", "device_state", "device_usage", "autosuspend_count", "d3hot_entries",
+            "failed_suspends", "pstate", "pstate_count", "clock_event_reasons",
+            "clock_event_reason_names", "pstate_limit", "thermal_limit_pstate", "cap_limit_pstate",
+            "pstate_changes", "critical_events", "refreshes", "zones", "cores", "links", "zone",
+            "core", "port", "state", "heat_sources", "idle_entries", "gated_entries",
+            "l0s_entries", "l1_entries"}
+UNIT_SUFFIXES = ("_ns", "_ms", "_mhz", "_mv", "_mw", "_w", "_uj", "_j", "_mc", "_c", "_permille",
+                 "_ppm", "_ratio")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parse_prometheus(text):
+    """Strict reader of the text exposition format 0.0.4: HELP and TYPE once
+    per family and before its samples, samples of a family contiguous, valid
+    metric and label names, quoted label values, float values, no duplicate
+    series, counters named *_total. Returns {name: {"type", "samples": {labels: value}}}."""
+    name_re = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*$")
+    label_re = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
+    families, current, closed = {}, None, set()
+    assert text.endswith("\n"), "exposition must end with a newline"
+    for n, line in enumerate(text.split("\n")[:-1], 1):
+        assert line, f"line {n}: empty line"
+        if line.startswith("# HELP ") or line.startswith("# TYPE "):
+            kind, rest = line[2:6], line[7:]
+            name, _, arg = rest.partition(" ")
+            assert name_re.match(name), f"line {n}: bad metric name {name!r}"
+            assert name not in closed, f"line {n}: family {name} split"
+            f = families.setdefault(name, {"type": None, "help": None, "samples": {}})
+            if current is not None and current != name:
+                closed.add(current)
+            current = name
+            if kind == "HELP":
+                assert f["help"] is None and arg, f"line {n}: HELP repeated or empty"
+                f["help"] = arg
+            else:
+                assert f["type"] is None, f"line {n}: TYPE repeated"
+                assert not f["samples"], f"line {n}: TYPE after samples"
+                assert arg in ("counter", "gauge", "histogram", "summary", "untyped"), f"line {n}: type {arg}"
+                f["type"] = arg
+            continue
+        assert not line.startswith("#"), f"line {n}: stray comment {line!r}"
+        m = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$", line)
+        assert m, f"line {n}: not a sample: {line!r}"
+        name, labels, value = m.group(1), m.group(2) or "", m.group(3)
+        assert name == current, f"line {n}: sample of {name} outside its family block ({current})"
+        pairs = ()
+        if labels:
+            body = labels[1:-1]
+            pairs = tuple(label_re.findall(body))
+            rebuilt = ",".join(f'{k}="{v}"' for k, v in pairs)
+            assert rebuilt == body, f"line {n}: bad labels {labels!r}"
+            assert len({k for k, _ in pairs}) == len(pairs), f"line {n}: duplicate label"
+        v = float(value)  # raises on garbage; NaN/Inf spelled as Prometheus does are accepted
+        f = families[name]
+        assert f["type"] is not None, f"line {n}: sample before TYPE"
+        assert pairs not in f["samples"], f"line {n}: duplicate series"
+        f["samples"][pairs] = v
+    for name, f in families.items():
+        assert f["samples"], f"family {name} has no samples"
+        if f["type"] == "counter":
+            assert name.endswith("_total"), f"counter {name} must end in _total"
+            assert all(v >= 0 and not math.isnan(v) for v in f["samples"].values()), name
+    return families
+
+
+class PowerTests(h.SessionTestCase):
+    session_name = "power"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.metrics_port = free_port()
+        r = cls.s.vtrn("up", "--board", BOARD, env={"VTRN_METRICS_PORT": str(cls.metrics_port)})
+        if r.returncode != 0:
+            cls.s.cleanup()
+            raise AssertionError(f"vtrn up --board {BOARD} exited {r.returncode}: {r.stderr}")
+        cls.s.remember_pids()
+
+    @classmethod
+    def tearDownClass(cls):
+        problems = h.down_and_check(cls.s)
+        super().tearDownClass()
+        if problems:
+            raise AssertionError("after vtrn down: " + "; ".join(problems))
+
+    def power(self):
+        doc = self.s.vtrn_json("telemetry", 0)
+        self.assertEqual(len(doc["chips"]), 1)
+        self.assertIn("power", doc["chips"][0], "chip 0 publishes no power block")
+        return doc["chips"][0]["power"]
+
+    def wait_for(self, what, pred, timeout, interval=0.2):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = self.power()
+            if pred(last):
+                return last
+            time.sleep(interval)
+        self.fail(f"timed out after {timeout} s waiting for {what}; last power block: "
+                  f"{json.dumps({k: v for k, v in last.items() if k not in ('cores', 'links', 'zones')})}")
+
+    def stop_jobs(self):
+        """Cancels every active job (a terminated `submit --wait` client's
+        job ends on its own, but not necessarily before the next test)."""
+        for j in self.s.vtrn_json("jobs", "--active")["jobs"]:
+            self.s.vtrn("job", "cancel", j["id"])
+        deadline = time.monotonic() + 15
+        while self.s.vtrn_json("jobs", "--active")["jobs"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # vtrnd ends a cancelled job at once; the NeuronCore stops at its next
+        # chunk boundary, which the power block shows.
+        self.wait_for("the NeuronCores to stop running",
+                      lambda q: all(c["state"] != "running" and c["utilization_ratio"] < 0.05
+                                    for c in q["cores"][1:]), 30, interval=0.3)
+
+    def settle_idle(self):
+        self.stop_jobs()
+        self.s.vtrn("power", 0, "--cap", 0)
+        self.wait_for("the chip to cool back to pstate 0",
+                      lambda p: p["pstate"] == 0 and "sw_thermal_slowdown" not in p["clock_event_reason_names"]
+                      and p["zones"][0]["temperature_c"] < THROTTLE_C - HYSTERESIS_C, 20)
+
+    def workload(self):
+        """A long GEMM job on a NeuronCore (`vtrn submit --wait`); terminating
+        the client cancels it (jobs service: a departed client's jobs end)."""
+        path = os.path.join(self.s.tmp, "long-gemm.json")
+        with open(path, "w") as f:
+            json.dump(LONG_JOB, f)
+        return self.s.popen("submit", path, "--wait")
+
+    # ---- units and ranges -------------------------------------------------
+
+    def test_power_fields_carry_units_and_sane_ranges(self):
+        a = self.power()
+
+        def check_keys(doc, where):
+            for k, v in doc.items():
+                if isinstance(v, list) and v and isinstance(v[0], dict):
+                    for i, item in enumerate(v):
+                        check_keys(item, f"{where}.{k}[{i}]")
+                elif isinstance(v, (int, float)) and not isinstance(v, bool) and k not in UNITLESS:
+                    self.assertTrue(k.endswith(UNIT_SUFFIXES), f"{where}.{k} has no unit in its name")
+        check_keys(a, "power")
+        self.assertEqual(a["device_state"], "D0")
+        self.assertEqual(a["pstate_count"], 6)
+        self.assertEqual(a["max_frequency_mhz"], 1400)
+        self.assertIn(a["frequency_mhz"], (1400, 1200, 1000, 800, 600, 400))
+        self.assertEqual(len(a["cores"]), 2)
+        self.assertEqual(len(a["zones"]), 2)
+        for z in a["zones"]:
+            self.assertGreaterEqual(z["temperature_c"], z["ambient_c"] - 0.001)
+            self.assertLess(z["temperature_c"], z["critical_c"])
+            self.assertAlmostEqual(z["temperature_c"] * 1000, z["temperature_mc"], delta=0.5)
+        self.assertEqual(a["zones"][0]["throttle_c"], THROTTLE_C)
+        # An idle chip of this model draws a few watts to a few tens of watts.
+        self.assertTrue(2.0 < a["power_w"] < 100.0, a["power_w"])
+        self.assertAlmostEqual(a["power_w"], a["core_power_w"] + a["uncore_power_w"] + a["hbm_power_w"]
+                               + a["link_power_w"], delta=0.01)
+        for c in a["cores"]:
+            self.assertTrue(0.0 <= c["utilization_ratio"] <= 1.0)
+            self.assertIn(c["state"], ("running", "idle", "gated"))
+        self.assertGreater(a["refreshes"], 0)
+        self.assertGreater(a["refresh_ns"], 0)
+        time.sleep(0.5)
+        b = self.power()
+        # Energy grows by about power x time (window power, so loosely).
+        dt = (b["timestamp_ns"] - a["timestamp_ns"]) / 1e9
+        self.assertGreater(dt, 0.2)
+        de = b["energy_j"] - a["energy_j"]
+        self.assertTrue(0.3 * a["power_w"] * dt < de < 3.0 * max(a["power_w"], b["power_w"]) * dt,
+                        f"energy grew {de} J in {dt} s at {a['power_w']} W")
+        self.assertGreater(b["refreshes"], a["refreshes"])
+
+    def test_telemetry_watch_prints_one_json_object_per_line(self):
+        r = self.s.vtrn("telemetry", 0, "--json", "--watch", "0.2", "--count", "3")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.strip().split("\n")
+        self.assertEqual(len(lines), 3, r.stdout)
+        docs = [json.loads(line) for line in lines]
+        stamps = [d["time_unix_ms"] for d in docs]
+        self.assertEqual(stamps, sorted(stamps))
+        energies = [d["chips"][0]["power"]["energy_uj"] for d in docs]
+        self.assertEqual(energies, sorted(energies))
+        self.assertGreater(energies[-1], energies[0])
+        r = self.s.vtrn("telemetry", 0, "--count", "2")
+        self.assert_one_error_line(r, h.EXIT_USAGE)
+
+    def test_top_once_fits_an_80_column_terminal(self):
+        r = self.s.vtrn("top", "--once")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.rstrip("\n").split("\n")
+        self.assertGreaterEqual(len(lines), 3, r.stdout)
+        for line in lines:
+            self.assertLessEqual(len(line), 80, f"line too wide: {line!r}")
+        self.assertNotIn("\033", r.stdout, "ANSI codes when stdout is not a tty")
+        self.assertRegex(lines[2], r"^0\s+READY\s+D0\s+\d+\.\dC\s+\d+\.\dW")
+
+    # ---- thermal throttling -------------------------------------------------
+
+    def test_load_1_sustained_job_throttles_then_releases(self):
+        self.settle_idle()
+        idle = self.power()
+        p = self.workload()
+        try:
+            hot = self.wait_for(
+                "thermal throttling under load",
+                lambda q: "sw_thermal_slowdown" in q["clock_event_reason_names"] and q["pstate"] > 0, 10)
+            self.assertGreater(hot["power_average_w"], idle["power_average_w"])
+            self.assertGreaterEqual(hot["zones"][0]["max_temperature_c"], THROTTLE_C)
+            self.assertTrue(any(c["state"] == "running" or c["utilization_ratio"] > 0.5 for c in hot["cores"]),
+                            "no NeuronCore ran the job")
+            self.assertLess(hot["frequency_mhz"], 1400)
+        finally:
+            # Cancel first, while the job is still listed; the client then
+            # ends on its own.
+            self.stop_jobs()
+            p.terminate()
+            p.wait(timeout=30)
+            p.stdout.close()
+            p.stderr.close()
+        cool = self.wait_for(
+            "throttling to release after the load stopped",
+            lambda q: q["pstate"] == 0 and "sw_thermal_slowdown" not in q["clock_event_reason_names"], 15)
+        self.assertLess(cool["zones"][0]["temperature_c"], THROTTLE_C)
+        self.assertGreater(cool["thermal_throttle_ns"], 0)
+        self.assertGreater(cool["pstate_changes"], 0)
+
+    def test_load_2_power_cap_is_respected(self):
+        self.settle_idle()
+        p = self.workload()
+        try:
+            # The floor: what the load draws at the slowest point (host limit).
+            self.s.vtrn("power", 0, "--pstate", 5)
+            self.wait_for("the job to run", lambda q: any(c["state"] == "running" for c in q["cores"]), 30)
+            time.sleep(1.0)
+            floor_w = max(self.power()["power_w"] for _ in range(3))
+            self.s.vtrn("power", 0, "--pstate", 0)
+            cap_w = round(floor_w + 1.5, 1)
+            r = self.s.vtrn_json("power", 0, "--cap", cap_w)
+            self.assertAlmostEqual(r["power_cap_w"], cap_w, delta=0.001)
+            time.sleep(4.0)  # settle: the average's 1 s time constant and the cap loop
+            samples = []
+            for _ in range(8):
+                samples.append(self.power())
+                time.sleep(0.25)
+            trace = [(q["power_average_w"], q["power_w"], q["pstate"], q["clock_event_reason_names"])
+                     for q in samples]
+            for q in samples:
+                self.assertLessEqual(q["power_average_w"], cap_w + 0.05,
+                                     f"average {q['power_average_w']} W over the {cap_w} W cap: {trace}")
+            self.assertTrue(any("sw_power_cap" in q["clock_event_reason_names"] for q in samples), trace)
+            self.assertTrue(any(max(c["utilization_ratio"] for c in q["cores"]) > 0.2 for q in samples),
+                            f"the load did not run: {trace}")
+        finally:
+            self.stop_jobs()
+            p.terminate()
+            p.wait(timeout=30)
+            p.stdout.close()
+            p.stderr.close()
+            self.s.vtrn("power", 0, "--cap", 0)
+            self.s.vtrn("power", 0, "--pstate", 0)
+
+    # ---- device power states ------------------------------------------------
+
+    def write_while_suspended(self, client, addr, data, box):
+        try:
+            box["result"] = client.dma_write(0, addr, data)
+        except Exception as e:  # reported by the test thread
+            box["error"] = e
+
+    def test_d3hot_then_d0_with_dma_queued_loses_nothing(self):
+        rng = random.Random(7)
+        data = bytes(rng.getrandbits(8) for _ in range(300 * 1024))
+        with h.ApiClient(self.s) as c, h.ApiClient(self.s) as w:
+            addr, _ = h.hbm_alloc(c, 0, len(data))
+            r = self.s.vtrn_json("power", 0, "--state", "d3")
+            self.assertIn(r["device_state"], ("D3hot", "quiescing"))
+            down = self.wait_for("D3hot", lambda q: q["device_state"] == "D3hot", 5)
+            self.assertEqual(down["frequency_mhz"], 0)
+            box = {}
+            t = threading.Thread(target=self.write_while_suspended, args=(w, addr, data, box))
+            t.start()
+            time.sleep(1.0)
+            self.assertTrue(t.is_alive(), f"DMA completed while the chip was in D3hot: {box}")
+            self.assertEqual(self.power()["device_state"], "D3hot", "queued DMA woke a host-held D3hot")
+            r = self.s.vtrn_json("power", 0, "--state", "d0")
+            self.assertEqual(r["device_state"], "D0")
+            t.join(timeout=30)
+            self.assertFalse(t.is_alive(), "DMA still pending after D0")
+            self.assertNotIn("error", box)
+            self.assertEqual(box["result"]["bytes"], len(data))
+            back, _ = c.dma_read(0, addr, len(data))
+            self.assertEqual(back, data, "data changed across D3hot")
+            after = self.power()
+            self.assertGreaterEqual(after["d3hot_entries"], 1)
+            self.assertGreater(after["d3hot_ns"], 500_000_000)
+            h.hbm_free(c, 0, addr)
+
+    def test_autosuspend_after_idle_and_resume_on_the_next_request(self):
+        data = os.urandom(64 * 1024)
+        with h.ApiClient(self.s) as c:
+            addr, _ = h.hbm_alloc(c, 0, len(data))
+            before = self.power()["autosuspend_count"]
+            r = self.s.vtrn_json("power", 0, "--autosuspend-ms", 300)
+            self.assertEqual(r["autosuspend_delay_ms"], 300)
+            try:
+                self.wait_for("autosuspend", lambda q: q["device_state"] == "D3hot", 5, interval=0.1)
+                # A DMA doorbell is a resume trigger: the write completes.
+                c.dma_write(0, addr, data)
+                back, _ = c.dma_read(0, addr, len(data))
+                self.assertEqual(back, data)
+                q = self.power()
+                self.assertGreater(q["autosuspend_count"], before)
+            finally:
+                self.s.vtrn("power", 0, "--autosuspend-ms", 0)
+                self.s.vtrn("power", 0, "--state", "d0")
+            self.wait_for("D0", lambda q: q["device_state"] == "D0", 5)
+            h.hbm_free(c, 0, addr)
+
+    def test_pstate_limit_lowers_the_clock_and_reports_host_request(self):
+        r = self.s.vtrn_json("power", 0, "--pstate", 3)
+        try:
+            self.assertEqual(r["pstate_limit"], 3)
+            self.assertEqual(r["frequency_mhz"], 800)
+            q = self.wait_for("the host limit", lambda q: q["pstate"] == 3, 3)
+            self.assertIn("host_request", q["clock_event_reason_names"])
+        finally:
+            self.s.vtrn("power", 0, "--pstate", 0)
+
+    def test_power_cli_errors_are_one_line_with_documented_codes(self):
+        self.assert_one_error_line(self.s.vtrn("power", 0, "--state", "d5"), h.EXIT_USAGE)
+        self.assert_one_error_line(self.s.vtrn("power", 0, "--cap", 5, "--pstate", 1), h.EXIT_USAGE)
+        self.assert_one_error_line(self.s.vtrn("power", 9, "--state", "d0"), h.EXIT_UNKNOWN_CHIP)
+        self.assert_one_error_line(self.s.vtrn("power", 0, "--pstate", 9), h.EXIT_FAILED, "pstate")
+
+    # ---- Prometheus exporter ------------------------------------------------
+
+    def test_metrics_exporter_output_parses_as_prometheus_text(self):
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            self.assertEqual(resp.status, 200)
+            self.assertIn("version=0.0.4", resp.headers["Content-Type"])
+            text = resp.read().decode()
+        fams = parse_prometheus(text)
+        for name, typ in (("vtrn_chip_temperature_celsius", "gauge"), ("vtrn_chip_power_watts", "gauge"),
+                          ("vtrn_chip_energy_joules_total", "counter"), ("vtrn_chip_frequency_hertz", "gauge"),
+                          ("vtrn_chip_uptime_seconds", "gauge"), ("vtrn_chip_heartbeat_total", "counter"),
+                          ("vtrn_chip_dma_bytes_total", "counter"), ("vtrn_chip_ecc_errors_total", "counter"),
+                          ("vtrn_chip_hbm_used_bytes", "gauge"), ("vtrn_chip_jobs_completed_total", "counter"),
+                          ("vtrn_core_utilization_ratio", "gauge"), ("vtrn_chip_clock_event_reason", "gauge")):
+            self.assertIn(name, fams)
+            self.assertEqual(fams[name]["type"], typ, name)
+        temp = fams["vtrn_chip_temperature_celsius"]["samples"]
+        self.assertIn((("chip", "0"), ("zone", "0")), temp)
+        self.assertTrue(20 < temp[(("chip", "0"), ("zone", "0"))] < 95)
+        self.assertIn((("chip", "0"),), fams["vtrn_chip_power_watts"]["samples"])
+        for s in fams["vtrn_core_utilization_ratio"]["samples"].values():
+            self.assertTrue(0 <= s <= 1)
+        # Counters only grow between scrapes.
+        e1 = fams["vtrn_chip_energy_joules_total"]["samples"][(("chip", "0"),)]
+        time.sleep(0.3)
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            e2 = parse_prometheus(resp.read().decode())["vtrn_chip_energy_joules_total"]["samples"][(("chip", "0"),)]
+        self.assertGreater(e2, e1)
+        with self.assertRaises(urllib.error.HTTPError) as cm:
+            urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/other", timeout=10)
+        self.assertEqual(cm.exception.code, 404)
+
+    def test_strict_parser_rejects_malformed_exposition(self):
+        good = "# HELP a_total x\n# TYPE a_total counter\na_total{chip=\"0\"} 1\n"
+        parse_prometheus(good)
+        for bad in (good.replace("a_total{", "a{"),                     # sample outside its family
+                    good + "a_total{chip=\"0\"} 2\n",                      # duplicate series
+                    good.replace("# TYPE a_total counter", "# TYPE a_total countr"),
+                    good.replace("a_total", "a").replace("a{", "a{"),     # counter without _total
+                    good.replace('chip="0"', "chip=0"),                   # unquoted label
+                    good.rstrip("\n")):                                   # no final newline
+            with self.assertRaises((AssertionError, ValueError), msg=bad):
+                parse_prometheus(bad)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
