@@ -5,11 +5,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include "vtrn/drv/log.h"
 #include "vtrn/drv/qemu_launch.h"
@@ -26,6 +30,15 @@ constexpr uint64_t kReadyPollNs = 200 * kMs;   // logs, telemetry, panic watch o
 constexpr uint64_t kStopGraceNs = 1500 * kMs;  // firmware Shutdown -> QEMU exit
 constexpr uint64_t kQuitGraceNs = 1000 * kMs;  // QMP quit -> QEMU exit
 constexpr size_t kQemuLines = 32;
+constexpr uint64_t kResetBackoffNs = 250 * kMs;   // second reset in the window waits this, doubling
+constexpr uint64_t kResetBackoffMaxNs = 4000 * kMs;
+constexpr size_t kResetLogLines = 12;
+
+uint64_t unix_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1'000'000;
+}
 
 // Keeps text printable: firmware and UART bytes are untrusted, and protobuf
 // strings must be valid UTF-8.
@@ -120,7 +133,7 @@ Chip::Chip(EventLoop* loop, ChipOptions opts)
       label_("chip " + std::to_string(opts_.board.id)) {}
 
 Chip::~Chip() {
-  for (EventLoop::TimerId t : {boot_timer_, poll_timer_, op_timer_, stop_timer_})
+  for (EventLoop::TimerId t : {boot_timer_, poll_timer_, op_timer_, stop_timer_, reset_timer_})
     if (t != 0) loop_->cancel_timer(t);
   if (pid_ > 0 && !exited_) {
     // Last resort (vtrnd normally stops chips first): never leave QEMU behind.
@@ -146,7 +159,7 @@ void Chip::set_state(Vtrn__Api__ChipState s, const std::string& error) {
   if (!error.empty()) error_ = error;
   if (s != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
     fail_all_ops(VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
-                 label_ + " is " + chip_state_name(s));
+                 !leaving_reason_.empty() ? leaving_reason_ : label_ + " is " + chip_state_name(s));
     if (dma_.attached()) {
       dma_.detach();
       if (on_dma_event) on_dma_event();
@@ -162,6 +175,7 @@ void Chip::fail(const std::string& why) {
   DRV_LOGE("%s", why.c_str());
   for (const std::string& l : fail_lines_) DRV_LOGE("%s:   %s", label_.c_str(), l.c_str());
   set_state(VTRN__API__CHIP_STATE__CHIP_STATE_FAILED, why);
+  if (recovering_) finish_reset(false, why);
 }
 
 bool Chip::start(std::string* err) {
@@ -216,16 +230,29 @@ bool Chip::start(std::string* err) {
   std::vector<std::string> argv;
   if (!build_qemu_argv(chip_args_template(), opts_.qemu, p, &argv, &why)) return bail(why);
   argv.insert(argv.end(), opts_.extra_qemu_args.begin(), opts_.extra_qemu_args.end());
-  cmdline_ = join_command(argv);
-  DRV_LOGI("%s: launching %s", label_.c_str(), cmdline_.c_str());
+  argv_ = std::move(argv);
+  cmdline_ = join_command(argv_);
+  if (!launch(&why)) return bail(why);
+  return true;
+}
 
+// Spawns QEMU with argv_ (first start and relaunch after QEMU died) and arms
+// the boot timeout.
+bool Chip::launch(std::string* err) {
+  DRV_LOGI("%s: launching %s", label_.c_str(), cmdline_.c_str());
   int out_fd = -1;
   launch_ns_ = monotonic_ns();
-  pid_ = spawn_qemu(argv, &out_fd, &why);
-  if (pid_ < 0) return bail(why);
+  exited_ = false;
+  pid_ = spawn_qemu(argv_, &out_fd, err);
+  if (pid_ < 0) {
+    exited_ = true;
+    return false;
+  }
   qemu_out_.reset(out_fd);
+  qemu_partial_.clear();
   loop_->add(qemu_out_.get(), EPOLLIN, [this](uint32_t) { read_qemu_output(); });
 
+  if (boot_timer_ != 0) loop_->cancel_timer(boot_timer_);
   boot_timer_ = loop_->add_timer(launch_ns_ + uint64_t(opts_.boot_timeout_ms) * kMs,
                                  [this] {
                                    boot_timer_ = 0;
@@ -254,7 +281,8 @@ void Chip::schedule_poll(uint64_t delay_ns) {
     } else if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
       poll_logs();
       sample_telemetry();
-      schedule_poll(kReadyPollNs);
+      check_watchdog();
+      if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY) schedule_poll(kReadyPollNs);
     }
   });
 }
@@ -290,6 +318,9 @@ void Chip::on_host_doorbell(uint32_t vector) {
   uint64_t n = ivshmem_.drain_host(vector);
   host_rx_events_ += n;
   if (vector == kVectorControl) {
+    // Responses first: a firmware that answers and then breaks (an injected
+    // fault) has still answered.
+    if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY) pump();
     check_firmware();
     pump();
   } else if (vector == kVectorLog) {
@@ -304,6 +335,12 @@ void Chip::check_firmware() {
   switch (state_) {
     case VTRN__API__CHIP_STATE__CHIP_STATE_STARTING:
     case VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING:
+      if (recovering_) {
+        // Until the rebooted firmware rewrites the header, BAR2 still holds
+        // the state of the boot that went down (READY, or PANIC).
+        const FwHeader h = hif_.header_snapshot();
+        if (h.magic != kMagic || h.boot_generation == reset_generation_) break;
+      }
       if (fw == kStateReady) {
         on_ready();
       } else if (fw == kStatePanic) {
@@ -319,7 +356,12 @@ void Chip::check_firmware() {
         poll_logs();
         set_state(VTRN__API__CHIP_STATE__CHIP_STATE_HALTED, stopping_ ? "" : label_ + ": firmware halted");
       } else if (fw != kStateReady) {
-        fail(label_ + ": firmware left READY (state " + fw_state_name(fw) + ")");
+        const std::string why = std::string("firmware left READY (state ") + fw_state_name(fw) + ")";
+        if (recovery_allowed()) {
+          begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, why);
+        } else {
+          fail(label_ + ": " + why);
+        }
       }
       break;
     default:
@@ -353,11 +395,22 @@ void Chip::on_ready() {
   if (boot_timer_ != 0) loop_->cancel_timer(boot_timer_);
   boot_timer_ = 0;
   boot_ns_ = monotonic_ns() - launch_ns_;
+  ever_ready_ = true;
+  last_beat_ = hif_.heartbeat();
+  last_beat_ns_ = monotonic_ns();
+  error_.clear();
+  leaving_reason_.clear();
   set_state(VTRN__API__CHIP_STATE__CHIP_STATE_READY);
   const FwHeader& h = hif_.header();
   DRV_LOGI("%s: READY in %.1f ms (firmware %s, build %s, boot generation %u)", label_.c_str(),
            double(boot_ns_) / 1e6, version_string(h.fw_version).c_str(), h.build_id,
            h.boot_generation);
+  if (recovering_) {
+    reset_.last_recover_ns = monotonic_ns() - detect_ns_;
+    DRV_LOGI("%s: recovered %.1f ms after the fault was detected (%s)", label_.c_str(),
+             double(reset_.last_recover_ns) / 1e6, reset_.last_reason.c_str());
+    finish_reset(true, "");
+  }
   poll_logs();
   sample_telemetry();
   schedule_poll(kReadyPollNs);
@@ -397,16 +450,30 @@ void Chip::on_panic() {
   boot_timer_ = 0;
   std::string why = label_ + ": firmware panic";
   if (has_panic_) why += std::string(": ") + printable(panic_.reason);
+  if (recovery_allowed()) {
+    DRV_LOGE("%s", why.c_str());
+    begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_PANIC, why.substr(label_.size() + 2));
+    return;
+  }
   fail_lines_ = last_lines(10);
   DRV_LOGE("%s", why.c_str());
   for (const std::string& l : fail_lines_) DRV_LOGE("%s:   %s", label_.c_str(), l.c_str());
   set_state(VTRN__API__CHIP_STATE__CHIP_STATE_PANIC, why);
+  if (recovering_) finish_reset(false, why);
 }
 
 void Chip::on_boot_timeout() {
   if (settled()) return;
   check_firmware();
   if (settled()) return;
+  if (recovering_ && recovery_allowed()) {
+    poll_logs();
+    std::string why = "reboot timed out after " + std::to_string(opts_.boot_timeout_ms) + " ms";
+    const std::string last = last_line();
+    if (!last.empty()) why += ": " + last;
+    begin_reset(reset_.last_cause, why);
+    return;
+  }
   const uint32_t fw = hif_.fw_state();
   std::string ignored;
   if (fw != kStateOff && !hif_.up()) (void)hif_.bring_up(&ignored);
@@ -439,6 +506,17 @@ void Chip::on_child_exit(int wait_status) {
     finish_stop();
     return;
   }
+  if (recovering_) {
+    // Killed by us (system_reset refused) or died while rebooting: a new
+    // QEMU takes over once the back-off timer (if any) fires.
+    if (reset_timer_ == 0) do_reset();
+    return;
+  }
+  if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY && recovery_allowed()) {
+    begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_QEMU_EXIT,
+                "QEMU (pid " + std::to_string(pid_) + ") exited with " + exit_text(wait_status));
+    return;
+  }
   if (booting) {
     check_firmware();  // it may have panicked and then exited
     if (settled()) return;
@@ -454,13 +532,234 @@ void Chip::on_child_exit(int wait_status) {
   }
 }
 
+// ---- reset and recovery --------------------------------------------------------
+
+bool Chip::recovery_allowed() const {
+  return opts_.auto_recover && ever_ready_ && !stopping_ && !test_mode_ && opts_.gdb_port == 0;
+}
+
+uint32_t Chip::watchdog_ms() const {
+  if (!opts_.watchdog || !hif_.up() || state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY) return 0;
+  if (opts_.watchdog_ms != 0) return opts_.watchdog_ms;
+  const uint64_t period = last_sample_.period_ms != 0 ? last_sample_.period_ms : 100;
+  const uint64_t ms = std::max<uint64_t>(opts_.watchdog_min_ms, period * opts_.watchdog_periods);
+  return uint32_t(std::min<uint64_t>(ms, 3'600'000));
+}
+
+void Chip::note_fault_injected() { inject_ns_ = monotonic_ns(); }
+
+void Chip::check_watchdog() {
+  if (!opts_.watchdog || !recovery_allowed() || state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY)
+    return;
+  const uint64_t now = monotonic_ns();
+  const uint64_t beat = hif_.heartbeat();
+  if (beat != last_beat_) {
+    last_beat_ = beat;
+    last_beat_ns_ = now;
+    return;
+  }
+  const uint64_t limit_ns = uint64_t(watchdog_ms()) * kMs;
+  if (limit_ns == 0 || now - last_beat_ns_ < limit_ns) return;
+  begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_WATCHDOG,
+              "watchdog: no heartbeat for " + std::to_string((now - last_beat_ns_) / kMs) +
+                  " ms (stuck at " + std::to_string(beat) + ", limit " +
+                  std::to_string(limit_ns / kMs) + " ms)");
+}
+
+std::string Chip::panic_summary() const {
+  if (!has_panic_) return "";
+  char buf[160];
+  if (panic_.cause == kPanicException) {
+    snprintf(buf, sizeof buf, "exception on cpu %u: ec 0x%x esr 0x%llx elr 0x%llx far 0x%llx: ",
+             unsigned(panic_.cpu), unsigned(panic_.ec), (unsigned long long)panic_.esr,
+             (unsigned long long)panic_.elr, (unsigned long long)panic_.far);
+  } else {
+    snprintf(buf, sizeof buf, "cause %u on cpu %u: ", unsigned(panic_.cause), unsigned(panic_.cpu));
+  }
+  return buf + printable(panic_.reason);
+}
+
+void Chip::reset(Vtrn__Api__ResetCause cause, const std::string& reason, ResetDone done) {
+  if (stopping_) {
+    if (done) done(false, label_ + " is stopping");
+    return;
+  }
+  if (!ever_ready_ && !settled()) {
+    if (done) done(false, label_ + " is still in its first boot (" + chip_state_name(state_) + ")");
+    return;
+  }
+  if (test_mode_) {
+    if (done) done(false, label_ + " has no QEMU to reset (test attachment)");
+    return;
+  }
+  if (done) reset_waiters_.push_back(std::move(done));
+  if (recovering_) return;  // joins the reset in progress
+  // An operator asking for a reset starts a fresh give-up window.
+  reset_times_.clear();
+  begin_reset(cause, reason);
+}
+
+void Chip::begin_reset(Vtrn__Api__ResetCause cause, const std::string& reason) {
+  if (in_begin_reset_) return;
+  in_begin_reset_ = true;
+  // Answers the firmware published before it went down are still answers.
+  if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY && hif_.up()) pump();
+  in_begin_reset_ = false;
+  const uint64_t now = monotonic_ns();
+  const bool automatic = cause != VTRN__API__RESET_CAUSE__RESET_CAUSE_MANUAL;
+  uint64_t detect = 0;
+  if (inject_ns_ != 0) {
+    detect = now - inject_ns_;
+  } else if (cause == VTRN__API__RESET_CAUSE__RESET_CAUSE_WATCHDOG) {
+    detect = now - last_beat_ns_;
+  }
+  inject_ns_ = 0;
+  detect_ns_ = now;
+
+  // What the chip looked like when it went down: read the rest of its log
+  // and its panic record before the reboot wipes them.
+  if (hif_.up()) poll_logs();
+  if (!has_panic_ && hif_.fw_state() == kStatePanic) has_panic_ = hif_.read_panic(&panic_);
+  ++reset_.count;
+  reset_.last_cause = cause;
+  reset_.last_reason = reason;
+  reset_.last_unix_ms = unix_ms();
+  reset_.last_detect_ns = detect;
+  reset_.last_recover_ns = 0;
+  reset_.last_panic = panic_summary();
+  reset_.last_log = last_lines(kResetLogLines);
+  DRV_LOGW("%s: resetting: %s", label_.c_str(), reason.c_str());
+  if (!reset_.last_panic.empty()) DRV_LOGW("%s:   panic: %s", label_.c_str(), reset_.last_panic.c_str());
+
+  if (automatic) {
+    reset_times_.push_back(now);
+    while (!reset_times_.empty() && now - reset_times_.front() > uint64_t(opts_.reset_window_ms) * kMs)
+      reset_times_.pop_front();
+  }
+  reset_.recent = uint32_t(reset_times_.size());
+
+  const uint32_t gen = hif_.up() ? hif_.header().boot_generation : hif_.header_snapshot().boot_generation;
+  // A reboot that has not published its header yet leaves the old
+  // generation in place; keep the first one that went down.
+  if (!recovering_ || gen != 0) reset_generation_ = gen;
+  recovering_ = true;
+  leaving_reason_ = label_ + " was reset: " + reason;
+  if (boot_timer_ != 0) loop_->cancel_timer(boot_timer_);
+  boot_timer_ = 0;
+  if (poll_timer_ != 0) loop_->cancel_timer(poll_timer_);
+  poll_timer_ = 0;
+  // Fails control requests in flight or queued and detaches DMA (chains in
+  // flight complete locally with kErrReset); both carry leaving_reason_.
+  set_state(VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING, "");
+  has_panic_ = false;
+  panic_ = PanicRecord{};
+  info_ = FwInfo{};
+  fail_lines_.clear();
+  hif_.attach(ivshmem_.bar2(), ivshmem_.bar2_size());
+  have_prev_sample_ = false;
+  prev_sample_ = Telemetry{};
+  last_sample_ = Telemetry{};
+
+  if (automatic && reset_times_.size() > opts_.reset_limit) {
+    give_up("gave up after " + std::to_string(reset_times_.size()) + " resets within " +
+            std::to_string(opts_.reset_window_ms / 1000) + " s; last: " + reason);
+    return;
+  }
+  uint64_t delay = 0;
+  if (reset_times_.size() >= 2) {
+    delay = std::min(kResetBackoffMaxNs, kResetBackoffNs << std::min<size_t>(reset_times_.size() - 2, 8));
+    DRV_LOGI("%s: reset %zu within the window, backing off %.0f ms", label_.c_str(),
+             reset_times_.size(), double(delay) / 1e6);
+  }
+  if (reset_timer_ != 0) loop_->cancel_timer(reset_timer_);
+  reset_timer_ = 0;
+  if (delay == 0) {
+    do_reset();
+  } else {
+    reset_timer_ = loop_->add_timer_in(delay, [this] {
+      reset_timer_ = 0;
+      do_reset();
+    });
+  }
+}
+
+void Chip::drop_qemu_connections() {
+  if (qemu_out_) {
+    read_qemu_output();
+    if (qemu_out_) loop_->remove(qemu_out_.get());
+    qemu_out_.reset();
+  }
+  if (ivshmem_.peer_fd() >= 0) {
+    loop_->remove(ivshmem_.peer_fd());
+    ivshmem_.drop_peer();
+  }
+  if (qmp_) qmp_->disconnect();
+}
+
+void Chip::do_reset() {
+  if (stopping_ || !recovering_) return;
+  if (exited_ || pid_ <= 0) {
+    // The old QEMU is gone: a new one on the same sockets and BAR2.
+    drop_qemu_connections();
+    qemu_lines_.clear();
+    ++reset_.qemu_relaunches;
+    std::string why;
+    if (!launch(&why)) {
+      give_up("cannot relaunch QEMU: " + why);
+      return;
+    }
+    set_state(VTRN__API__CHIP_STATE__CHIP_STATE_STARTING, "");
+    return;
+  }
+  launch_ns_ = monotonic_ns();
+  boot_timer_ = loop_->add_timer(launch_ns_ + uint64_t(opts_.boot_timeout_ms) * kMs, [this] {
+    boot_timer_ = 0;
+    on_boot_timeout();
+  });
+  schedule_poll(kBootPollNs);
+  const pid_t pid = pid_;
+  auto kill_it = [this, pid](const std::string& why) {
+    DRV_LOGW("%s: %s; killing QEMU (pid %d) to start a new one", label_.c_str(), why.c_str(), int(pid));
+    if (!exited_ && pid_ == pid) kill(pid, SIGKILL);  // on_child_exit relaunches
+  };
+  if (!qmp_ || !qmp_->ready()) {
+    kill_it("QMP is not connected");
+    return;
+  }
+  DRV_LOGI("%s: QMP system_reset", label_.c_str());
+  qmp_->execute("system_reset", [this, kill_it](bool ok, const std::string& detail) {
+    if (!ok && recovering_ && !stopping_) kill_it("QMP system_reset failed: " + detail);
+  });
+}
+
+void Chip::give_up(const std::string& why) {
+  recovering_ = false;
+  if (reset_timer_ != 0) loop_->cancel_timer(reset_timer_);
+  reset_timer_ = 0;
+  leaving_reason_.clear();
+  // A chip that keeps failing would only burn a host core.
+  if (pid_ > 0 && !exited_) kill(pid_, SIGKILL);
+  fail(label_ + ": " + why);
+  finish_reset(false, label_ + ": " + why);
+}
+
+void Chip::finish_reset(bool ok, const std::string& why) {
+  recovering_ = false;
+  if (reset_timer_ != 0) loop_->cancel_timer(reset_timer_);
+  reset_timer_ = 0;
+  auto waiters = std::move(reset_waiters_);
+  reset_waiters_.clear();
+  for (auto& w : waiters) w(ok, why);
+}
+
 // ---- control queue ----------------------------------------------------------
 
 void Chip::submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool spin, CtrlDone done) {
   CtrlResult r;
   if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY || stopping_) {
     r.status = VTRN__API__STATUS__STATUS_CHIP_NOT_READY;
-    r.error = label_ + " is " + chip_state_name(state_) + (error_.empty() ? "" : ": " + error_);
+    r.error = recovering_ ? label_ + " is being reset (" + reset_.last_reason + ")"
+                          : label_ + " is " + chip_state_name(state_) + (error_.empty() ? "" : ": " + error_);
     done(r);
     return;
   }
@@ -518,7 +817,11 @@ void Chip::issue_front() {
       r.error = label_ + ": control request ring broken: " +
                 ctrl_error_name(hif_.request_ring_error());
       complete_inflight(r);
-      fail(r.error);
+      if (recovery_allowed()) {
+        begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, r.error.substr(label_.size() + 2));
+      } else {
+        fail(r.error);
+      }
     }
     return;
   }
@@ -577,7 +880,11 @@ void Chip::process_responses() {
         r.error = why;
         complete_inflight(r);
       }
-      fail(why);
+      if (recovery_allowed()) {
+        begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, why.substr(label_.size() + 2));
+      } else {
+        fail(why);
+      }
       return;
     }
     if (h.kind == kSlotEvent) {
@@ -746,6 +1053,10 @@ ChipStatus Chip::status() const {
   s.panic = panic_;
   s.info = info_;
   s.qemu_cmdline = cmdline_;
+  s.reset = reset_;
+  s.reset.recovering = recovering_;
+  s.reset.recent = uint32_t(reset_times_.size());
+  s.watchdog_ms = watchdog_ms();
   return s;
 }
 
@@ -755,6 +1066,8 @@ void Chip::stop(std::function<void()> done) {
   if (done) stop_done_.push_back(std::move(done));
   if (stopping_) return;
   stopping_ = true;
+  if (reset_timer_ != 0) loop_->cancel_timer(reset_timer_);
+  reset_timer_ = 0;
   if (pid_ <= 0 || exited_) {
     finish_stop();
     return;
@@ -807,6 +1120,7 @@ void Chip::finish_stop() {
   if (boot_timer_ != 0) loop_->cancel_timer(boot_timer_);
   boot_timer_ = 0;
   fail_all_ops(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, label_ + " is stopping");
+  if (recovering_) finish_reset(false, label_ + " stopped while being reset");
   auto done = std::move(stop_done_);
   stop_done_.clear();
   for (auto& d : done) d();

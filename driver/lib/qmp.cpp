@@ -46,6 +46,7 @@ void QmpClient::on_accept() {
 
 void QmpClient::on_readable() {
   char buf[4096];
+  bool closed = false;
   for (;;) {
     ssize_t n = read(conn_.get(), buf, sizeof buf);
     if (n > 0) {
@@ -54,11 +55,8 @@ void QmpClient::on_readable() {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    // EOF or error: QEMU is gone (or going).
-    loop_->remove(conn_.get());
-    conn_.reset();
-    negotiated_ = false;
-    fail_all("QMP connection closed");
+    // EOF or error: QEMU is gone (or going); what it said last still counts.
+    closed = true;
     break;
   }
   size_t pos;
@@ -69,6 +67,7 @@ void QmpClient::on_readable() {
     if (!line.empty()) handle_line(line);
   }
   if (inbuf_.size() > (1u << 20)) inbuf_.clear();  // a runaway line is not QMP
+  if (closed) disconnect();
 }
 
 void QmpClient::handle_line(const std::string& line) {
@@ -156,6 +155,15 @@ void QmpClient::fail_all(const std::string& why) {
   queued_.clear();
   for (auto& r : a) r(false, why);
   for (auto& [cmd, r] : q) r(false, why);
+}
+
+void QmpClient::disconnect() {
+  if (conn_) loop_->remove(conn_.get());
+  conn_.reset();
+  inbuf_.clear();
+  negotiated_ = false;
+  caps_sent_ = false;
+  fail_all("QMP connection closed");
 }
 
 void QmpClient::close() {

@@ -7,6 +7,9 @@
 // are answered in order with {"return":...} or {"error":...}; asynchronous
 // {"event":...} lines (SHUTDOWN, RESET, STOP...) may arrive at any time and
 // are logged. Writes are small and rare, so they are written blocking.
+// One QmpClient outlives the QEMUs it serves: when a chip's QEMU dies and
+// vtrnd launches another on the same socket, the new connection gets its own
+// capabilities handshake.
 #pragma once
 
 #include <functional>
@@ -36,6 +39,9 @@ class QmpClient {
   void execute(const std::string& command, Reply reply);
   [[nodiscard]] bool ready() const { return negotiated_; }
   void set_event_hook(EventHook hook) { on_event_ = std::move(hook); }
+  // Drops the current QEMU connection (its commands fail) but keeps
+  // listening: a relaunched QEMU connects again and is greeted afresh.
+  void disconnect();
   void close();
 
  private:

@@ -1,0 +1,192 @@
+// vtrnd reliability requests (see reliability_service.h).
+#include "reliability_service.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+
+#include "vtrn/drv/log.h"
+
+namespace drv {
+
+ResetHistoryMsg::ResetHistoryMsg(const ResetInfo& r) : info_(r) {
+  msg_.count = info_.count;
+  msg_.last_cause = info_.last_cause;
+  msg_.last_reason = info_.last_reason.data();
+  msg_.last_unix_ms = info_.last_unix_ms;
+  msg_.last_detect_ns = info_.last_detect_ns;
+  msg_.last_recover_ns = info_.last_recover_ns;
+  msg_.last_panic = info_.last_panic.data();
+  for (std::string& l : info_.last_log) log_.push_back(l.data());
+  msg_.n_last_log = log_.size();
+  msg_.last_log = log_.data();
+  msg_.recent = info_.recent;
+  msg_.qemu_relaunches = info_.qemu_relaunches;
+  msg_.recovering = info_.recovering;
+}
+
+const char* fault_kind_name(Vtrn__Api__FaultKind k) {
+  switch (k) {
+    case VTRN__API__FAULT_KIND__FAULT_KIND_HANG: return "hang";
+    case VTRN__API__FAULT_KIND__FAULT_KIND_STALL: return "stall";
+    case VTRN__API__FAULT_KIND__FAULT_KIND_PANIC: return "panic";
+    case VTRN__API__FAULT_KIND__FAULT_KIND_DMA_CORRUPT: return "dma-corrupt";
+    case VTRN__API__FAULT_KIND__FAULT_KIND_QEMU_KILL: return "qemu-kill";
+    default: return "unknown";
+  }
+}
+
+void ReliabilityService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st,
+                                     const std::string& err) {
+  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+  resp.id = id;
+  resp.status = st;
+  std::string e = err;
+  resp.error = e.data();
+  reply_(cid, &resp);
+}
+
+void ReliabilityService::reply_inject(uint64_t cid, uint64_t id, const std::string& detail,
+                                      uint64_t heartbeat, int32_t pid) {
+  std::string d = detail;
+  Vtrn__Api__FaultInjectResponse fr = VTRN__API__FAULT_INJECT_RESPONSE__INIT;
+  fr.detail = d.data();
+  fr.heartbeat = heartbeat;
+  fr.qemu_pid = pid;
+  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+  resp.id = id;
+  resp.body_case = VTRN__API__RESPONSE__BODY_FAULT_INJECT;
+  resp.fault_inject = &fr;
+  reply_(cid, &resp);
+}
+
+void ReliabilityService::chip_reset(uint64_t cid, uint64_t id, Chip* chip) {
+  const uint64_t t0 = monotonic_ns();
+  DRV_LOGI("chip %u: reset requested by client %llu", chip->id(), (unsigned long long)cid);
+  chip->reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_MANUAL, "manual reset (vtrn reset)",
+              [this, cid, id, chip, t0](bool ok, const std::string& why) {
+                if (!ok) {
+                  reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, why);
+                  return;
+                }
+                const ChipStatus s = chip->status();
+                ResetHistoryMsg h(s.reset);
+                Vtrn__Api__ChipResetResponse rr = VTRN__API__CHIP_RESET_RESPONSE__INIT;
+                rr.elapsed_ns = monotonic_ns() - t0;
+                rr.boot_generation = s.header_valid ? s.header.boot_generation : 0;
+                rr.history = h.get();
+                Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
+                resp.id = id;
+                resp.body_case = VTRN__API__RESPONSE__BODY_CHIP_RESET;
+                resp.chip_reset = &rr;
+                reply_(cid, &resp);
+              });
+}
+
+void ReliabilityService::fault_inject(uint64_t cid, uint64_t id, Chip* chip,
+                                      const Vtrn__Api__FaultInjectRequest& r) {
+  const std::string label = "chip " + std::to_string(chip->id());
+  if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
+                label + " is " + chip_state_name(chip->state()) + ": nothing to inject into");
+    return;
+  }
+  const char* kind = fault_kind_name(r.kind);
+  switch (r.kind) {
+    case VTRN__API__FAULT_KIND__FAULT_KIND_HANG:
+    case VTRN__API__FAULT_KIND__FAULT_KIND_STALL:
+    case VTRN__API__FAULT_KIND__FAULT_KIND_PANIC: {
+      Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
+      Vtrn__Ctrl__ReliabilityInjectRequest ir = VTRN__CTRL__RELIABILITY_INJECT_REQUEST__INIT;
+      ir.fault = r.kind == VTRN__API__FAULT_KIND__FAULT_KIND_HANG
+                     ? VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_HANG
+                 : r.kind == VTRN__API__FAULT_KIND__FAULT_KIND_STALL
+                     ? VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_STALL
+                     : VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_PANIC;
+      req.body_case = VTRN__CTRL__REQUEST__BODY_RELIABILITY_INJECT;
+      req.reliability_inject = &ir;
+      DRV_LOGW("%s: injecting %s on request of client %llu", label.c_str(), kind,
+               (unsigned long long)cid);
+      chip->submit(req, kInjectTimeoutMs, false,
+                   [this, cid, id, chip, label, kind](const Chip::CtrlResult& res) {
+                     if (res.status != VTRN__API__STATUS__STATUS_OK || res.response == nullptr ||
+                         res.response->body_case != VTRN__CTRL__RESPONSE__BODY_RELIABILITY_INJECT) {
+                       reply_error(cid, id,
+                                   res.status == VTRN__API__STATUS__STATUS_OK
+                                       ? VTRN__API__STATUS__STATUS_CHIP_ERROR
+                                       : res.status,
+                                   label + ": inject " + kind + " not acknowledged: " +
+                                       (res.error.empty() ? "firmware answered another body" : res.error));
+                       return;
+                     }
+                     chip->note_fault_injected();
+                     const uint64_t hb = res.response->reliability_inject->heartbeat;
+                     const uint32_t wd = chip->watchdog_ms();
+                     std::string detail = label + ": firmware accepted " + kind + " at heartbeat " +
+                                          std::to_string(hb);
+                     detail += std::string(kind) == "panic"
+                                   ? "; vtrnd resets it once the panic is seen"
+                                   : wd ? "; the watchdog resets it after " + std::to_string(wd) +
+                                              " ms without a heartbeat"
+                                        : "; the watchdog is off: reset it with vtrn reset";
+                     reply_inject(cid, id, detail, hb, 0);
+                   });
+      return;
+    }
+    case VTRN__API__FAULT_KIND__FAULT_KIND_DMA_CORRUPT: {
+      DmaEngine& e = chip->dma();
+      if (!e.attached()) {
+        reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, label + " has no DMA queues");
+        return;
+      }
+      const int32_t q = r.queue < 0 ? 0 : r.queue;
+      if (uint32_t(q) >= e.queue_count()) {
+        reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                    label + ": no DMA queue " + std::to_string(q) + " (chip has " +
+                        std::to_string(e.queue_count()) + ")");
+        return;
+      }
+      const DmaError err = e.inject_sq_index_fault(uint32_t(q), false);
+      if (err != DmaError::kOk) {
+        reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL,
+                    label + ": DMA queue " + std::to_string(q) + ": " + dma_error_name(err));
+        return;
+      }
+      DRV_LOGW("%s: DMA queue %d: submission index corrupted in BAR2 on request of client %llu",
+               label.c_str(), int(q), (unsigned long long)cid);
+      reply_inject(cid, id,
+                   label + ": DMA queue " + std::to_string(q) +
+                       " submission index pushed past the ring in BAR2; the firmware latches the "
+                       "queue (vtrn dma stats), vtrn dma reset " + std::to_string(chip->id()) +
+                       " clears it",
+                   0, 0);
+      return;
+    }
+    case VTRN__API__FAULT_KIND__FAULT_KIND_QEMU_KILL: {
+      const pid_t pid = chip->pid();
+      if (pid <= 0) {
+        reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, label + " has no QEMU running");
+        return;
+      }
+      DRV_LOGW("%s: SIGKILL to QEMU pid %d on request of client %llu", label.c_str(), int(pid),
+               (unsigned long long)cid);
+      chip->note_fault_injected();
+      if (kill(pid, SIGKILL) != 0) {
+        reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL,
+                    label + ": kill QEMU pid " + std::to_string(pid) + ": " + strerror(errno));
+        return;
+      }
+      reply_inject(cid, id,
+                   label + ": sent SIGKILL to QEMU pid " + std::to_string(pid) +
+                       "; vtrnd launches a new one",
+                   0, int32_t(pid));
+      return;
+    }
+    default:
+      reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                  "unknown fault kind " + std::to_string(int(r.kind)));
+      return;
+  }
+}
+
+}  // namespace drv

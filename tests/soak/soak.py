@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""Soak: several clients keep a board busy while faults are injected at random,
+and every request must end with an answer.
+
+It boots its own board (a fresh runtime directory, like the integration
+tests), then runs for a bounded time:
+  - N client threads, each on its own connection to vtrnd, pick a chip at
+    random and either ping it (control queue) or allocate a block of HBM,
+    write random bytes to it by DMA, read them back, compare and free it;
+  - one fault thread that, every --fault-interval seconds (jittered), picks a
+    READY chip and injects hang, panic, qemu-kill or dma-corrupt (the last is
+    followed by a DMA queue reset, the documented recovery).
+Every request is counted as submitted, then completed (OK), failed (non-OK
+status, counted by its reason with the digits taken out) or lost (no answer
+within --request-timeout: must be 0). A read-back that differs from what was
+written is corrupt (must be 0). Before and after, it records vtrnd's file
+descriptors and RSS and each chip's free DMA-window bytes (the host-side
+buffers every transfer borrows); after the run every chip must be READY
+again and nothing may have grown beyond a small tolerance.
+
+Detection and recovery times come from vtrnd's reset history (Info), once
+per fault. Output: a text report on stderr and, with --json, one JSON
+document on stdout. Exit status 0 when every check holds, 1 otherwise.
+
+Run from the build tree (paths as tests/CMakeLists.txt sets them):
+  VTRN_CLI=... VTRN_VTRND=... VTRN_TEST_FIRMWARE=... tests/soak/soak.py --seconds 600
+"""
+
+import argparse
+import json
+import os
+import random
+import re
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import vtrn_harness as h  # noqa: E402
+
+MiB = 1 << 20
+FAULTS = ("hang", "panic", "qemu-kill", "dma-corrupt")
+FAULT_KIND = {"hang": 1, "panic": 2, "dma-corrupt": 3, "qemu-kill": 4}
+# vtrn.api Request oneof numbers.
+REQ_PING, REQ_DMA_WRITE, REQ_DMA_READ, REQ_DMA_STATS, REQ_DMA_RESET = 12, 30, 31, 34, 35
+REQ_FAULT_INJECT = 121
+REQ_HBM_ALLOC, REQ_HBM_FREE = 40, 41
+
+
+class Counters:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.submitted = self.completed = self.lost = 0
+        self.failed = {}
+        self.mismatches = []  # (chip, write start, read end) of read-backs that differed
+
+    def fail(self, status, error):
+        reason = f"status {status}: " + re.sub(r"0x[0-9a-f]+|\d+", "N", error)[:160]
+        with self.lock:
+            self.failed[reason] = self.failed.get(reason, 0) + 1
+
+
+def vtrnd_resources(pid):
+    fds = len(h.open_fds(pid))
+    rss = 0
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return {"fds": fds, "rss_bytes": rss}
+
+
+def chip_states(s):
+    return {c["id"]: c for c in s.vtrn_json("ls")["chips"]}
+
+
+def window_free(s, chips):
+    out = {}
+    with h.ApiClient(s, timeout=30) as c:
+        for chip in chips:
+            st = c.call(REQ_DMA_STATS, [(1, chip)])
+            out[chip] = h.pb_uint(st, 6)
+    return out
+
+
+def free_block(conn, counters, chip, addr):
+    with counters.lock:
+        counters.submitted += 1
+    status, error, _ = conn.call_raw(REQ_HBM_FREE, [(1, chip), (2, addr)])
+    if status != 0:
+        counters.fail(status, error)
+    else:
+        with counters.lock:
+            counters.completed += 1
+
+
+def client_loop(s, idx, chips, stop, counters, timeout, seed):
+    rng = random.Random(seed)
+    conn = None
+    while not stop.is_set():
+        if conn is None:
+            try:
+                conn = h.ApiClient(s, timeout=timeout)
+                conn.call(REQ_DMA_STATS, [(1, chips[0])])
+            except h.ApiError:
+                # A chip is being reset: its stats are refused; try again.
+                conn.close()
+                conn = None
+                time.sleep(0.1)
+                continue
+        chip = rng.choice(chips)
+        try:
+            if rng.random() < 0.5:
+                with counters.lock:
+                    counters.submitted += 1
+                status, error, _ = conn.call_raw(REQ_PING, [(1, chip), (2, 3)])
+                if status == 0:
+                    with counters.lock:
+                        counters.completed += 1
+                else:
+                    counters.fail(status, error)
+            else:
+                size = rng.choice((4096, 65536, 300 * 1024))
+                # DMA reaches only HBM the connection has allocated, and a
+                # reset frees a chip's allocations: one allocation per round,
+                # so no client writes through an address that another client
+                # was given after a reset.
+                with counters.lock:
+                    counters.submitted += 1
+                status, error, body = conn.call_raw(REQ_HBM_ALLOC, [(1, chip), (2, size), (3, 0), (4, 0)])
+                if status != 0:
+                    counters.fail(status, error)
+                    continue
+                with counters.lock:
+                    counters.completed += 1
+                addr = h.pb_uint(body, 1)
+                data = rng.randbytes(size)
+                t_write = time.monotonic()
+                with counters.lock:
+                    counters.submitted += 1
+                status, error, _ = conn.call_raw(REQ_DMA_WRITE, [(1, chip), (2, addr), (3, data)])
+                if status != 0:
+                    counters.fail(status, error)
+                    free_block(conn, counters, chip, addr)
+                    continue
+                with counters.lock:
+                    counters.completed += 1
+                    counters.submitted += 1
+                status, error, body = conn.call_raw(REQ_DMA_READ, [(1, chip), (2, addr), (3, size)])
+                if status != 0:
+                    counters.fail(status, error)
+                else:
+                    with counters.lock:
+                        counters.completed += 1
+                        if body.get(1, [b""])[-1] != data:
+                            counters.mismatches.append((chip, t_write, time.monotonic()))
+                free_block(conn, counters, chip, addr)
+        except (TimeoutError, OSError, ConnectionError):
+            with counters.lock:
+                counters.lost += 1
+            try:
+                conn.close()
+            except OSError:
+                pass
+            conn = None
+    if conn is not None:
+        conn.close()
+
+
+def fault_loop(s, chips, stop, interval, rng, faults, log):
+    with h.ApiClient(s, timeout=60) as c:
+        while not stop.wait(interval * rng.uniform(0.6, 1.4)):
+            states = chip_states(s)
+            ready = [chip for chip in chips if states[chip]["state"] == "READY" and not states[chip]["recovering"]]
+            if not ready:
+                continue
+            chip, kind = rng.choice(ready), rng.choice(faults)
+            before = states[chip]["resets"]
+            t0 = time.monotonic()
+            status, error, _ = c.call_raw(REQ_FAULT_INJECT, [(1, chip), (2, FAULT_KIND[kind]), (3, 0)])
+            entry = {"chip": chip, "kind": kind, "status": status, "error": error, "t": t0}
+            if status == 0 and kind == "dma-corrupt":
+                time.sleep(0.3)
+                st, err, _ = c.call_raw(REQ_DMA_RESET, [(1, chip), (2, -1)])
+                entry["dma_reset"] = "ok" if st == 0 else err
+            entry["resets_before"] = before
+            log.append(entry)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=25)
+    ap.add_argument("--clients", type=int, default=3)
+    ap.add_argument("--chips", type=int, default=2)
+    ap.add_argument("--fault-interval", type=float, default=4.0)
+    ap.add_argument("--faults", default=",".join(FAULTS))
+    ap.add_argument("--request-timeout", type=float, default=30)
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    faults = [f for f in args.faults.split(",") if f]
+    for f in faults:
+        if f not in FAULT_KIND:
+            ap.error(f"unknown fault {f!r} (choose from {', '.join(FAULTS)})")
+
+    h.require_built()
+    h.become_subreaper()
+    s = h.Session("soak")
+    problems = []
+    report = {"seed": args.seed, "seconds": args.seconds, "clients": args.clients, "chips": args.chips}
+    try:
+        r = s.vtrn("up", "--chips", args.chips, env={"VTRN_RESET_LIMIT": "1000"})
+        if r.returncode != 0:
+            raise SystemExit(f"soak: vtrn up exited {r.returncode}: {r.stderr}")
+        s.remember_pids()
+        chips = list(range(args.chips))
+        vtrnd = s.vtrnd_pid()
+        # Warm-up: every code path once, so lazily grown buffers are not
+        # counted as growth.
+        warm = Counters()
+        stop = threading.Event()
+        t = threading.Thread(target=client_loop, args=(s, 99, chips, stop, warm, args.request_timeout, 1))
+        t.start()
+        time.sleep(1.0)
+        stop.set()
+        t.join()
+        before = {"vtrnd": vtrnd_resources(vtrnd), "window_free": window_free(s, chips)}
+
+        counters = Counters()
+        stop = threading.Event()
+        rng = random.Random(args.seed)
+        threads = [threading.Thread(target=client_loop,
+                                    args=(s, i, chips, stop, counters, args.request_timeout, args.seed + i))
+                   for i in range(args.clients)]
+        fault_log = []
+        ft = threading.Thread(target=fault_loop, args=(s, chips, stop, args.fault_interval, rng, faults, fault_log))
+        for th in threads + [ft]:
+            th.start()
+        time.sleep(args.seconds)
+        stop.set()
+        for th in threads + [ft]:
+            th.join(args.request_timeout + 60)
+            if th.is_alive():
+                problems.append(f"{th.name} did not finish: a request is hanging")
+
+        # Every chip must come back.
+        deadline = time.monotonic() + 60
+        while True:
+            states = chip_states(s)
+            if all(c["state"] == "READY" and not c["recovering"] for c in states.values()):
+                break
+            if time.monotonic() > deadline:
+                problems.append("chips not READY 60 s after the run: " +
+                                "; ".join(f"{c['id']} {c['state']} {c['error']}" for c in states.values()))
+                break
+            time.sleep(0.2)
+        with h.ApiClient(s) as c:
+            for chip in chips:
+                c.call(REQ_DMA_RESET, [(1, chip), (2, -1)])  # a dma-corrupt near the end
+        time.sleep(0.5)
+        after = {"vtrnd": vtrnd_resources(vtrnd), "window_free": window_free(s, chips)}
+        resets = {cid: c["resets"] for cid, c in chip_states(s).items()}
+        infos = {chip: s.vtrn_json("info", chip)["reset_history"] for chip in chips}
+
+        report.update({
+            "submitted": counters.submitted, "completed": counters.completed, "lost": counters.lost,
+            "failed": sum(counters.failed.values()), "failed_by_reason": counters.failed,
+            "read_back_mismatches": len(counters.mismatches),
+            "faults": [{k: v for k, v in e.items() if k != "t"} for e in fault_log],
+            "resets": resets, "last_reset": infos, "before": before, "after": after,
+        })
+        if counters.lost:
+            problems.append(f"{counters.lost} request(s) lost (no answer within {args.request_timeout} s)")
+        if counters.submitted != counters.completed + sum(counters.failed.values()) + counters.lost:
+            problems.append("submitted != completed + failed + lost")
+        # A read-back that differs is legitimate only when its chip was
+        # faulted between the write and the read (a new QEMU starts with
+        # zeroed HBM); the 2 s margin covers a fault injected just before the
+        # write whose detection came after it.
+        corrupt = [m for m in counters.mismatches
+                   if not any(e["chip"] == m[0] and e["kind"] != "dma-corrupt" and
+                              m[1] - 2 <= e["t"] <= m[2] for e in fault_log)]
+        report["corrupt"] = len(corrupt)
+        if corrupt:
+            problems.append(f"{len(corrupt)} DMA read-back(s) differ with no reset of their chip in between")
+        bad_faults = [e for e in fault_log if e["status"] != 0]
+        if bad_faults:
+            problems.append(f"{len(bad_faults)} injection(s) refused: {bad_faults[0]['error']}")
+        fd_growth = after["vtrnd"]["fds"] - before["vtrnd"]["fds"]
+        if fd_growth > 2:
+            problems.append(f"vtrnd file descriptors grew by {fd_growth}")
+        rss_growth = after["vtrnd"]["rss_bytes"] - before["vtrnd"]["rss_bytes"]
+        if rss_growth > 64 * MiB:
+            problems.append(f"vtrnd RSS grew by {rss_growth >> 20} MiB")
+        for chip in chips:
+            if after["window_free"][chip] != before["window_free"][chip]:
+                problems.append(f"chip {chip}: DMA window free bytes {before['window_free'][chip]} -> "
+                                f"{after['window_free'][chip]}")
+        problems += h.down_and_check(s)
+    finally:
+        s.cleanup()
+
+    report["problems"] = problems
+    lines = [f"soak: {report['seconds']:.0f} s, {report['clients']} clients, {report['chips']} chips, "
+             f"seed {report['seed']}",
+             f"  requests: {report.get('submitted', 0)} submitted, {report.get('completed', 0)} completed, "
+             f"{report.get('failed', 0)} failed with a reason, {report.get('lost', 0)} lost",
+             f"  DMA read-backs that differed: {report.get('read_back_mismatches', 0)} "
+             f"({report.get('corrupt', 0)} without a reset of their chip in between)"]
+    for reason, n in sorted(report.get("failed_by_reason", {}).items(), key=lambda kv: -kv[1]):
+        lines.append(f"    {n:6d}  {reason}")
+    kinds = {}
+    for e in report.get("faults", []):
+        kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
+    lines.append("  faults injected: " + (", ".join(f"{k} x{n}" for k, n in sorted(kinds.items())) or "none"))
+    lines.append(f"  resets per chip: {report.get('resets', {})}")
+    for chip, hist in report.get("last_reset", {}).items():
+        if hist["count"]:
+            lines.append(f"  chip {chip} last reset: {hist['last_cause']}, detected in "
+                         f"{hist['last_detect_ns'] / 1e6:.0f} ms, READY {hist['last_recover_ns'] / 1e6:.0f} ms later")
+    if "before" in report:
+        b, a = report["before"], report["after"]
+        lines.append(f"  vtrnd fds {b['vtrnd']['fds']} -> {a['vtrnd']['fds']}, RSS "
+                     f"{b['vtrnd']['rss_bytes'] >> 20} -> {a['vtrnd']['rss_bytes'] >> 20} MiB, "
+                     f"DMA window free {b['window_free']} -> {a['window_free']}")
+    lines += [f"  PROBLEM: {p}" for p in problems] or ["  ok"]
+    print("\n".join(lines), file=sys.stderr)
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
