@@ -629,6 +629,220 @@ bool parse_chip_node(const void* fdt, const Node& n, uint32_t id, Chip* out, Res
   return true;
 }
 
+// ---- /switches and /links (bindings vtrn,switch and vtrn,link) ----
+
+// Reads one end: exactly one of "<prefix>-chip" and "<prefix>-switch", each
+// two cells <id port>.
+bool read_end(const void* fdt, const Node& n, const char* prefix, LinkEnd* end, Result* r) {
+  char chip_name[24];
+  char switch_name[24];
+  snprintf(chip_name, sizeof(chip_name), "vtrn,%s-chip", prefix);
+  snprintf(switch_name, sizeof(switch_name), "vtrn,%s-switch", prefix);
+  const uint8_t* cdata = nullptr;
+  const uint8_t* sdata = nullptr;
+  int clen = 0;
+  int slen = 0;
+  bool cpresent = false;
+  bool spresent = false;
+  VTRN_TRY(lookup(fdt, n, chip_name, &cdata, &clen, &cpresent, r));
+  VTRN_TRY(lookup(fdt, n, switch_name, &sdata, &slen, &spresent, r));
+  if (cpresent == spresent)
+    return fail(r, cpresent ? Error::kBadProperty : Error::kMissingProperty, n, chip_name,
+                cpresent ? "and %s both given, exactly one allowed" : "missing (or %s)",
+                switch_name);
+  const char* name = cpresent ? chip_name : switch_name;
+  const uint8_t* data = cpresent ? cdata : sdata;
+  const int len = cpresent ? clen : slen;
+  if (len != 8) return fail(r, Error::kBadProperty, n, name, "%d bytes, must be 2 cells", len);
+  end->kind = cpresent ? EndKind::kChip : EndKind::kSwitch;
+  end->id = fdt32_ld(reinterpret_cast<const fdt32_t*>(data));
+  end->port = fdt32_ld(reinterpret_cast<const fdt32_t*>(data + 4));
+  const uint32_t max_id = cpresent ? kMaxChips : kMaxSwitches;
+  const uint32_t max_port = cpresent ? kMaxPorts : kMaxSwitchPorts;
+  if (end->id >= max_id)
+    return fail(r, Error::kBadProperty, n, name, "id %u out of range 0..%u", end->id, max_id - 1);
+  if (end->port >= max_port)
+    return fail(r, Error::kBadProperty, n, name, "port %u out of range 0..%u", end->port,
+                max_port - 1);
+  return true;
+}
+
+bool same_end(const LinkEnd& x, const LinkEnd& y) {
+  return x.kind == y.kind && x.id == y.id && x.port == y.port;
+}
+
+// One /links child: compatible, reg (unique, checked by the caller's
+// bitmap), unit address, both ends.
+bool read_link(const void* fdt, const Node& n, uint32_t* seen, Link* out, Result* r) {
+  VTRN_TRY(check_compatible(fdt, n, "vtrn,link", r));
+  VTRN_TRY(read_reg(fdt, n, kMaxLinks - 1, &out->index, r));
+  if ((seen[out->index / 32] >> (out->index % 32)) & 1u)
+    return fail(r, Error::kDuplicate, n, "reg", "link %u is already defined", out->index);
+  seen[out->index / 32] |= 1u << (out->index % 32);
+  VTRN_TRY(check_unit_address(fdt, n, "link", out->index, r));
+  VTRN_TRY(read_end(fdt, n, "a", &out->a, r));
+  VTRN_TRY(read_end(fdt, n, "b", &out->b, r));
+  if (out->a.kind == EndKind::kSwitch && out->b.kind == EndKind::kSwitch)
+    return fail(r, Error::kBadProperty, n, nullptr, "both ends are switches (one must be a chip)");
+  if (same_end(out->a, out->b))
+    return fail(r, Error::kBadProperty, n, nullptr, "both ends name the same port");
+  return true;
+}
+
+// Visits every /links child in document order; absent /links visits none.
+template <typename Visit>
+bool for_each_link(const void* fdt, Visit visit, Result* r) {
+  Node root = root_node();
+  Node links;
+  bool present = false;
+  VTRN_TRY(find_child(fdt, root, "links", &links, &present, r));
+  if (!present) return true;
+  VTRN_TRY(check_cells(fdt, links, r));
+  VTRN_TRY(check_child_count(fdt, links, kMaxLinks, "links", r));
+  uint32_t seen[kMaxLinks / 32] = {};
+  int child;
+  fdt_for_each_subnode(child, fdt, links.off) {
+    Node n;
+    VTRN_TRY(make_child(fdt, links, child, &n, r));
+    Link l;
+    VTRN_TRY(read_link(fdt, n, seen, &l, r));
+    VTRN_TRY(visit(n, l));
+  }
+  if (child != -FDT_ERR_NOTFOUND)
+    return fail(r, Error::kBadTree, links, nullptr, "corrupt node list: %s", fdt_strerror(child));
+  return true;
+}
+
+// Fills the wiring of chip `out` (its ports already parsed) from /links.
+bool attach_links(const void* fdt, uint32_t chip_count, Chip* out, Result* r) {
+  return for_each_link(
+      fdt,
+      [&](const Node& n, const Link& l) -> bool {
+        for (uint32_t side = 0; side < 2; ++side) {
+          const LinkEnd& me = side == 0 ? l.a : l.b;
+          const LinkEnd& other = side == 0 ? l.b : l.a;
+          if (me.kind != EndKind::kChip || me.id != out->id) continue;
+          LinkPort* p = nullptr;
+          for (uint32_t i = 0; i < out->port_count; ++i) {
+            if (out->ports[i].index == me.port) p = &out->ports[i];
+          }
+          if (p == nullptr)
+            return fail(r, Error::kBadProperty, n, side == 0 ? "vtrn,a-chip" : "vtrn,b-chip",
+                        "chip %u has no port %u", me.id, me.port);
+          if (p->connected)
+            return fail(r, Error::kDuplicate, n, nullptr,
+                        "chip %u port %u is already wired by link %u", me.id, me.port, p->link);
+          p->connected = true;
+          p->link = l.index;
+          p->side = side;
+          p->peer = other;
+          p->peer_on_board = other.kind == EndKind::kSwitch || other.id < chip_count;
+        }
+        return true;
+      },
+      r);
+}
+
+bool parse_switches(const void* fdt, Topology* out, Result* r) {
+  Node root = root_node();
+  Node sw;
+  bool present = false;
+  VTRN_TRY(find_child(fdt, root, "switches", &sw, &present, r));
+  if (!present) return true;
+  VTRN_TRY(check_cells(fdt, sw, r));
+  VTRN_TRY(check_child_count(fdt, sw, kMaxSwitches, "switches", r));
+  int child;
+  fdt_for_each_subnode(child, fdt, sw.off) {
+    Node n;
+    VTRN_TRY(make_child(fdt, sw, child, &n, r));
+    VTRN_TRY(check_compatible(fdt, n, "vtrn,switch", r));
+    Switch s;
+    VTRN_TRY(read_reg(fdt, n, kMaxSwitches - 1, &s.id, r));
+    for (uint32_t i = 0; i < out->switch_count; ++i) {
+      if (out->switches[i].id == s.id)
+        return fail(r, Error::kDuplicate, n, "reg", "switch %u is already defined", s.id);
+    }
+    VTRN_TRY(check_unit_address(fdt, n, "switch", s.id, r));
+    VTRN_TRY(read_u32_range(fdt, n, "vtrn,ports", 1, kMaxSwitchPorts, &s.ports, r));
+    VTRN_TRY(read_u32_range(fdt, n, "vtrn,max-speed-gtps", 1, 128, &s.max_speed_gtps, r));
+    VTRN_TRY(read_u32(fdt, n, "vtrn,lanes", &s.lanes, r));
+    if (s.lanes != 1 && s.lanes != 2 && s.lanes != 4 && s.lanes != 8 && s.lanes != 16)
+      return fail(r, Error::kBadProperty, n, "vtrn,lanes", "%u, must be 1, 2, 4, 8 or 16",
+                  s.lanes);
+    out->switches[out->switch_count++] = s;
+  }
+  if (child != -FDT_ERR_NOTFOUND)
+    return fail(r, Error::kBadTree, sw, nullptr, "corrupt node list: %s", fdt_strerror(child));
+  return true;
+}
+
+bool parse_topology_into(const void* fdt, size_t size, Topology* out, Result* r) {
+  ChipsWalk w;
+  VTRN_TRY(walk_board(fdt, size, &w, r));
+  VTRN_TRY(parse_switches(fdt, out, r));
+  // Which ports each chip defines, from the chip nodes themselves.
+  uint16_t defined[kMaxChips] = {};
+  uint16_t used[kMaxChips] = {};
+  int child;
+  fdt_for_each_subnode(child, fdt, w.chips.off) {
+    Node cn;
+    VTRN_TRY(make_child(fdt, w.chips, child, &cn, r));
+    uint32_t id = 0;
+    VTRN_TRY(read_reg(fdt, cn, kMaxChips - 1, &id, r));
+    Chip c;
+    c.id = id;
+    VTRN_TRY(parse_ports(fdt, cn, &c, r));
+    for (uint32_t i = 0; i < c.port_count; ++i) defined[id] |= uint16_t(1u << c.ports[i].index);
+  }
+  static_assert(kMaxPorts <= 16, "port bitmaps are 16 bits");
+  uint8_t sw_used[kMaxSwitches][kMaxSwitchPorts / 8] = {};
+  return for_each_link(
+      fdt,
+      [&](const Node& n, const Link& link) -> bool {
+        Link l = link;
+        for (uint32_t side = 0; side < 2; ++side) {
+          const LinkEnd& e = side == 0 ? l.a : l.b;
+          const char* prop = e.kind == EndKind::kChip ? (side == 0 ? "vtrn,a-chip" : "vtrn,b-chip")
+                                                      : (side == 0 ? "vtrn,a-switch" : "vtrn,b-switch");
+          bool on_board = true;
+          if (e.kind == EndKind::kChip) {
+            on_board = e.id < w.count;
+            if (on_board) {
+              if (((defined[e.id] >> e.port) & 1u) == 0)
+                return fail(r, Error::kBadProperty, n, prop, "chip %u has no port %u", e.id, e.port);
+              if ((used[e.id] >> e.port) & 1u)
+                return fail(r, Error::kDuplicate, n, prop, "chip %u port %u is wired twice", e.id,
+                            e.port);
+              used[e.id] |= uint16_t(1u << e.port);
+            }
+          } else {
+            const Switch* s = nullptr;
+            for (uint32_t i = 0; i < out->switch_count; ++i) {
+              if (out->switches[i].id == e.id) s = &out->switches[i];
+            }
+            if (s == nullptr) return fail(r, Error::kBadProperty, n, prop, "no switch %u", e.id);
+            if (e.port >= s->ports)
+              return fail(r, Error::kBadProperty, n, prop, "switch %u has %u ports, no port %u",
+                          e.id, s->ports, e.port);
+            if ((sw_used[e.id][e.port / 8] >> (e.port % 8)) & 1u)
+              return fail(r, Error::kDuplicate, n, prop, "switch %u port %u is wired twice", e.id,
+                          e.port);
+            sw_used[e.id][e.port / 8] |= uint8_t(1u << (e.port % 8));
+          }
+          (side == 0 ? l.a_on_board : l.b_on_board) = on_board;
+        }
+        uint32_t at = out->link_count;
+        while (at > 0 && out->links[at - 1].index > l.index) {
+          out->links[at] = out->links[at - 1];
+          --at;
+        }
+        out->links[at] = l;
+        ++out->link_count;
+        return true;
+      },
+      r);
+}
+
 // ---- resize_board: a streaming copy through libfdt's sequential-write API.
 // Read-write insertion (fdt_add_subnode) would put every new node first under
 // its parent, so clones would come out in reverse order ahead of the
@@ -806,7 +1020,19 @@ Result parse_chip(const void* fdt, size_t size, uint32_t chip_id, Chip* out) {
          chip_id, w.count - 1);
     return r;
   }
-  if (!parse_chip_node(fdt, w.found, chip_id, out, &r)) *out = Chip{};
+  if (!parse_chip_node(fdt, w.found, chip_id, out, &r) || !attach_links(fdt, w.count, out, &r))
+    *out = Chip{};
+  return r;
+}
+
+Result parse_topology(const void* fdt, size_t size, Topology* out) {
+  Result r;
+  if (out == nullptr) {
+    fail_plain(&r, Error::kBadTree, "board: no output");
+    return r;
+  }
+  *out = Topology{};
+  if (!parse_topology_into(fdt, size, out, &r)) *out = Topology{};
   return r;
 }
 

@@ -106,12 +106,14 @@ void expect(const Result& r, Error e, const char* message) {
 Result chip1() { return vtrn::board::parse_chip(g_work, work_size(), 1, &g_chip); }
 Result board() { return vtrn::board::parse_board(g_work, work_size(), &g_board); }
 
-void assert_default_chip(const Chip& c, uint32_t id) {
+// vtrn-dev2 chips have 4 NeuronCores (jobs: core 0 serves, 1..3 execute),
+// all in the "soc" domain; vtrn-dev1's chip has 2.
+void assert_default_chip(const Chip& c, uint32_t id, uint32_t cores = 4) {
   char name[16];
   snprintf(name, sizeof(name), "chip@%x", id);
   assert_int_equal(c.id, id);
   assert_string_equal(c.name, name);
-  assert_int_equal(c.neuron_cores, 2);
+  assert_int_equal(c.neuron_cores, cores);
   assert_int_equal(c.telemetry_period_ms, 100);
   assert_int_equal(c.bar2_mib, 16);
   assert_int_equal(c.hbm.stacks, 2);
@@ -129,7 +131,7 @@ void assert_default_chip(const Chip& c, uint32_t id) {
   assert_int_equal(c.power_domain_count, 2);
   assert_int_equal(c.power_domains[0].index, 0);
   assert_string_equal(c.power_domains[0].name, "soc");
-  assert_int_equal(c.power_domains[0].core_mask, 0x3);
+  assert_int_equal(c.power_domains[0].core_mask, (1u << cores) - 1);
   assert_int_equal(c.power_domains[1].index, 1);
   assert_string_equal(c.power_domains[1].name, "hbm");
   assert_int_equal(c.power_domains[1].core_mask, 0x0);
@@ -168,7 +170,7 @@ void test_single_chip_board_parses(void**) {
   assert_string_equal(g_board.model, "vtrn-dev1");
   assert_int_equal(g_board.chip_count, 1);
   assert_true(vtrn::board::parse_chip(dev1, n, 0, &g_chip).ok());
-  assert_default_chip(g_chip, 0);
+  assert_default_chip(g_chip, 0, 2);
   expect(vtrn::board::parse_chip(dev1, n, 1, &g_chip), Error::kNoSuchChip,
          "/chips: no chip 1 (the board has chips 0..0)");
 }
@@ -261,6 +263,7 @@ void test_gap_in_chip_ids_is_rejected(void**) {
 }
 
 void test_optional_containers_may_be_absent(void**) {
+  del_node("/links");  // it names chip 1's ports, which go next
   del_node("/chips/chip@1/ports");
   del_node("/chips/chip@1/power-domains");
   del_node("/chips/chip@1/thermal-zones");
@@ -423,11 +426,11 @@ const BadValue kBadValues[] = {
      "vtrn,lanes"},
     {"/chips/chip@1/power-domains/domain@1", "reg", 8, Error::kBadProperty,
      "/chips/chip@1/power-domains/domain@1: reg: 8 out of range 0..7"},
-    {"/chips/chip@1/power-domains/domain@1", "vtrn,cores", 0x4, Error::kBadProperty,
-     "/chips/chip@1/power-domains/domain@1: vtrn,cores: 0x4 names cores beyond the chip's 2 "
+    {"/chips/chip@1/power-domains/domain@1", "vtrn,cores", 0x10, Error::kBadProperty,
+     "/chips/chip@1/power-domains/domain@1: vtrn,cores: 0x10 names cores beyond the chip's 4 "
      "NeuronCores"},
     {"/chips/chip@1/power-domains/domain@1", "vtrn,cores", 0x2, Error::kBadProperty,
-     "/chips/chip@1/power-domains/domain@1: vtrn,cores: 0x2 overlaps domain@0 (0x3): a core "
+     "/chips/chip@1/power-domains/domain@1: vtrn,cores: 0x2 overlaps domain@0 (0xf): a core "
      "belongs to one domain"},
     {"/chips/chip@1/thermal-zones/zone@1", "reg", 0, Error::kDuplicate,
      "/chips/chip@1/thermal-zones/zone@1: reg: zone 0 is already defined"},
@@ -465,7 +468,7 @@ void test_boundary_values_are_accepted(void**) {
   set_u32("/chips/chip@1/ports/port@2", "vtrn,max-speed-gtps", 128);
   set_u32("/chips/chip@1/ports/port@2", "vtrn,lanes", 1);
   set_u32("/chips/chip@1/ports/port@2", "vtrn,faulty-lanes", 0x1);
-  set_u32("/chips/chip@1/power-domains/domain@1", "vtrn,cores", 0xfc);
+  set_u32("/chips/chip@1/power-domains/domain@1", "vtrn,cores", 0xf0);
   set_u32("/chips/chip@1/thermal-zones/zone@1", "vtrn,throttle-millicelsius", 0);
   set_u32("/chips/chip@1/thermal-zones/zone@1", "vtrn,critical-millicelsius", 150000);
   Result r = chip1();
@@ -473,7 +476,7 @@ void test_boundary_values_are_accepted(void**) {
   assert_int_equal(g_chip.neuron_cores, 8);
   assert_int_equal(g_chip.hbm.total_bytes(), 8ull * 64 * 1024 * kMiB);
   assert_int_equal(g_chip.ports[2].faulty_lane_mask, 0x1);
-  assert_int_equal(g_chip.power_domains[1].core_mask, 0xfc);
+  assert_int_equal(g_chip.power_domains[1].core_mask, 0xf0);
   assert_int_equal(g_chip.thermal_zones[1].critical_mc, 150000);
 }
 

@@ -23,6 +23,9 @@ inline constexpr uint32_t kDefaultDmaQueues = 4;
 inline constexpr uint32_t kDefaultDmaQueueDepth = 256;
 inline constexpr size_t kNameLen = 48;
 inline constexpr size_t kMessageLen = 160;
+inline constexpr uint32_t kMaxSwitches = 16;
+inline constexpr uint32_t kMaxSwitchPorts = 256;
+inline constexpr uint32_t kMaxLinks = 2048;
 
 // Closed list; values are stable (they appear in logs and tests).
 enum class Error : uint32_t {
@@ -52,11 +55,33 @@ struct HbmGeometry {
   [[nodiscard]] uint64_t total_bytes() const { return bytes_per_stack * stacks; }
 };
 
+// One end of a link in /links (binding vtrn,link): a chip's port or a
+// switch's port.
+enum class EndKind : uint32_t {
+  kNone = 0,
+  kChip = 1,    // vtrn,a-chip / vtrn,b-chip = <chip port>
+  kSwitch = 2,  // vtrn,a-switch / vtrn,b-switch = <switch port>
+};
+
+struct LinkEnd {
+  EndKind kind = EndKind::kNone;
+  uint32_t id = 0;    // chip id or switch id
+  uint32_t port = 0;  // port index on that chip or switch
+};
+
 struct LinkPort {
   uint32_t index = 0;            // reg
   uint32_t max_speed_gtps = 0;   // vtrn,max-speed-gtps: 1..128 GT/s per lane
   uint32_t lanes = 0;            // vtrn,lanes: 1, 2, 4, 8 or 16
   uint32_t faulty_lane_mask = 0; // vtrn,faulty-lanes (optional, default 0): bit n = lane n bad
+  // Wiring, from /links (parse_chip fills it; all false/zero for a port no
+  // link names, which then never leaves Detect).
+  bool connected = false;        // a /links entry names this port
+  uint32_t link = 0;             // that entry's reg
+  uint32_t side = 0;             // 0: this port is the entry's `a` end, 1: its `b` end
+  LinkEnd peer;                  // the other end
+  bool peer_on_board = false;    // false when the peer chip id is not on this board
+                                 // (a board cut down by resize_board)
 };
 
 struct PowerDomain {
@@ -95,12 +120,46 @@ struct Board {
   uint32_t chip_ids[kMaxChips] = {};
 };
 
+// A switch (binding vtrn,switch): a crossbar whose ports connect to chips,
+// NeuronSwitch style. It runs on the host (vtrnd), not as a chip.
+struct Switch {
+  uint32_t id = 0;               // reg of /switches/switch@N
+  uint32_t ports = 0;            // vtrn,ports: 1..kMaxSwitchPorts
+  uint32_t max_speed_gtps = 0;   // vtrn,max-speed-gtps: 1..128, every port
+  uint32_t lanes = 0;            // vtrn,lanes: 1, 2, 4, 8 or 16, every port
+};
+
+// One entry of /links: a point-to-point link between two ends. End `a` is
+// side 0 of the link's shared region, `b` side 1.
+struct Link {
+  uint32_t index = 0;  // reg of /links/link@N
+  LinkEnd a;
+  LinkEnd b;
+  bool a_on_board = true;  // false when a chip end names a chip not on the board
+  bool b_on_board = true;
+};
+
+// The board's wiring: switches and links.
+struct Topology {
+  uint32_t switch_count = 0;
+  Switch switches[kMaxSwitches];
+  uint32_t link_count = 0;
+  Link links[kMaxLinks];  // sorted by index
+};
+
 // Checks the header, the root compatible ("vtrn,board"), model, and that
 // /chips holds 1..kMaxChips chip nodes with distinct reg values.
 [[nodiscard]] Result parse_board(const void* fdt, size_t size, Board* out);
 
 // Decodes and validates chip `chip_id` completely (all children included).
 [[nodiscard]] Result parse_chip(const void* fdt, size_t size, uint32_t chip_id, Chip* out);
+
+// Decodes /switches and /links (both optional) and checks the wiring as a
+// whole: every chip end names a port that chip defines, every switch end a
+// port below the switch's vtrn,ports, no port is used twice, at least one
+// end of each link is a chip. A chip end whose chip id is not on the board
+// is allowed (marked *_on_board = false): resize_board keeps /links as is.
+[[nodiscard]] Result parse_topology(const void* fdt, size_t size, Topology* out);
 
 // Host side: writes into `out` (capacity out_cap) a copy of the board tree
 // with exactly `chips` chip nodes: the first `chips` kept when there are more,

@@ -1,0 +1,326 @@
+// `vtrn link ls|retrain|inject|send` and `vtrn topo`: the board's
+// chip-to-chip links through vtrnd.
+//
+// ls and topo are snapshots of what each chip's firmware last published in
+// its BAR2 link block (vtrnd reads it, this process only renders); retrain,
+// inject and send are ctrl requests to the chip that owns the port, answered
+// with the port's state right after the action. Training and recovery happen
+// afterwards, over milliseconds: poll `vtrn link ls` to watch them.
+#include <stdio.h>
+
+#include <memory>
+#include <string>
+
+#include "cli_error.h"
+#include "commands.h"
+#include "daemon.h"
+#include "render.h"
+
+namespace tools {
+namespace {
+
+drv::ResponsePtr call_body(DaemonConnection& conn, Vtrn__Api__Request* req,
+                           Vtrn__Api__Response__BodyCase want) {
+  drv::ResponsePtr r = conn.call(req);
+  if (r->body_case != want)
+    throw CliError(Exit::kFailed, "vtrnd answered with an unexpected message (body " +
+                                      std::to_string(int(r->body_case)) + ")");
+  return r;
+}
+
+std::string peer_text(const Vtrn__Api__LinkPortStatus& p) {
+  if (!p.wired) return "-";
+  std::string s = std::string(p.peer_kind) + " " + std::to_string(p.peer_id) + "." +
+                  std::to_string(p.peer_port);
+  if (!p.peer_on_board) s += " (absent)";
+  return s;
+}
+
+std::string ber_text(double ber) {
+  if (ber <= 0) return "-";
+  char b[32];
+  snprintf(b, sizeof b, "%.1e", ber);
+  return b;
+}
+
+nlohmann::json port_json(const Vtrn__Api__LinkPortStatus& p) {
+  nlohmann::json j = {{"chip", p.chip},
+                      {"port", p.port},
+                      {"on_switch", bool(p.on_switch)},
+                      {"state", p.state},
+                      {"speed", p.speed},
+                      {"width", p.width},
+                      {"reason", p.reason},
+                      {"last_down", p.last_down},
+                      {"last_recovery", p.last_recovery},
+                      {"wired", bool(p.wired)},
+                      {"function", bool(p.function)},
+                      {"peer_kind", p.peer_kind},
+                      {"peer_id", p.peer_id},
+                      {"peer_port", p.peer_port},
+                      {"peer_on_board", bool(p.peer_on_board)},
+                      {"link", p.link},
+                      {"side", p.side},
+                      {"max_speed", p.max_speed},
+                      {"lanes", p.lanes},
+                      {"good_lanes", p.good_lanes},
+                      {"disabled", bool(p.disabled)},
+                      {"ber", p.ber},
+                      {"bandwidth_mbps", p.bandwidth_mbps},
+                      {"state_ms", p.state_ms},
+                      {"error", p.error}};
+  if (p.counters != nullptr) {
+    const Vtrn__Api__LinkCounters& c = *p.counters;
+    j["counters"] = {{"tx_bytes", c.tx_bytes},
+                     {"rx_bytes", c.rx_bytes},
+                     {"tx_frames", c.tx_frames},
+                     {"rx_frames", c.rx_frames},
+                     {"crc_errors", c.crc_errors},
+                     {"seq_errors", c.seq_errors},
+                     {"naks_sent", c.naks_sent},
+                     {"naks_received", c.naks_received},
+                     {"replays", c.replays},
+                     {"replayed_frames", c.replayed_frames},
+                     {"replay_timeouts", c.replay_timeouts},
+                     {"duplicates", c.duplicates},
+                     {"retrains", c.retrains},
+                     {"failed_retrains", c.failed_retrains},
+                     {"downgrades", c.downgrades},
+                     {"link_ups", c.link_ups},
+                     {"link_downs", c.link_downs},
+                     {"transport_errors", c.transport_errors},
+                     {"protocol_errors", c.protocol_errors},
+                     {"tx_dropped", c.tx_dropped},
+                     {"injected_bit_errors", c.injected_bit_errors},
+                     {"ts_sent", c.ts_sent},
+                     {"ts_received", c.ts_received},
+                     {"l0s_entries", c.l0s_entries},
+                     {"l1_entries", c.l1_entries},
+                     {"gen_pending_bytes", c.gen_pending_bytes},
+                     {"gen_sent_bytes", c.gen_sent_bytes},
+                     {"check_good_frames", c.check_good_frames},
+                     {"check_bad_frames", c.check_bad_frames},
+                     {"check_good_bytes", c.check_good_bytes}};
+  }
+  return j;
+}
+
+struct LsOptions {
+  std::string chip;
+  bool switches = false;
+  bool json = false;
+};
+
+void run_ls(const LsOptions& o) {
+  DaemonConnection conn = DaemonConnection::open();
+  Vtrn__Api__LinkListRequest body = VTRN__API__LINK_LIST_REQUEST__INIT;
+  body.all_chips = o.chip.empty();
+  body.chip = o.chip.empty() ? 0 : uint32_t(std::stoul(o.chip));
+  body.switches = o.switches;
+  Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
+  req.body_case = VTRN__API__REQUEST__BODY_LINK_LIST;
+  req.link_list = &body;
+  drv::ResponsePtr resp = call_body(conn, &req, VTRN__API__RESPONSE__BODY_LINK_LIST);
+  const Vtrn__Api__LinkListResponse& l = *resp->link_list;
+  nlohmann::json ports = nlohmann::json::array();
+  Table t({"chip", "port", "state", "speed", "width", "peer", "reason", "tx", "rx", "crc", "replays",
+           "retrains", "downgr", "ber"});
+  for (size_t i = 0; i < l.n_ports; ++i) {
+    const Vtrn__Api__LinkPortStatus& p = *l.ports[i];
+    ports.push_back(port_json(p));
+    const Vtrn__Api__LinkCounters* c = p.counters;
+    const std::string where = (p.on_switch ? "sw" : "") + std::to_string(p.chip);
+    if (p.error[0] != '\0') {
+      t.add({where, std::to_string(p.port), "-", "-", "-", "-", p.error, "-", "-", "-", "-", "-", "-",
+             "-"});
+      continue;
+    }
+    const std::string reason = !p.wired                        ? "not wired"
+                               : std::string(p.state) == "L0" ? "-"
+                                                              : std::string(p.reason);
+    t.add({where, std::to_string(p.port), p.state, p.speed,
+           p.width ? "x" + std::to_string(p.width) : "-", peer_text(p),
+           p.disabled ? std::string("disabled") : reason,
+           c ? format_bytes(c->tx_bytes) : "-", c ? format_bytes(c->rx_bytes) : "-",
+           c ? std::to_string(c->crc_errors) : "-", c ? std::to_string(c->replays) : "-",
+           c ? std::to_string(c->retrains) : "-", c ? std::to_string(c->downgrades) : "-",
+           ber_text(p.ber)});
+  }
+  if (o.json) {
+    print_json({{"ports", ports}});
+    return;
+  }
+  fputs(t.render().c_str(), stdout);
+}
+
+struct ControlOptions {
+  std::string chip;
+  uint32_t port = 0;
+  double ber = -1;
+  bool down = false;
+  bool up = false;
+  int lane = -1;
+  bool good = false;
+  bool restore = false;
+  std::string bytes;
+  uint64_t send_bytes = 0;
+  bool json = false;
+};
+
+void run_control(const ControlOptions& o, Vtrn__Api__LinkAction action, const char* verb) {
+  DaemonConnection conn = DaemonConnection::open();
+  Vtrn__Api__LinkControlRequest body = VTRN__API__LINK_CONTROL_REQUEST__INIT;
+  body.chip = uint32_t(std::stoul(o.chip));
+  body.port = o.port;
+  body.action = action;
+  body.ber = o.ber > 0 ? o.ber : 0;
+  body.lane = o.lane >= 0 ? uint32_t(o.lane) : 0;
+  body.bytes = o.send_bytes;
+  Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
+  req.body_case = VTRN__API__REQUEST__BODY_LINK_CONTROL;
+  req.link_control = &body;
+  drv::ResponsePtr resp = call_body(conn, &req, VTRN__API__RESPONSE__BODY_LINK_CONTROL);
+  const std::string state = resp->link_control->state;
+  if (o.json) {
+    print_json({{"chip", body.chip}, {"port", o.port}, {"action", verb}, {"state", state}});
+    return;
+  }
+  printf("chip %u port %u: %s, now %s\n", unsigned(body.chip), unsigned(o.port), verb,
+         state.c_str());
+}
+
+void run_inject(const ControlOptions& o) {
+  const int chosen = (o.ber >= 0) + o.down + o.up + (o.lane >= 0) + o.restore;
+  if (chosen != 1)
+    throw CliError(Exit::kUsage,
+                   "link inject: give exactly one of --ber RATE, --down, --up, --lane N, --restore");
+  if (o.good && o.lane < 0) throw CliError(Exit::kUsage, "link inject: --good needs --lane N");
+  if (o.ber >= 0) {
+    run_control(o, VTRN__API__LINK_ACTION__LINK_ACTION_BER, o.ber > 0 ? "bit errors injected" : "bit errors off");
+  } else if (o.down) {
+    run_control(o, VTRN__API__LINK_ACTION__LINK_ACTION_DOWN, "disabled");
+  } else if (o.up) {
+    run_control(o, VTRN__API__LINK_ACTION__LINK_ACTION_UP, "enabled");
+  } else if (o.lane >= 0) {
+    run_control(o, o.good ? VTRN__API__LINK_ACTION__LINK_ACTION_LANE_GOOD
+                          : VTRN__API__LINK_ACTION__LINK_ACTION_LANE_FAULT,
+                o.good ? "lane repaired" : "lane marked faulty");
+  } else {
+    run_control(o, VTRN__API__LINK_ACTION__LINK_ACTION_RESTORE, "downgrades forgotten");
+  }
+}
+
+struct TopoOptions {
+  bool json = false;
+};
+
+void run_topo(const TopoOptions& o) {
+  DaemonConnection conn = DaemonConnection::open();
+  Vtrn__Api__TopoRequest body = VTRN__API__TOPO_REQUEST__INIT;
+  Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
+  req.body_case = VTRN__API__REQUEST__BODY_TOPO;
+  req.topo = &body;
+  drv::ResponsePtr resp = call_body(conn, &req, VTRN__API__RESPONSE__BODY_TOPO);
+  const Vtrn__Api__TopoResponse& tr = *resp->topo;
+  auto end_json = [](const Vtrn__Api__TopoEnd& e) {
+    return nlohmann::json{{"kind", e.kind},   {"id", e.id},       {"port", e.port},
+                          {"on_board", bool(e.on_board)}, {"state", e.state}, {"speed", e.speed},
+                          {"width", e.width}};
+  };
+  auto end_text = [](const Vtrn__Api__TopoEnd& e) {
+    return std::string(e.kind) + " " + std::to_string(e.id) + "." + std::to_string(e.port);
+  };
+  nlohmann::json links = nlohmann::json::array();
+  nlohmann::json switches = nlohmann::json::array();
+  Table t({"link", "a", "state", "b", "state", "speed", "width"});
+  for (size_t i = 0; i < tr.n_links; ++i) {
+    const Vtrn__Api__TopoLink& l = *tr.links[i];
+    links.push_back({{"index", l.index}, {"a", end_json(*l.a)}, {"b", end_json(*l.b)}});
+    const std::string speed = std::string(l.a->speed) != "-" ? l.a->speed : l.b->speed;
+    const uint32_t width = l.a->width ? l.a->width : l.b->width;
+    t.add({std::to_string(l.index), end_text(*l.a), l.a->state, end_text(*l.b), l.b->state, speed,
+           width ? "x" + std::to_string(width) : "-"});
+  }
+  for (size_t i = 0; i < tr.n_switches; ++i) {
+    const Vtrn__Api__TopoSwitch& s = *tr.switches[i];
+    switches.push_back({{"id", s.id},
+                        {"ports", s.ports},
+                        {"max_speed_gtps", s.max_speed_gtps},
+                        {"lanes", s.lanes},
+                        {"ports_up", s.ports_up}});
+  }
+  if (o.json) {
+    print_json({{"model", tr.model},
+                {"chips", tr.chips},
+                {"links_up", tr.links_up},
+                {"links", links},
+                {"switches", switches}});
+    return;
+  }
+  printf("board %s: %u chips, %zu links (%u up), %zu switches\n", tr.model, unsigned(tr.chips),
+         tr.n_links, unsigned(tr.links_up), tr.n_switches);
+  for (size_t i = 0; i < tr.n_switches; ++i) {
+    const Vtrn__Api__TopoSwitch& s = *tr.switches[i];
+    printf("  switch %u: %u ports (%u up), %u GT/s x%u\n", unsigned(s.id), unsigned(s.ports),
+           unsigned(s.ports_up), unsigned(s.max_speed_gtps), unsigned(s.lanes));
+  }
+  fputs(t.render().c_str(), stdout);
+}
+
+}  // namespace
+
+void add_link_commands(CLI::App& app, Action* action) {
+  CLI::App* link = app.add_subcommand("link", "Chip-to-chip links: state, retraining, error injection");
+  link->require_subcommand(1);
+
+  auto ls = std::make_shared<LsOptions>();
+  CLI::App* l = link->add_subcommand("ls", "Link ports: state, speed, width, peer and counters");
+  l->add_option("chip", ls->chip, "Chip id (default: every chip)")->check(chip_id_validator());
+  l->add_flag("--switches", ls->switches, "Also list the switch ports vtrnd runs");
+  l->add_flag("--json", ls->json, "Print one JSON document instead of text");
+  l->callback([ls, action] { *action = [ls] { run_ls(*ls); }; });
+
+  auto rt = std::make_shared<ControlOptions>();
+  CLI::App* r = link->add_subcommand("retrain", "Retrain a link port (enter Recovery)");
+  r->add_option("chip", rt->chip, "Chip id")->required()->check(chip_id_validator());
+  r->add_option("port", rt->port, "Port")->required()->check(CLI::Range(0u, 15u));
+  r->add_flag("--json", rt->json, "Print one JSON document instead of text");
+  r->callback([rt, action] {
+    *action = [rt] { run_control(*rt, VTRN__API__LINK_ACTION__LINK_ACTION_RETRAIN, "retraining"); };
+  });
+
+  auto in = std::make_shared<ControlOptions>();
+  CLI::App* i = link->add_subcommand("inject", "Inject link faults: bit errors, a down port, a bad lane");
+  i->add_option("chip", in->chip, "Chip id")->required()->check(chip_id_validator());
+  i->add_option("port", in->port, "Port")->required()->check(CLI::Range(0u, 15u));
+  i->add_option("--ber", in->ber, "Bit-error rate on what this end sends (0 turns it off)")
+      ->check(CLI::Range(0.0, 0.01));
+  i->add_flag("--down", in->down, "Disable the port (the peer stays in Detect)");
+  i->add_flag("--up", in->up, "Enable a port disabled with --down");
+  i->add_option("--lane", in->lane, "Mark lane N faulty (the link retrains narrower)")
+      ->check(CLI::Range(0, 15));
+  i->add_flag("--good", in->good, "With --lane: mark the lane working again");
+  i->add_flag("--restore", in->restore, "Forget speed/width downgrades and retrain");
+  i->add_flag("--json", in->json, "Print one JSON document instead of text");
+  i->callback([in, action] { *action = [in] { run_inject(*in); }; });
+
+  auto sd = std::make_shared<ControlOptions>();
+  CLI::App* s = link->add_subcommand("send", "Send pattern frames over a link; the peer checks them");
+  s->add_option("chip", sd->chip, "Chip id")->required()->check(chip_id_validator());
+  s->add_option("port", sd->port, "Port")->required()->check(CLI::Range(0u, 15u));
+  s->add_option("--bytes", sd->send_bytes, "Bytes to send (K, M, G suffixes)")
+      ->required()
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(uint64_t(1), uint64_t(1) << 30));
+  s->add_flag("--json", sd->json, "Print one JSON document instead of text");
+  s->callback([sd, action] {
+    *action = [sd] { run_control(*sd, VTRN__API__LINK_ACTION__LINK_ACTION_SEND, "sending"); };
+  });
+
+  auto tp = std::make_shared<TopoOptions>();
+  CLI::App* t = app.add_subcommand("topo", "The board's topology with live link states");
+  t->add_flag("--json", tp->json, "Print one JSON document instead of text");
+  t->callback([tp, action] { *action = [tp] { run_topo(*tp); }; });
+}
+
+}  // namespace tools

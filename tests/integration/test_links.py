@@ -1,0 +1,205 @@
+"""Integration: chip-to-chip links on real QEMU chips. The default 2-chip
+board (a ring of two) and the 4-chip ring are booted through the CLI; every
+wired port must train to L0 with the speed and width both ends and all good
+lanes allow (the ring has a faulty lane and a 16 GT/s chip); injected bit
+errors must be recovered (CRC errors, NAK/replay, retraining) with every
+pattern frame arriving intact and the counters agreeing with each other; a
+disabled port and a peer that is not on the board leave the other end in
+Detect with a reason that says so.
+
+Not the link protocol's own tests (common/link/test): here the firmware,
+the ivshmem-plain wiring vtrnd sets up, the BAR2 status block and the CLI
+are what is under test. Timings are bounds, never measurements.
+"""
+
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vtrn_harness as h  # noqa: E402
+
+BOARD_DIR = os.path.dirname(h.BOARD_DTB)
+RING4 = os.path.join(BOARD_DIR, "vtrn-ring4.dtb")
+TRAIN_TIMEOUT_S = 60
+
+
+def ports(s, chip=None):
+    args = ["link", "ls"] + ([chip] if chip is not None else [])
+    return {(p["chip"], p["port"]): p for p in s.vtrn_json(*args)["ports"]}
+
+
+def wait_for(s, what, pred, timeout=TRAIN_TIMEOUT_S):
+    """Polls `vtrn link ls` until pred(ports) holds; returns the ports."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = ports(s)
+        if pred(last):
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}: " +
+                         "; ".join(f"{k}: {v['state']} {v['reason']}" for k, v in sorted(last.items())))
+
+
+def wired_up(ps):
+    return all(p["state"] == "L0" for p in ps.values() if p["wired"] and p["peer_on_board"])
+
+
+class TwoChipLinks(h.SessionTestCase):
+    session_name = "links2"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        r = cls.s.vtrn("up", "--boot-timeout-ms", 30000, timeout=120)
+        if r.returncode != 0:
+            raise AssertionError(f"vtrn up failed: {r.stderr}")
+        cls.s.remember_pids()
+        wait_for(cls.s, "every wired link in L0", wired_up)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.vtrn("down", timeout=60)
+        super().tearDownClass()
+
+    def test_links_train_to_l0_at_full_speed_and_width(self):
+        ps = ports(self.s)
+        for chip in (0, 1):
+            for port in (0, 1):
+                p = ps[(chip, port)]
+                self.assertEqual(p["state"], "L0", p)
+                self.assertEqual(p["speed"], "32GT/s")
+                self.assertEqual(p["width"], 16)
+                self.assertEqual(p["peer_kind"], "chip")
+                self.assertEqual(p["peer_id"], 1 - chip)
+                self.assertEqual(p["peer_port"], 1 - port)
+                self.assertGreaterEqual(p["counters"]["link_ups"], 1)
+            for port in (2, 3):  # not wired on this board
+                p = ps[(chip, port)]
+                self.assertEqual(p["state"], "Detect")
+                self.assertFalse(p["wired"])
+
+    def test_topo_shows_the_ring_with_live_states(self):
+        t = self.s.vtrn_json("topo")
+        self.assertEqual(t["model"], "vtrn-dev2")
+        self.assertEqual(len(t["links"]), 2)
+        self.assertEqual(t["links_up"], 2)
+        ends = {(l["a"]["id"], l["a"]["port"], l["b"]["id"], l["b"]["port"]) for l in t["links"]}
+        self.assertEqual(ends, {(0, 0, 1, 1), (1, 0, 0, 1)})
+        r = self.s.vtrn("topo")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("2 links (2 up)", r.stdout)
+
+    def test_injected_bit_errors_are_recovered_with_consistent_counters(self):
+        before = ports(self.s)
+        rx_before = before[(1, 1)]["counters"]
+        self.s.vtrn_json("link", "inject", 0, 0, "--ber", "2e-5")
+        sent = 4 << 20
+        self.s.vtrn_json("link", "send", 0, 0, "--bytes", sent)
+        want = rx_before["check_good_bytes"] + sent
+        ps = wait_for(self.s, "the pattern to arrive",
+                      lambda ps: ps[(1, 1)]["counters"]["check_good_bytes"] >= want
+                      and ps[(0, 0)]["counters"]["gen_pending_bytes"] == 0, timeout=90)
+        self.s.vtrn_json("link", "inject", 0, 0, "--ber", "0")
+        tx, rx = ps[(0, 0)]["counters"], ps[(1, 1)]["counters"]
+        self.assertEqual(rx["check_bad_frames"], rx_before["check_bad_frames"], "a frame arrived damaged")
+        self.assertEqual(rx["check_good_bytes"], want)
+        self.assertGreater(tx["injected_bit_errors"], 0)
+        crc = rx["crc_errors"] - rx_before["crc_errors"]
+        self.assertGreater(crc, 0)
+        # Each injected error damages one frame at most; several can hit one frame.
+        self.assertLessEqual(crc, tx["injected_bit_errors"] - before[(0, 0)]["counters"]["injected_bit_errors"])
+        self.assertGreater(tx["replays"] + tx["retrains"], 0, "damaged frames were never replayed")
+        # Bursts right after a retrain count as failed retrains and step the
+        # speed or width down; whatever it settled at is reported as such.
+        ps = wait_for(self.s, "the link back in L0", wired_up)
+        if (ps[(0, 0)]["speed"], ps[(0, 0)]["width"]) != ("32GT/s", 16):
+            self.assertGreater(ps[(0, 0)]["counters"]["downgrades"] + ps[(1, 1)]["counters"]["downgrades"], 0)
+        for chip, port in ((0, 0), (1, 1)):
+            self.s.vtrn_json("link", "inject", chip, port, "--restore")
+        wait_for(self.s, "full speed and width again",
+                 lambda ps: wired_up(ps) and (ps[(0, 0)]["speed"], ps[(0, 0)]["width"]) == ("32GT/s", 16))
+
+    def test_retrain_enters_recovery_and_returns_to_l0(self):
+        before = ports(self.s)[(1, 0)]["counters"]["retrains"]
+        r = self.s.vtrn_json("link", "retrain", 1, 0)
+        self.assertEqual(r["chip"], 1)
+        ps = wait_for(self.s, "the retrain to finish",
+                      lambda ps: ps[(1, 0)]["counters"]["retrains"] > before and wired_up(ps))
+        self.assertEqual(ps[(1, 0)]["last_recovery"], "requested")
+        self.assertEqual(ps[(0, 1)]["width"], 16)
+
+    def test_faulty_lane_narrows_the_link_and_repair_restores_it(self):
+        self.s.vtrn_json("link", "inject", 0, 1, "--lane", 3)
+        ps = wait_for(self.s, "the narrower link",
+                      lambda ps: ps[(0, 1)]["state"] == "L0" and ps[(0, 1)]["width"] == 8)
+        self.assertEqual(ps[(1, 0)]["width"], 8)
+        self.assertEqual(ps[(0, 1)]["good_lanes"] & (1 << 3), 0)
+        self.s.vtrn_json("link", "inject", 0, 1, "--lane", 3, "--good")
+        self.s.vtrn_json("link", "inject", 0, 1, "--restore")
+        wait_for(self.s, "the full width back",
+                 lambda ps: ps[(0, 1)]["state"] == "L0" and ps[(0, 1)]["width"] == 16)
+
+    def test_disabled_port_leaves_the_peer_in_detect(self):
+        self.s.vtrn_json("link", "inject", 1, 1, "--down")
+        ps = wait_for(self.s, "the peer in Detect",
+                      lambda ps: ps[(0, 0)]["state"] == "Detect" and ps[(1, 1)]["state"] == "Disabled")
+        self.assertEqual(ps[(0, 0)]["reason"], "peer disabled")
+        self.assertTrue(ps[(1, 1)]["disabled"])
+        self.assertEqual(ps[(0, 0)]["speed"], "-")
+        self.assertEqual(ps[(0, 0)]["width"], 0)
+        self.s.vtrn_json("link", "inject", 1, 1, "--up")
+        wait_for(self.s, "the link up again", wired_up)
+
+    def test_cli_mistakes_give_one_line_and_the_documented_code(self):
+        self.assert_one_error_line(self.s.vtrn("link", "inject", 0, 0), h.EXIT_USAGE, "exactly one")
+        self.assert_one_error_line(self.s.vtrn("link", "retrain", 7, 0), h.EXIT_UNKNOWN_CHIP)
+        self.assert_one_error_line(self.s.vtrn("link", "retrain", 0, 3), h.EXIT_FAILED, "not wired")
+        self.assert_one_error_line(self.s.vtrn("link", "inject", 0, 0, "--ber", "0.5"), h.EXIT_USAGE)
+
+
+class RingLinks(h.SessionTestCase):
+    session_name = "links4"
+
+    def tearDown(self):
+        self.s.vtrn("down", timeout=60)
+
+    def test_ring_negotiates_around_a_faulty_lane_and_a_slow_chip(self):
+        r = self.s.vtrn("up", "--board", RING4, "--boot-timeout-ms", 60000, timeout=180)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.s.remember_pids()
+        ps = wait_for(self.s, "every ring link in L0", wired_up)
+        # Link 1 (chip 1 port 0 - chip 2 port 1): lane 15 of chip 2 is broken.
+        self.assertEqual((ps[(1, 0)]["width"], ps[(2, 1)]["width"]), (8, 8))
+        self.assertEqual(ps[(1, 0)]["speed"], "32GT/s")
+        # Links 2 and 3 touch chip 3, a 16 GT/s part.
+        for key in ((2, 0), (3, 1), (3, 0), (0, 1)):
+            self.assertEqual(ps[key]["speed"], "16GT/s", key)
+            self.assertEqual(ps[key]["width"], 16, key)
+        self.assertEqual((ps[(0, 0)]["speed"], ps[(0, 0)]["width"]), ("32GT/s", 16))
+        t = self.s.vtrn_json("topo")
+        self.assertEqual(t["links_up"], 4)
+
+    def test_peer_not_on_the_board_leaves_ports_in_detect(self):
+        r = self.s.vtrn("up", "--board", RING4, "--chips", 3, "--boot-timeout-ms", 60000, timeout=180)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.s.remember_pids()
+        ps = wait_for(self.s, "the links between present chips in L0", wired_up)
+        time.sleep(1.0)  # the absent side must stay absent, not merely slow
+        ps = ports(self.s)
+        for key in ((2, 0), (0, 1)):  # both wired to chip 3, which is not started
+            p = ps[key]
+            self.assertEqual(p["state"], "Detect", key)
+            self.assertFalse(p["peer_on_board"])
+            self.assertEqual(p["reason"], "peer absent (no link header)")
+            self.assertEqual(p["counters"]["link_ups"], 0)
+        t = self.s.vtrn_json("topo")
+        self.assertEqual(t["links_up"], 2)
+        absent = [l for l in t["links"] if not (l["a"]["on_board"] and l["b"]["on_board"])]
+        self.assertEqual(len(absent), 2)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
