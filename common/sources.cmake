@@ -23,3 +23,8 @@ include(${VTRN_ROOT}/common/power/sources.cmake)
 list(APPEND VTRN_COMMON_INCLUDES ${VTRN_LINK_INCLUDES} ${VTRN_POWER_INCLUDES})
 list(REMOVE_DUPLICATES VTRN_COMMON_INCLUDES)
 list(APPEND VTRN_COMMON_SOURCES ${VTRN_LINK_SOURCES} ${VTRN_POWER_SOURCES})
+# ---- numerics/kernels (jobs) ----
+include(${VTRN_ROOT}/common/numerics/sources.cmake)
+list(APPEND VTRN_COMMON_INCLUDES ${VTRN_NUMERICS_INCLUDES})
+list(APPEND VTRN_COMMON_SOURCES ${VTRN_NUMERICS_SOURCES})
+# ---- end numerics/kernels ----

@@ -44,3 +44,47 @@ add_executable(fw_dma_sched_test
 target_include_directories(fw_dma_sched_test PRIVATE ${VTRN_ROOT}/firmware/dma/include)
 target_link_libraries(fw_dma_sched_test PRIVATE vtrn_common PkgConfig::CMOCKA)
 add_test(NAME fw_dma_sched COMMAND fw_dma_sched_test)
+
+# ---- HBM ----
+# firmware/hbm: the HBM manager (owners, access check, ECC model, ctrl
+# handlers) over the allocator core from vtrn_common.
+add_executable(fw_hbm_manager_test
+  ${VTRN_ROOT}/firmware/hbm/test/test_hbm_manager.cpp
+  ${VTRN_ROOT}/firmware/hbm/hbm_manager.cpp
+  ${VTRN_ROOT}/firmware/ctrl/pb_arena.cpp)
+target_include_directories(fw_hbm_manager_test PRIVATE
+  ${VTRN_ROOT}/firmware/hbm/include ${VTRN_ROOT}/firmware/ctrl/include)
+target_link_libraries(fw_hbm_manager_test PRIVATE
+  vtrn_common vtrn_proto PkgConfig::PROTOBUF_C PkgConfig::CMOCKA)
+add_test(NAME fw_hbm_manager COMMAND fw_hbm_manager_test)
+# ---- end HBM ----
+
+# ---- jobs ----
+# firmware/jobs: job validation, the scheduler (priorities, per-client round
+# robin, cancel/timeout, exactly one end event, row split over executors,
+# threaded executors) and fw::cores bookkeeping.
+find_package(Threads REQUIRED)
+add_executable(fw_jobs_test
+  ${VTRN_ROOT}/firmware/jobs/test/test_jobs.cpp
+  ${VTRN_ROOT}/firmware/jobs/job_model.cpp
+  ${VTRN_ROOT}/firmware/jobs/job_sched.cpp
+  ${VTRN_ROOT}/firmware/jobs/cores.cpp)
+target_include_directories(fw_jobs_test PRIVATE ${VTRN_ROOT}/firmware/jobs/include)
+target_link_libraries(fw_jobs_test PRIVATE
+  vtrn_common vtrn_proto PkgConfig::PROTOBUF_C PkgConfig::CMOCKA Threads::Threads)
+add_test(NAME fw_jobs COMMAND fw_jobs_test)
+# ---- end jobs ----
+
+# ---- power ----
+# firmware/power: board -> config, activity replay, D0/D3hot, throttling, cap,
+# control requests and the pace delay, on a simulated clock.
+add_executable(fw_power_service_test
+  ${VTRN_ROOT}/firmware/power/test/test_power_service.cpp
+  ${VTRN_ROOT}/firmware/power/power_controller.cpp
+  ${VTRN_ROOT}/firmware/ctrl/pb_arena.cpp)
+target_include_directories(fw_power_service_test PRIVATE
+  ${VTRN_ROOT}/firmware/power/include ${VTRN_ROOT}/firmware/ctrl/include)
+target_link_libraries(fw_power_service_test PRIVATE
+  vtrn_common vtrn_fdt vtrn_proto PkgConfig::PROTOBUF_C PkgConfig::CMOCKA)
+add_test(NAME fw_power_service COMMAND fw_power_service_test)
+# ---- end power ----

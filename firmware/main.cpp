@@ -22,12 +22,17 @@
 #include "fw/ctrl_dispatch.h"
 #include "fw/ctrl_service.h"
 #include "fw/dma_service.h"
+#include "fw/hbm_service.h"  // ---- HBM ----
+#include "fw/jobs_service.h"  // ---- jobs ----
 #include "fw/exceptions.h"
 #include "fw/host_interface.h"
+#include "fw/links_service.h"  // ---- links ----
 #include "fw/log.h"
 #include "fw/mmu.h"
 #include "fw/panic.h"
 #include "fw/pb_arena.h"
+#include "fw/power_service.h"  // ---- power ----
+#include "fw/reliability.h"  // ---- reliability ----
 #include "fw/platform.h"
 #include "hal/gic.h"
 #include "hal/ivshmem.h"
@@ -72,6 +77,7 @@ alignas(16) uint8_t g_arena_buffer[16384];
 pb::Arena g_arena(g_arena_buffer, sizeof g_arena_buffer);
 ctrl::Service g_ctrl;
 dma::Service g_dma;  // firmware/dma
+power::Service g_power;  // ---- power (firmware/power) ----
 
 // Shared between IRQ handlers and the loop; the loop only reads them with
 // IRQs masked or through atomics.
@@ -92,7 +98,13 @@ class ChipBackend final : public ctrl::Backend {
   // Service requests: one line per service, each owning its oneof range.
   bool do_serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena& arena,
                 char* error, size_t error_cap) override {
-    (void)req, (void)resp, (void)arena, (void)error, (void)error_cap;
+    if (g_power.serve(req, resp, arena, error, error_cap)) return true;  // ---- power ----
+    if (hbm::serve(req, resp, arena, error, error_cap)) return true;  // ---- HBM ----
+    // ---- reliability ----
+    if (reliability::serve(req, resp, arena, error, error_cap, g_hostif.heartbeat())) return true;
+    // ---- end reliability ----
+    if (links::serve(req, resp, arena, error, error_cap)) return true;  // ---- links ----
+    if (jobs::serve(req, resp, arena, error, error_cap)) return true;  // ---- jobs ----
     return false;
   }
 };
@@ -105,6 +117,13 @@ void on_timer(uint32_t, void*) {
   // "now"; after a long stall (a paused VM) skip missed ticks instead of
   // firing a burst.
   const uint64_t now = arch::now_ticks();
+  // ---- links: the loop may arm the timer before the period ends (link
+  // polling); such an early IRQ only wakes the loop and is not a tick ----
+  if (now < g_next_deadline) {
+    if (g_timer.arm_at(g_next_deadline) != hal::Status::kOk) g_timer.disarm();
+    return;
+  }
+  // ---- end links ----
   g_next_deadline += g_period_ticks;
   if (g_next_deadline <= now) g_next_deadline = now + g_period_ticks;
   if (g_timer.arm_at(g_next_deadline) != hal::Status::kOk) {
@@ -278,6 +297,82 @@ void init_dma(const hal::ivshmem::SharedMemory& bar2) {
 }
 // ---- end DMA ----
 
+// ---- HBM (firmware/hbm): the manager over the range the DMA service uses ----
+void init_hbm() {
+  dma::HbmInputs in;
+  in.ram_base = g_platform.ram.base;
+  in.ram_size = g_platform.ram.size;
+  in.hbm_bytes = g_chip.hbm.total_bytes();
+  const uint64_t image_end = reinterpret_cast<uintptr_t>(__image_end);
+  const uint64_t board_end = g_platform.board_address + g_platform.board_size;
+  in.firmware_end = image_end > board_end ? image_end : board_end;
+  dma::HbmRange r;
+  char err[160];
+  if (!dma::derive_hbm(in, &r, err, sizeof err)) panic(kPanicPlatform, "%s", err);
+  hbm::init(g_chip, r.base, r.size, g_hostif.header());
+  // From now on DMA reaches only live, unpoisoned allocations.
+  g_dma.set_hbm_policy(hbm::dma_policy());
+}
+
+bool send_hbm_event(const hbm::EccRecord& r) {
+  Vtrn__Ctrl__HbmEccEvent body = VTRN__CTRL__HBM_ECC_EVENT__INIT;
+  hbm::fill_ecc_event(r, &body);
+  Vtrn__Ctrl__Event ev = VTRN__CTRL__EVENT__INIT;
+  ev.body_case = VTRN__CTRL__EVENT__BODY_HBM_ECC;
+  ev.hbm_ecc = &body;
+  return g_ctrl.send_event(ev);
+}
+// ---- end HBM ----
+
+// ---- power (firmware/power): model, governor, D0/D3hot, BAR2 power block ----
+void init_power(const hal::ivshmem::SharedMemory& bar2) {
+  power::ServiceConfig c;
+  c.header = g_hostif.header();
+  c.bar2 = reinterpret_cast<uint8_t*>(uintptr_t(bar2.cpu_base));
+  c.bar2_size = bar2.size;
+  c.chip = &g_chip;
+  c.board_fdt = reinterpret_cast<const void*>(uintptr_t(g_platform.board_address));
+  c.board_size = size_t(g_platform.board_size);
+  c.gic = &g_gic;
+  c.timer_intid = g_platform.virt_timer_intid;
+  g_power.init(c);
+}
+// ---- end power ----
+
+// ---- links (firmware/links): one port per ivshmem-plain function ----
+void init_links(const hal::ivshmem::SharedMemory& bar2) {
+  const uint32_t fns = links::attach_pcie(g_ecam, g_topology);
+  log(kLogDebug, "links: %u link functions on the bus", unsigned(fns));
+  links::init(g_chip, reinterpret_cast<uint8_t*>(uintptr_t(bar2.cpu_base + vtrn::hostif::kLinksOffset)),
+              vtrn::hostif::kLinksSize, arch::now_ns());
+  g_hostif.header()->capabilities = g_hostif.header()->capabilities | vtrn::hostif::kCapLinks;
+}
+
+// Called with IRQs masked right before WFI: wakes the loop for the next
+// link poll when that comes before the next tick.
+void arm_for_links() {
+  const uint64_t due_ns = links::next_poll_ns();
+  if (due_ns == UINT64_MAX) return;
+  const uint64_t now_ns = arch::now_ns();
+  const uint64_t wait_ticks = due_ns > now_ns ? g_timer.ns_to_ticks(due_ns - now_ns) : 0;
+  const uint64_t at = arch::now_ticks() + wait_ticks;
+  if (at < g_next_deadline) (void)g_timer.arm_at(at);
+}
+// ---- end links ----
+
+// ---- jobs (firmware/jobs): NeuronCores 1..N-1 come up as executors ----
+void init_jobs(const hal::ivshmem::SharedMemory& bar2) {
+  jobs::ServiceConfig c;
+  c.bar2 = reinterpret_cast<uint8_t*>(uintptr_t(bar2.cpu_base));
+  c.bar2_size = bar2.size;
+  c.header = g_hostif.header();
+  c.neuron_cores = g_chip.neuron_cores;
+  (void)jobs::init(c, g_platform, &g_gic);
+}
+
+bool send_job_event(const Vtrn__Ctrl__Event& ev) { return g_ctrl.send_event(ev); }
+// ---- end jobs ----
+
 void print_banner() {
   const vtrn::board::Chip& c = g_chip;
   log(kLogInfo, "chip %u (%s) of board \"%s\": %u NeuronCores, HBM %u x %llu MiB "
@@ -311,7 +406,9 @@ void refresh_telemetry() {
   t.dma_completions = d.completions;
   t.dma_bytes = d.bytes;
   t.dma_busy_ns = d.busy_ns;
-  // temperature_mc stays 0: there is no thermal model yet.
+  hbm::fill_telemetry(&t);  // ---- HBM ----
+  jobs::fill_telemetry(&t);  // ---- jobs ----
+  t.temperature_mc = g_power.die_temperature_mc();  // ---- power ----
   g_hostif.publish_telemetry(t);
 }
 
@@ -372,6 +469,10 @@ extern "C" [[noreturn]] void fw_main() {
 
   fill_facts(bar2.size);
   init_dma(bar2);
+  init_hbm();  // ---- HBM ----
+  init_power(bar2);  // ---- power ----
+  init_links(bar2);  // ---- links ----
+  init_jobs(bar2);  // ---- jobs: after every mapping the executors use ----
   g_ctrl.init(g_hostif.request_ring(), g_hostif.response_ring(), &g_dispatcher);
 
   g_period_ticks = g_timer.ns_to_ticks(uint64_t(g_chip.telemetry_period_ms) * 1000000ull);
@@ -396,12 +497,34 @@ extern "C" [[noreturn]] void fw_main() {
     if (ticks != ticks_seen) {
       ticks_seen = ticks;
       g_hostif.beat();
+      g_power.refresh(arch::ticks_to_ns(g_idle_ticks), g_dma.totals().bytes);  // ---- power ----
+      jobs::tick();  // ---- jobs: timeouts, BAR2 job table ----
       refresh_telemetry();
       if (logging::take_new_lines()) ring_host(vtrn::hostif::kVectorLog);
     }
+    // ---- power: a control request or queued DMA is a resume trigger ----
+    if (g_ctrl.has_work()) g_power.note_activity();
+    // ---- end power ----
     if (g_ctrl.poll() > 0) ring_host(vtrn::hostif::kVectorControl);
+    // ---- HBM ----
+    // ECC errors the last requests produced: logged, and an Event each.
+    if (hbm::service_events(send_hbm_event) > 0) ring_host(vtrn::hostif::kVectorControl);
+    // ---- end HBM ----
+    // ---- jobs: step advance, dispatch, end events; core 0 runs chunks only
+    // on a chip without secondary cores ----
+    if (jobs::poll(send_job_event)) ring_host(vtrn::hostif::kVectorControl);
+    jobs::run_on_service_core();
+    // ---- end jobs ----
     // DMA: one bounded round-robin pass over the queues with work (firmware/dma).
-    if (g_dma.run(irq::count())) ring_host(vtrn::hostif::kVectorDma);
+    // ---- power: no DMA pass unless the device is in D0 ----
+    if (g_dma.wants_run(irq::count())) g_power.note_activity();
+    g_power.poll();
+    if (power::device_active() && g_dma.run(irq::count())) ring_host(vtrn::hostif::kVectorDma);
+    // ---- end power ----
+    // ---- reliability ----
+    reliability::poll();  // an injected fault, once its response is out
+    // ---- end reliability ----
+    links::poll(arch::now_ns());  // ---- links: does nothing until a port is due ----
     if (g_ctrl.shutdown_requested()) {
       log(kLogInfo, "shutdown requested by the host: halting");
       g_hostif.set_state(vtrn::hostif::kStateHalted);
@@ -411,7 +534,12 @@ extern "C" [[noreturn]] void fw_main() {
     }
 
     arch::irq_disable();
-    if (g_ticks_pending == ticks_seen && !g_ctrl.has_work() && !g_dma.wants_run(irq::count())) {
+    if (g_ticks_pending == ticks_seen && !g_ctrl.has_work() &&
+        !(power::device_active() && g_dma.wants_run(irq::count())) &&
+        !g_power.has_work() &&  // ---- power: in D3hot queued DMA waits ----
+        !jobs::has_work() &&  // ---- jobs ----
+        links::next_poll_ns() > arch::now_ns()) {  // ---- links ----
+      arm_for_links();  // ---- links ----
       const uint64_t t0 = arch::now_ticks();
       arch::wait_for_interrupt();
       g_idle_ticks += arch::now_ticks() - t0;

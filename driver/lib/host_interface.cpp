@@ -3,6 +3,9 @@
 
 #include <string.h>
 
+#include "vtrn/power.h"    // ---- power ----
+#include "vtrn/seqlock.h"  // ---- power ----
+
 namespace drv {
 
 using namespace vtrn::hostif;
@@ -137,6 +140,64 @@ bool HostInterface::read_telemetry(Telemetry* out) const {
   }
   return false;
 }
+
+// ---- power ----
+namespace {
+const char* check_power_block(const vtrn::power::PowerTelemetry& p) {
+  namespace vp = vtrn::power;
+  if (p.version == 0 || p.version > vp::kPowerTelemetryVersion) return "unsupported version";
+  if (p.core_count == 0 || p.core_count > vp::kMaxCores) return "core_count out of range";
+  if (p.zone_count > vp::kMaxThermalZones) return "zone_count out of range";
+  if (p.port_count > vp::kMaxPorts) return "port_count out of range";
+  if (p.pstate_count == 0 || p.pstate_count > vp::kMaxOperatingPoints) return "pstate_count out of range";
+  if (p.pstate >= p.pstate_count) return "pstate out of range";
+  if (p.device_state >= vp::kDeviceStateCount) return "device_state unknown";
+  if (p.clock_duty_ppm > 1000000) return "clock_duty_ppm out of range";
+  if (p.frequency_mhz > p.max_frequency_mhz) return "frequency_mhz above max_frequency_mhz";
+  if (p.clock_event_reasons & ~vp::kReasonMask) return "clock_event_reasons has unknown bits";
+  for (uint32_t i = 0; i < p.core_count; ++i) {
+    const vp::PowerTelemetryCore& c = p.cores[i];
+    if (c.state >= vp::kCoreStateCount) return "core state unknown";
+    if (c.utilization_permille > 1000 || c.intensity_permille > 1000) return "core permille out of range";
+  }
+  for (uint32_t i = 0; i < p.zone_count; ++i) {
+    const vp::PowerTelemetryZone& z = p.zones[i];
+    // Below absolute zero or above 1000 C is not a temperature.
+    if (z.temperature_mc < -273150 || z.temperature_mc > 1000000) return "zone temperature out of range";
+  }
+  for (uint32_t i = 0; i < p.port_count; ++i) {
+    if (p.links[i].state >= vp::kLinkStateCount) return "link state unknown";
+  }
+  return nullptr;
+}
+}  // namespace
+
+bool HostInterface::read_power(vtrn::power::PowerTelemetry* out, std::string* err) const {
+  if (!up_) {
+    *err = "host interface not up";
+    return false;
+  }
+  if ((hdr_.capabilities & kCapPower) == 0) {
+    *err = "chip does not publish power telemetry (no kCapPower)";
+    return false;
+  }
+  const Region& r = layout_.at(kRegionPower);
+  if (r.size < sizeof(vtrn::power::PowerTelemetry) || r.offset % 8 != 0) {
+    *err = "power region smaller than the PowerTelemetry block or misaligned";
+    return false;
+  }
+  const auto* block = reinterpret_cast<const vtrn::power::PowerTelemetry*>(base_ + r.offset);
+  if (!vtrn::power::seqlock_read(block, out, 1000)) {
+    *err = "power block: the firmware never held still (seqlock)";
+    return false;
+  }
+  if (const char* why = check_power_block(*out)) {
+    *err = std::string("power block: ") + why;
+    return false;
+  }
+  return true;
+}
+// ---- end power ----
 
 bool HostInterface::read_panic(PanicRecord* out) const {
   if (base_ == nullptr) return false;

@@ -199,8 +199,15 @@ void DmaService::bench(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__D
   auto bad = [&](const std::string& why) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "DMA bench: " + why);
   };
+  // The span defaults to all of HBM (a chip started with --hbm-dma-unchecked);
+  // `vtrn dma bench` passes an allocation it holds.
+  const uint64_t span_base = r.hbm_bytes ? r.hbm_addr : e.hbm_base();
+  const uint64_t span_bytes = r.hbm_bytes ? r.hbm_bytes : e.hbm_size();
+  if (!e.hbm_contains(span_base, span_bytes))
+    return bad("HBM span " + hex(span_base) + " + " + std::to_string(span_bytes) + " is outside HBM [" +
+               hex(e.hbm_base()) + ", " + hex(e.hbm_base() + e.hbm_size()) + ")");
   const uint64_t max_transfer =
-      std::min<uint64_t>({e.max_desc_bytes(), e.window_size() / 2, e.hbm_size() / 2 > kBenchSkew ? e.hbm_size() / 2 - kBenchSkew : 0});
+      std::min<uint64_t>({e.max_desc_bytes(), e.window_size() / 2, span_bytes / 2 > kBenchSkew ? span_bytes / 2 - kBenchSkew : 0});
   if (r.transfer_bytes == 0 || r.transfer_bytes > max_transfer)
     return bad("transfer size " + std::to_string(r.transfer_bytes) + " outside 1.." + std::to_string(max_transfer));
   const uint32_t depth = r.depth == 0 ? std::min<uint32_t>(32, e.depth()) : r.depth;
@@ -227,7 +234,9 @@ void DmaService::bench(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__D
   // d2d copies from the lower half of HBM to the upper half; the others
   // cycle through all of it. Slots are transfer-sized, so no descriptor
   // overlaps itself.
-  const uint64_t span = (j->dir == VTRN__API__DMA_DIRECTION__DMA_DIR_D2D ? e.hbm_size() / 2 : e.hbm_size()) - kBenchSkew;
+  j->hbm_base = span_base;
+  j->hbm_span = span_bytes;
+  const uint64_t span = (j->dir == VTRN__API__DMA_DIRECTION__DMA_DIR_D2D ? span_bytes / 2 : span_bytes) - kBenchSkew;
   j->slots = std::max<uint64_t>(1, span / j->transfer);
   if (j->dir != VTRN__API__DMA_DIRECTION__DMA_DIR_D2D) {
     if (e.alloc(j->transfer, &j->buf) != DmaError::kOk)
@@ -570,8 +579,8 @@ DmaService::Issue DmaService::issue(ChipDma& cd, Job& j, uint64_t index, std::st
     const uint64_t per_queue = (j.depth + j.batch - 1) / j.batch;
     const uint64_t irq_every = std::max<uint64_t>(1, per_queue / 4);
     const bool irq = (index / j.queues) % irq_every == irq_every - 1 || j.chunks == index + 1;
-    const uint64_t base = e.hbm_base();
-    const uint64_t half = e.hbm_size() / 2;
+    const uint64_t base = j.hbm_base;
+    const uint64_t half = j.hbm_span / 2;
     for (uint32_t i = 0; i < j.batch; ++i) {
       const uint64_t slot = (index * j.batch + i) % j.slots;
       const uint64_t hbm = base + slot * j.transfer;

@@ -93,6 +93,8 @@ class DmaService {
     Vtrn__Api__DmaDirection dir = VTRN__API__DMA_DIRECTION__DMA_DIR_H2D;
     uint32_t transfer = 0, depth = 0, queues = 1, batch = 1;
     uint64_t slots = 1;  // HBM slots of `transfer` bytes the bench cycles through
+    uint64_t hbm_base = 0;  // the HBM span the bench cycles through
+    uint64_t hbm_span = 0;
     DmaBuffer buf;
     bool has_buf = false;
     EventLoop::TimerId timer = 0;

@@ -9,13 +9,15 @@
 // guard, and fw_entry_ticks (the counter at the first instruction, for the
 // boot-time report). The guard is set here, before the first C function, because a
 // function that changes the guard while its own canary is live fails its
-// check on return. Secondary cores are held off by QEMU's PSCI model and
-// never arrive here.
+// check on return. Secondary cores are held off by QEMU's PSCI model until
+// core 0 starts them with CPU_ON at _secondary_start, below.
     .section .text.boot, "ax"
     .global _start
     .type _start, %function
 _start:
     msr     daifset, #0xf
+    // TPIDR_EL1 holds the core index (fw::smp::this_core); core 0 here.
+    msr     tpidr_el1, xzr
     // Contract: EL1. Anything else cannot run this image; stop quietly
     // (there is no console yet to complain on).
     mrs     x1, CurrentEL
@@ -101,3 +103,38 @@ _start:
 1:  ret
     .size _start, . - _start
     .ltorg
+
+// Secondary cores, entered from PSCI CPU_ON at EL1 with the MMU and caches
+// off and x0 = the context id core 0 passed: the address of its
+// fw::smp SecondaryBoot record { exception_sp, sp, tp, core } (8-byte
+// fields, aligned, so Device-memory loads before the MMU is on are fine).
+// Same register setup as core 0 minus what core 0 already did for the whole
+// chip (.bss, the stack-protector guard); then C on its own stack.
+    .global _secondary_start
+    .type _secondary_start, %function
+_secondary_start:
+    msr     daifset, #0xf
+    mov     x19, x0
+    ldp     x1, x2, [x19, #0]
+    msr     spsel, #1
+    mov     sp, x1
+    msr     spsel, #0
+    mov     sp, x2
+    ldp     x1, x2, [x19, #16]
+    msr     tpidr_el0, x1
+    msr     tpidr_el1, x2
+    mrs     x1, cpacr_el1
+    orr     x1, x1, #(3 << 20)
+    msr     cpacr_el1, x1
+    adrp    x1, fw_vectors
+    add     x1, x1, :lo12:fw_vectors
+    msr     vbar_el1, x1
+    isb
+    msr     daifclr, #4
+    mov     x0, x19
+    mov     x29, xzr
+    mov     x30, xzr
+    bl      fw_secondary_main
+1:  wfi
+    b       1b
+    .size _secondary_start, . - _secondary_start

@@ -5,9 +5,15 @@
 // in a state this firmware never creates, which is a panic with the
 // vector's name as the reason. A fault whose address is a stack guard page
 // is reported as the stack overflow it is.
+//
+// Every core takes its IRQs here (the GIC CPU interface is banked, so
+// acknowledge/EOI act on the caller's interface); the handler table is
+// written by core 0 before any secondary starts and only read afterwards,
+// and the counters are atomics.
 #include "fw/exceptions.h"
 
 #include "fw/panic.h"
+#include "fw/smp.h"
 #include "hal/gic.h"
 
 namespace fw {
@@ -38,7 +44,7 @@ void dispatch_irqs() {
   for (;;) {
     const hal::gic::Irq irq = g_gic->acknowledge();
     if (irq.spurious) return;
-    ++g_irq_count;
+    __atomic_fetch_add(&g_irq_count, 1, __ATOMIC_RELAXED);
     bool handled = false;
     for (uint32_t i = 0; i < g_binding_count; ++i) {
       if (g_bindings[i].intid == irq.intid) {
@@ -50,7 +56,7 @@ void dispatch_irqs() {
     // An interrupt nobody registered is disabled so it cannot storm; the
     // count shows up in telemetry through irq::count().
     if (!handled) {
-      ++g_unhandled;
+      __atomic_fetch_add(&g_unhandled, 1, __ATOMIC_RELAXED);
       (void)g_gic->disable(irq.intid);
     }
     (void)g_gic->end_of_interrupt(irq);
@@ -91,6 +97,17 @@ extern "C" void fw_exception(fw::ExceptionFrame* frame, uint32_t kind) {
   const bool data_abort = ec == 0x24 || ec == 0x25;
   if (data_abort && in_guard(__boot_stack_guard)) reason = "boot stack overflow";
   if (data_abort && in_guard(__exception_stack_guard)) reason = "exception stack overflow";
+  if (data_abort) {
+    for (uint32_t core = 1; core < fw::smp::kMaxCores; ++core) {
+      const fw::smp::CoreStacks st = fw::smp::stacks_of(core);
+      if (in_guard(reinterpret_cast<const char*>(uintptr_t(st.guard)))) {
+        reason = "secondary core stack overflow";
+      }
+      if (in_guard(reinterpret_cast<const char*>(uintptr_t(st.exception_guard)))) {
+        reason = "secondary core exception stack overflow";
+      }
+    }
+  }
   const uint32_t cause = vtrn::hostif::kPanicException;
   fw::panic_exception(*frame, cause, reason);
 }

@@ -25,10 +25,21 @@ size_t g_boot_len = 0;
 uint32_t g_boot_lost = 0;
 uint64_t g_ring_bytes = 0;
 uint64_t g_signalled_bytes = 0;
+// Any core may log: a spin lock, taken with IRQs masked on the caller, keeps
+// lines whole on the UART and in the ring. It is held for one line's copy,
+// never across anything that waits for another core.
+uint32_t g_lock = 0;
+
+void lock() {
+  while (__atomic_exchange_n(&g_lock, 1u, __ATOMIC_ACQUIRE) != 0) {
+    while (__atomic_load_n(&g_lock, __ATOMIC_RELAXED) != 0) asm volatile("yield");
+  }
+}
+void unlock() { __atomic_store_n(&g_lock, 0u, __ATOMIC_RELEASE); }
 
 void ring_write(const char* text, size_t n) {
   g_writer.write(text, n);
-  g_ring_bytes += n;
+  __atomic_store_n(&g_ring_bytes, g_ring_bytes + n, __ATOMIC_RELAXED);
 }
 
 }  // namespace
@@ -50,6 +61,7 @@ void log(uint32_t level, const char* fmt, ...) {
   line[len] = '\0';
 
   const uint64_t daif = arch::irq_save();
+  lock();
   console::write(line, len);
   if (g_ring) {
     ring_write(line, len);
@@ -59,6 +71,7 @@ void log(uint32_t level, const char* fmt, ...) {
   } else {
     ++g_boot_lost;
   }
+  unlock();
   arch::irq_restore(daif);
 }
 
@@ -100,11 +113,12 @@ void panic_line(const char* reason) {
   ring_write(line, len);
 }
 
-uint64_t ring_bytes() { return g_ring_bytes; }
+uint64_t ring_bytes() { return __atomic_load_n(&g_ring_bytes, __ATOMIC_RELAXED); }
 
 bool take_new_lines() {
-  if (g_ring_bytes == g_signalled_bytes) return false;
-  g_signalled_bytes = g_ring_bytes;
+  const uint64_t bytes = ring_bytes();
+  if (bytes == g_signalled_bytes) return false;
+  g_signalled_bytes = bytes;
   return true;
 }
 

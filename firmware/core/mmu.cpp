@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "fw/panic.h"
+#include "fw/smp.h"
 
 extern "C" char __image_start[];  // boot/firmware.ld
 extern "C" char __boot_stack_guard[];
@@ -28,7 +29,7 @@ constexpr uint64_t kVaLimit = 1ull << kVaBits;
 constexpr unsigned kEntries = 512;
 constexpr unsigned kL0Entries = 2;   // 40-bit VA: bit 39 selects the L0 entry
 constexpr unsigned kMaxL2Tables = 8; // GiBs mapped with 2 MiB granularity
-constexpr unsigned kMaxL3Tables = 2; // 2 MiB blocks split for stack guard pages
+constexpr unsigned kMaxL3Tables = 4; // 2 MiB blocks split for stack guard pages
 constexpr uint64_t kPage = 4096;
 
 // MAIR_EL1 attribute indexes.
@@ -65,6 +66,7 @@ alignas(4096) uint64_t g_l3[kMaxL3Tables][kEntries];
 unsigned g_l2_used = 0;
 unsigned g_l3_used = 0;
 bool g_enabled = false;
+uint32_t g_shared = 0;  // set before the first secondary core starts
 
 // Which region claimed each mapped 2 MiB block / GiB, for conflict messages.
 struct Claim {
@@ -90,11 +92,23 @@ uint64_t block_attrs(Memory type) {
 
 void sync_tables() {
   if (!g_enabled) return;
-  asm volatile(
-      "dsb ishst\n"
-      "tlbi vmalle1\n"
-      "dsb ish\n"
-      "isb" ::: "memory");
+  if (__atomic_load_n(&g_shared, __ATOMIC_ACQUIRE)) {
+    // Secondary cores walk the same tables: broadcast to the inner
+    // shareable domain.
+    asm volatile(
+        "dsb ishst\n"
+        "tlbi vmalle1is\n"
+        "dsb ish\n"
+        "isb" ::: "memory");
+  } else {
+    // Only this core has the MMU on. The local form matters under TCG:
+    // a broadcast TLBI stops every vCPU of the machine, halted ones included.
+    asm volatile(
+        "dsb ishst\n"
+        "tlbi vmalle1\n"
+        "dsb ish\n"
+        "isb" ::: "memory");
+  }
 }
 
 const Claim* claim_at(uint64_t addr) {
@@ -239,14 +253,11 @@ void map_range(uint64_t base, uint64_t size, Memory type, const char* what, bool
 }
 }  // namespace
 
-void init_early(uint64_t platform_dtb_address) {
-  // The image's GiB in 2 MiB blocks, so the stack guard pages can be cut out.
-  const uint64_t image = reinterpret_cast<uintptr_t>(__image_start);
-  map_range(image & ~(kGiB - 1), kGiB, Memory::kNormal, "firmware image", false);
-  map(platform_dtb_address & ~(kGiB - 1), kGiB, Memory::kNormal, "platform dtb");
-  unmap_page(reinterpret_cast<uintptr_t>(__boot_stack_guard), "boot stack guard");
-  unmap_page(reinterpret_cast<uintptr_t>(__exception_stack_guard), "exception stack guard");
-
+namespace {
+// Programs this core's translation registers with the shared tables and
+// turns the MMU and caches on (core 0 from init_early, secondaries from
+// enable_this_core).
+void enable_mmu() {
   uint64_t sctlr;
   asm volatile(
       "msr mair_el1, %1\n"
@@ -267,7 +278,30 @@ void init_early(uint64_t platform_dtb_address) {
       "msr sctlr_el1, %0\n"
       "isb" ::"r"(sctlr)
       : "memory");
+}
+}  // namespace
+
+void init_early(uint64_t platform_dtb_address) {
+  // The image's GiB in 2 MiB blocks, so the stack guard pages can be cut out.
+  const uint64_t image = reinterpret_cast<uintptr_t>(__image_start);
+  map_range(image & ~(kGiB - 1), kGiB, Memory::kNormal, "firmware image", false);
+  map(platform_dtb_address & ~(kGiB - 1), kGiB, Memory::kNormal, "platform dtb");
+  unmap_page(reinterpret_cast<uintptr_t>(__boot_stack_guard), "boot stack guard");
+  unmap_page(reinterpret_cast<uintptr_t>(__exception_stack_guard), "exception stack guard");
+  // Every secondary core's two guard pages (fw::smp), cut out now because
+  // splitting a live block would need break-before-make.
+  uint64_t guards[2 * smp::kMaxCores];
+  const uint32_t n = smp::guard_pages(guards, 2 * smp::kMaxCores);
+  for (uint32_t i = 0; i < n; ++i) unmap_page(guards[i], "secondary stack guard");
+  enable_mmu();
   g_enabled = true;
+}
+
+void share_with_secondaries() { __atomic_store_n(&g_shared, 1u, __ATOMIC_RELEASE); }
+
+void enable_this_core() {
+  FW_CHECK(g_enabled, "mmu: a secondary core started before core 0 built the tables");
+  enable_mmu();
 }
 
 }  // namespace fw::mmu

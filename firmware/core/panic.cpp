@@ -15,6 +15,7 @@
 #include "fw/console.h"
 #include "fw/exceptions.h"
 #include "fw/log.h"
+#include "fw/smp.h"
 #include "hal/gic.h"
 #include "hal/mmio.h"
 #include "hal/timer.h"
@@ -27,7 +28,7 @@ namespace {
 vtrn::hostif::FwHeader* g_header = nullptr;
 vtrn::hostif::PanicRecord* g_bar2_record = nullptr;
 uintptr_t g_gicc = 0;
-volatile bool g_in_panic = false;
+uint32_t g_in_panic = 0;  // atomic: the first core to set it writes the record
 
 const char* cause_name(uint32_t cause) {
   switch (cause) {
@@ -116,11 +117,15 @@ void print_record(const vtrn::hostif::PanicRecord& r) {
 
 bool enter() {
   asm volatile("msr daifset, #0xf" ::: "memory");
-  if (g_in_panic) return false;
-  g_in_panic = true;
+  if (__atomic_exchange_n(&g_in_panic, 1u, __ATOMIC_ACQ_REL) != 0) return false;
+  smp::stop_others();
   return true;
 }
 }  // namespace
+
+void panic_park_this_core() { park(); }
+
+bool panic_in_progress() { return __atomic_load_n(&g_in_panic, __ATOMIC_ACQUIRE) != 0; }
 
 void panic_attach(vtrn::hostif::FwHeader* header, vtrn::hostif::PanicRecord* record) {
   g_header = header;

@@ -87,4 +87,20 @@ bool Service::send_boot_event(uint32_t boot_generation, uint64_t boot_ns) {
   return true;
 }
 
+// ---- HBM (generic: any service's Event) ----
+bool Service::send_event(const Vtrn__Ctrl__Event& event) {
+  if (stopped_) return false;
+  const size_t n = vtrn__ctrl__event__get_packed_size(&event);
+  if (n > sizeof response_) return false;
+  vtrn__ctrl__event__pack(&event, response_);
+  if (responses_.push(kSlotEvent, event_seq_ + 1, response_, uint32_t(n)) != RingStatus::kOk) {
+    check_broken();
+    return false;
+  }
+  ++event_seq_;
+  ++events_;
+  return true;
+}
+// ---- end HBM ----
+
 }  // namespace fw::ctrl

@@ -186,6 +186,46 @@ bool parse_pci(const void* fdt, const Scan& scan, Platform* p, char* err, size_t
   return true;
 }
 
+// Each kept cpu node's reg (its MPIDR affinity, #address-cells of /cpus, no
+// size) and enable-method, and the /psci conduit. A tree without PSCI is
+// valid (the chip then runs on core 0 alone); a malformed reg is not.
+bool resolve_cpus(const void* fdt, const Scan& scan, Platform* p, char* err, size_t cap) {
+  const uint32_t kept = scan.cpu_count < kMaxCpus ? scan.cpu_count : kMaxCpus;
+  bool all_psci = kept > 0;
+  for (uint32_t i = 0; i < kept; ++i) {
+    const ScanNode& n = scan.cpus[i];
+    const int ac = n.parent_address_cells;
+    if (ac < 1 || ac > 2) {
+      return fail(err, cap, "platform dtb: %s: parent #address-cells %d unsupported",
+                  node_name(fdt, n.offset), ac);
+    }
+    int len = 0;
+    const fdt32_t* reg = static_cast<const fdt32_t*>(fdt_getprop(fdt, n.offset, "reg", &len));
+    if (!reg || len != ac * 4) {
+      return fail(err, cap, "platform dtb: %s: reg: expected %d cell(s)",
+                  node_name(fdt, n.offset), ac);
+    }
+    p->cpu_mpidr[i] = read_cells(reg, ac);
+    const void* method = fdt_getprop(fdt, n.offset, "enable-method", &len);
+    if (!method || !string_is(method, len, "psci")) all_psci = false;
+  }
+  p->cpus_use_psci = all_psci;
+  p->psci_method = PsciMethod::kNone;
+  if (scan.psci.offset >= 0) {
+    int len = 0;
+    const void* m = fdt_getprop(fdt, scan.psci.offset, "method", &len);
+    if (m && string_is(m, len, "hvc")) {
+      p->psci_method = PsciMethod::kHvc;
+    } else if (m && string_is(m, len, "smc")) {
+      p->psci_method = PsciMethod::kSmc;
+    } else {
+      return fail(err, cap, "platform dtb: %s: method: expected \"hvc\" or \"smc\"",
+                  node_name(fdt, scan.psci.offset));
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool scan_tree(const void* fdt, Scan* out, char* err, size_t err_size) {
@@ -247,6 +287,9 @@ bool scan_tree(const void* fdt, Scan* out, char* err, size_t err_size) {
       if (is("arm,gic-v2m-frame")) take(&out->v2m, node, parent, own);
       if (is("arm,armv8-timer")) take(&out->timer, node, parent, own);
       if (is("pci-host-ecam-generic")) take(&out->pci, node, parent, own);
+      if (is("arm,psci-1.0") || is("arm,psci-0.2") || is("arm,psci")) {
+        take(&out->psci, node, parent, own);
+      }
     }
     if (is_memory) take(&memory_by_type, node, parent, own);
     if (has_phandle) {
@@ -263,6 +306,7 @@ bool scan_tree(const void* fdt, Scan* out, char* err, size_t err_size) {
       if (name_is(name, "chosen") && out->chosen < 0) out->chosen = node;
       if (name_is(name, "memory")) take(&out->memory, node, parent, own);
     } else if (depth == 2 && in_cpus && is_cpu) {
+      if (out->cpu_count < kMaxCpus) take(&out->cpus[out->cpu_count], node, parent, own);
       ++out->cpu_count;
     }
   }
@@ -295,6 +339,7 @@ bool resolve_platform(const void* fdt, const Scan& scan, Platform* out, char* er
   if (!scan.have_cpus) return fail(err, err_size, "platform dtb: /cpus: missing");
   if (scan.cpu_count == 0) return fail(err, err_size, "platform dtb: /cpus: no cpu nodes");
   p.cpu_count = scan.cpu_count;
+  if (!resolve_cpus(fdt, scan, &p, err, err_size)) return false;
 
   if (!resolve_console(fdt, scan, &p.uart_base, &p.uart_clock_hz, err, err_size)) return false;
 

@@ -71,7 +71,7 @@ struct CopyOptions {
   uint32_t chip = 0;
   std::string file;
   uint64_t size = 1u << 20;
-  std::string hbm_addr;  // empty: the start of the chip's DMA-reachable HBM
+  std::string hbm_addr;  // empty: a buffer allocated for this command
   uint32_t chain = 1;
   bool json = false;
 };
@@ -114,6 +114,21 @@ void run_copy(const CopyOptions& o) {
     throw CliError(Exit::kFailed, std::to_string(n) + " bytes" + (chained ? " (twice, for the chain)" : "") +
                                       " at " + hex(addr) + " do not fit in HBM [" + hex(base) + ", " +
                                       hex(base + size) + ")");
+  // ---- HBM ----
+  // Without --hbm-addr the data goes to memory this command allocates (the
+  // chip lets DMA touch only live allocations); it is freed as the command
+  // exits. An explicit --hbm-addr must lie inside an allocation someone holds.
+  if (o.hbm_addr.empty()) {
+    Vtrn__Api__Request areq = VTRN__API__REQUEST__INIT;
+    Vtrn__Api__HbmAllocRequest ar = VTRN__API__HBM_ALLOC_REQUEST__INIT;
+    ar.chip = o.chip;
+    ar.bytes = footprint;
+    ar.category = VTRN__API__HBM_CATEGORY__HBM_CATEGORY_DMA_BUFFERS;
+    areq.body_case = VTRN__API__REQUEST__BODY_HBM_ALLOC;
+    areq.hbm_alloc = &ar;
+    addr = call_body(conn, &areq, VTRN__API__RESPONSE__BODY_HBM_ALLOC)->hbm_alloc->addr;
+  }
+  // ---- end HBM ----
   const uint64_t dst = chained ? addr + footprint / 2 : addr;
   if (chained && n > uint64_t(o.chain) * st->dma_stats->max_desc_bytes)
     throw CliError(Exit::kFailed, "a chain of " + std::to_string(o.chain) + " descriptors moves at most " +
@@ -218,6 +233,7 @@ struct BenchOptions {
   uint32_t batch = 0;
   double seconds = 3;
   uint64_t total = 0;
+  uint64_t hbm_bytes = 64ull << 20;
   bool json = false;
 };
 
@@ -270,6 +286,19 @@ void run_bench(const BenchOptions& o) {
   b.batch = o.batch;
   b.total_bytes = o.total;
   b.duration_ms = o.total ? 0 : uint32_t(o.seconds * 1000);
+  // The chip lets DMA touch live allocations only: the bench cycles through
+  // one this connection holds (freed when the command exits).
+  {
+    Vtrn__Api__Request areq = VTRN__API__REQUEST__INIT;
+    Vtrn__Api__HbmAllocRequest ar = VTRN__API__HBM_ALLOC_REQUEST__INIT;
+    ar.chip = o.chip;
+    ar.bytes = o.hbm_bytes;
+    ar.category = VTRN__API__HBM_CATEGORY__HBM_CATEGORY_DMA_BUFFERS;
+    areq.body_case = VTRN__API__REQUEST__BODY_HBM_ALLOC;
+    areq.hbm_alloc = &ar;
+    b.hbm_addr = call_body(conn, &areq, VTRN__API__RESPONSE__BODY_HBM_ALLOC)->hbm_alloc->addr;
+    b.hbm_bytes = o.hbm_bytes;
+  }
   req.body_case = VTRN__API__REQUEST__BODY_DMA_BENCH;
   req.dma_bench = &b;
   // The device's busy time (QueueStats::busy_ns, summed over queues) before
@@ -417,7 +446,7 @@ void add_dma_command(CLI::App& app, Action* action) {
   c->add_option("--size", copy->size, "Bytes of random data (K, M, G suffixes)")
       ->transform(CLI::AsSizeValue(false))
       ->excludes(file);
-  c->add_option("--hbm-addr", copy->hbm_addr, "HBM address (default: start of the DMA-reachable HBM)");
+  c->add_option("--hbm-addr", copy->hbm_addr, "HBM address inside a live allocation (default: a buffer allocated for this copy)");
   c->add_option("--chain", copy->chain, "Also copy HBM -> HBM as one chain of N descriptors")
       ->check(CLI::Range(1u, 64u));
   c->add_flag("--json", copy->json, "Print one JSON document instead of text");
@@ -435,6 +464,8 @@ void add_dma_command(CLI::App& app, Action* action) {
   b->add_option("--total", bench->total, "Stop after this many bytes instead (K, M, G suffixes)")
       ->transform(CLI::AsSizeValue(false))
       ->excludes(secs);
+  b->add_option("--hbm-bytes", bench->hbm_bytes, "HBM the bench allocates and cycles through (K, M suffixes)")
+      ->transform(CLI::AsSizeValue(false));
   b->add_flag("--json", bench->json, "Print one JSON document instead of text");
   b->callback([bench, action] { *action = [bench] { run_bench(*bench); }; });
 

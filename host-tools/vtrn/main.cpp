@@ -27,6 +27,12 @@ int main(int argc, char** argv) {
   tools::add_telemetry_command(app, &action);
   tools::add_bench_command(app, &action);
   tools::add_dma_command(app, &action);
+  tools::add_mem_command(app, &action);  // HBM
+  tools::add_reset_command(app, &action);   // reliability
+  tools::add_inject_command(app, &action);  // reliability (calls add_inject_ecc_subcommand)
+  tools::add_jobs_commands(app, &action);  // jobs
+  tools::add_power_commands(app, &action);  // power
+  tools::add_link_commands(app, &action);  // links
 
   try {
     app.parse(argc, argv);

@@ -131,6 +131,14 @@ class Session:
         self.env["VTRN_VTRND"] = VTRND
         self.env["VTRN_FIRMWARE"] = FIRMWARE
         self.env.pop("VTRN_QEMU", None)
+        # ---- HBM ----
+        # The retired-page store lives with the session, never in the
+        # user's ~/.local/state. Tests written before HBM management DMA to
+        # raw HBM addresses, so vtrnd lets DMA reach HBM outside allocations
+        # unless a test sets VTRN_HBM_DMA_UNCHECKED=0 (test_hbm.py does).
+        self.env["VTRN_STATE_DIR"] = os.path.join(self.tmp, "state")
+        self.env["VTRN_HBM_DMA_UNCHECKED"] = "1"
+        # ---- end HBM ----
         self.known_pids = set()
 
     def vtrn(self, *args, env=None, timeout=90):
@@ -414,6 +422,18 @@ class ApiClient:
     # DmaInject (36): fault 1 = submission index jump, 2 = index backwards.
     def dma_inject(self, chip, queue, fault):
         return self.call_raw(36, [(1, chip), (2, queue), (3, fault)])
+
+
+# ---- HBM (Request oneof 40..44) ----
+def hbm_alloc(client, chip, nbytes, align=0, category=0):
+    """(addr, bytes) of a new allocation owned by this connection."""
+    r = client.call(40, [(1, chip), (2, nbytes), (3, align), (4, category)])
+    return pb_uint(r, 1), pb_uint(r, 2)
+
+
+def hbm_free(client, chip, addr):
+    return pb_uint(client.call(41, [(1, chip), (2, addr)]), 1)
+# ---- end HBM ----
 
 
 def down_and_check(session):

@@ -102,6 +102,39 @@ void test_resolve_reads_every_qemu_virt_device(void**) {
   assert_int_equal(p.board_size, 2758);
 }
 
+void test_cpus_and_psci_conduit_are_read(void**) {
+  Platform p;
+  assert_true(scan_and_resolve(&p));
+  assert_int_equal(p.cpu_mpidr[0], 0);
+  assert_int_equal(p.cpu_mpidr[1], 1);
+  assert_true(p.cpus_use_psci);
+  assert_int_equal(int(p.psci_method), int(fw::platform::PsciMethod::kHvc));
+}
+
+void test_psci_smc_method_is_read(void**) {
+  const int psci = fdt_node_offset_by_compatible(fdt(), -1, "arm,psci-0.2");
+  assert_int_equal(fdt_setprop_string(fdt(), psci, "method", "smc"), 0);
+  Platform p;
+  assert_true(scan_and_resolve(&p));
+  assert_int_equal(int(p.psci_method), int(fw::platform::PsciMethod::kSmc));
+}
+
+void test_unknown_psci_method_is_named(void**) {
+  const int psci = fdt_node_offset_by_compatible(fdt(), -1, "arm,psci-0.2");
+  assert_int_equal(fdt_setprop_string(fdt(), psci, "method", "mailbox"), 0);
+  Platform p;
+  assert_false(scan_and_resolve(&p));
+  assert_string_equal(g_err, "platform dtb: psci: method: expected \"hvc\" or \"smc\"");
+}
+
+void test_cpu_without_psci_enable_method_is_noticed(void**) {
+  const int cpu1 = fdt_path_offset(fdt(), "/cpus/cpu@1");
+  assert_int_equal(fdt_setprop_string(fdt(), cpu1, "enable-method", "spin-table"), 0);
+  Platform p;
+  assert_true(scan_and_resolve(&p));
+  assert_false(p.cpus_use_psci);
+}
+
 void test_console_alone_resolves_before_the_rest(void**) {
   // A tree without a GIC still gives the console, so the panic is printed.
   const int gic = fdt_node_offset_by_compatible(fdt(), -1, "arm,cortex-a15-gic");
@@ -184,6 +217,10 @@ int main() {
   const CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_scan_finds_the_same_nodes_as_libfdt_lookups, setup),
       cmocka_unit_test_setup(test_resolve_reads_every_qemu_virt_device, setup),
+      cmocka_unit_test_setup(test_cpus_and_psci_conduit_are_read, setup),
+      cmocka_unit_test_setup(test_psci_smc_method_is_read, setup),
+      cmocka_unit_test_setup(test_unknown_psci_method_is_named, setup),
+      cmocka_unit_test_setup(test_cpu_without_psci_enable_method_is_noticed, setup),
       cmocka_unit_test_setup(test_console_alone_resolves_before_the_rest, setup),
       cmocka_unit_test_setup(test_missing_uart_is_named, setup),
       cmocka_unit_test_setup(test_dangling_uart_clock_is_reported, setup),

@@ -1,4 +1,4 @@
-// AArch64 system-register helpers for the boot core: interrupt masking, WFI,
+// AArch64 system-register helpers for every core: interrupt masking, WFI,
 // identification registers, PSCI calls and the generic-timer clock.
 //
 // Not a HAL: these are CPU instructions, not devices, and only the firmware

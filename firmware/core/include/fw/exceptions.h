@@ -46,12 +46,13 @@ enum VectorKind : uint32_t {
 using IrqHandler = void (*)(uint32_t intid, void* ctx);
 
 namespace irq {
-inline constexpr uint32_t kMaxHandlers = 8;
+inline constexpr uint32_t kMaxHandlers = 16;
 // The initialised GIC the IRQ vector acknowledges and completes through.
 void attach_gic(hal::gic::Gic* gic);
 // Binds `intid` to `fn`; panics (kPanicPlatform) when the table is full.
+// Core 0 only, before secondary cores start (they read the table unlocked).
 void register_handler(uint32_t intid, IrqHandler fn, void* ctx);
-// Interrupts taken since boot (spurious acknowledgements excluded).
+// Interrupts taken since boot on all cores (spurious acknowledgements excluded).
 uint64_t count();
 }  // namespace irq
 

@@ -4,7 +4,8 @@
 //
 // Lines logged before the console or the ring exist are kept in a small
 // boot buffer and replayed into each when it attaches, so the host sees the
-// whole boot. Callable with IRQs on or off; it masks IRQs while it writes.
+// whole boot. Callable with IRQs on or off and from any core; it masks IRQs
+// and takes a spin lock while it writes one line.
 // Not for the panic path (that writes the UART directly).
 #pragma once
 

@@ -1,4 +1,4 @@
-// Identity-mapped MMU for the boot core: 4 KiB granule, 40-bit VA = PA
+// Identity-mapped MMU shared by every core: 4 KiB granule, 40-bit VA = PA
 // (T0SZ = 24, walks start at level 0 with 2 entries, each to a level-1 table
 // of 1 GiB entries). Regions are mapped with the largest block that fits:
 // 1 GiB where a region covers a whole aligned GiB, else 2 MiB blocks in a
@@ -20,10 +20,18 @@ enum class Memory : uint8_t {
 };
 
 // Maps the GiB that holds the image and the platform DTB (the image's GiB
-// in 2 MiB blocks, with the two stack guard pages of boot/firmware.ld left
-// unmapped), then turns the MMU and caches on. Called once, before any code that may issue unaligned
+// in 2 MiB blocks, with the stack guard pages of boot/firmware.ld, the
+// secondary cores' included, left unmapped), then turns the MMU and caches on. Called once, before any code that may issue unaligned
 // accesses (picolibc's string routines, libfdt).
 void init_early(uint64_t platform_dtb_address);
+
+// fw::smp, before the first CPU_ON: from now on table updates are made
+// visible to every core (broadcast TLB maintenance).
+void share_with_secondaries();
+
+// Secondary cores: the same tables and attributes, MMU and caches on. Call
+// after core 0's init_early, before any unaligned access on that core.
+void enable_this_core();
 
 // Adds an identity mapping for [base, base + size); `what` names the region
 // in the panic message on a conflict.

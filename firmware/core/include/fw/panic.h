@@ -7,6 +7,11 @@
 // at the GIC CPU interface (so a pending edge-triggered MSI cannot turn the
 // park into a spin). Before BAR2 or the UART exist the record still lands in
 // fw::g_panic_record, where gdb can read it.
+//
+// Any core may panic. The first one wins (an atomic exchange) and writes
+// the record with its core number; it then stops every other core with an
+// SGI (fw::smp::stop_others), so a chip in panic runs no code. A second
+// panic, on the same or another core, just parks.
 #pragma once
 
 #include <stdint.h>
@@ -23,6 +28,13 @@ struct ExceptionFrame;
 // x0-x30.
 [[noreturn]] void panic_exception(const ExceptionFrame& frame, uint32_t cause,
                                   const char* reason);
+
+// Parks the calling core the way a panic does (IRQs off, timer and GIC CPU
+// interface quiet, WFI forever) without writing a record: how the other
+// cores stop when one of them panics (fw::smp's stop SGI).
+[[noreturn]] void panic_park_this_core();
+// True once any core has entered panic.
+bool panic_in_progress();
 
 // Where the record and the state word go once BAR2 is mapped.
 void panic_attach(vtrn::hostif::FwHeader* header, vtrn::hostif::PanicRecord* record);

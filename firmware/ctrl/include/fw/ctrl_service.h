@@ -35,6 +35,11 @@ class Service {
   uint32_t poll();
   // Queues Event{boot}. False if the ring is full or broken.
   bool send_boot_event(uint32_t boot_generation, uint64_t boot_ns);
+  // ---- HBM (generic: any service's Event) ----
+  // Packs and queues an unsolicited Event. False if it does not fit a slot,
+  // or the ring is full or broken (the caller logs; events are not retried).
+  bool send_event(const Vtrn__Ctrl__Event& event);
+  // ---- end HBM ----
 
   [[nodiscard]] bool shutdown_requested() const { return shutdown_; }
   [[nodiscard]] bool stopped() const { return stopped_; }

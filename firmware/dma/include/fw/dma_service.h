@@ -19,8 +19,9 @@
 //    at the latest the next telemetry tick), so a host that consumes
 //    completions while descriptors are still queued should ring kVectorDma.
 //
-// Not the HBM manager: today any range inside HBM is DMA-reachable (no
-// HbmPolicy); the manager will supply one.
+// Not the HBM manager: the manager (firmware/hbm) supplies the HbmPolicy
+// that decides which HBM ranges DMA may touch (set_hbm_policy); without one
+// any range inside HBM is reachable.
 #pragma once
 
 #include <stdint.h>
@@ -54,6 +55,10 @@ class Service {
   [[nodiscard]] bool stalled() const { return sched_.stalled(); }
   [[nodiscard]] bool enabled() const { return enabled_; }
   [[nodiscard]] const Totals& totals() const { return sched_.totals(); }
+  // ---- HBM ----
+  // Every HBM range of a descriptor is checked by `policy` (boot time, before READY).
+  void set_hbm_policy(const vtrn::dma::HbmPolicy* policy) { map_.policy = policy; }
+  // ---- end HBM ----
 
  private:
   Scheduler sched_;

@@ -28,10 +28,22 @@ struct PciWindow {
   uint64_t size = 0;
 };
 
+inline constexpr uint32_t kMaxCpus = 8;  // vtrn,neuron-cores binding limit
+
+// How PSCI calls reach the firmware below us (/psci "method"): QEMU virt
+// without EL2/EL3 emulates PSCI itself and takes them as HVC.
+enum class PsciMethod : uint8_t { kNone = 0, kHvc = 1, kSmc = 2 };
+
 struct Platform {
   Range dtb;  // the platform DTB itself (totalsize)
   Range ram;  // /memory reg
   uint32_t cpu_count = 0;
+  // MPIDR affinity of each cpu node (its reg), in document order; what
+  // PSCI CPU_ON takes as target_cpu. Only the first kMaxCpus are kept.
+  uint64_t cpu_mpidr[kMaxCpus] = {};
+  // True when every kept cpu node says enable-method = "psci".
+  bool cpus_use_psci = false;
+  PsciMethod psci_method = PsciMethod::kNone;
   uint64_t uart_base = 0;
   uint32_t uart_clock_hz = 0;
   uint64_t gicd_base = 0;
@@ -83,6 +95,8 @@ struct Scan {
   int chosen = -1;    // /chosen
   bool have_cpus = false;
   uint32_t cpu_count = 0;  // children of /cpus with device_type "cpu"
+  ScanNode cpus[kMaxCpus];  // the first kMaxCpus of them
+  ScanNode psci;      // first "arm,psci-0.2" / "arm,psci-1.0" / "arm,psci"
   PhandleNode phandles[kMaxPhandles];  // nodes with a phandle, in document order
   unsigned phandle_count = 0;
   bool phandles_overflow = false;  // more than kMaxPhandles: fall back to libfdt

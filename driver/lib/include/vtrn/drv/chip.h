@@ -9,6 +9,25 @@
 // ("chip 1: QEMU exited with status 1 during boot: <last line>") and the last
 // firmware/UART/QEMU lines.
 //
+// Reset and recovery (issue 8). Once a chip has been READY, vtrnd keeps it
+// alive: a heartbeat that stops advancing for the watchdog timeout
+// (FwHeader.heartbeat, +1 per telemetry period), FwHeader.state PANIC, a
+// broken control ring, or QEMU dying each start a reset. The reset records
+// why (ResetInfo: cause, reason, panic summary, last log lines), fails every
+// control request in flight or queued with "chip N was reset: <reason>", and
+// detaches DMA (chains in flight complete locally with kErrReset); then QMP
+// system_reset reboots the same QEMU (QEMU reloads the -kernel image and the
+// loader blobs and resets the vCPUs and devices; BAR2 keeps its contents, so
+// the firmware sees its old header and bumps boot_generation), or a new QEMU
+// is launched on the same sockets when the old one died. The chip is BOOTING
+// until the firmware publishes READY under a boot generation different from
+// the one that went down (the old header says READY until the new firmware
+// overwrites it), then it is re-validated and re-attached like a first boot.
+// More than reset_limit automatic resets inside reset_window_ms (each one
+// delayed by a growing back-off) end the chip FAILED with the reason. A
+// first boot that fails is not retried: the configuration is wrong, not the
+// chip. With a gdbstub, nothing is reset automatically (the debugger owns it).
+//
 // Control requests are serialized per chip: one vtrn.ctrl.Request in flight,
 // matched to its Response by seq, with its own timeout; responses to timed
 // out requests are recognised by seq and dropped. Round-trip time is
@@ -53,6 +72,29 @@ struct ChipOptions {
   // Appended to the QEMU command line after qemu/chip.args (for example the
   // link service's ivshmem-plain devices, one per link port).
   std::vector<std::string> extra_qemu_args;
+  // Reliability: watchdog and automatic recovery (see the top of this file).
+  uint32_t watchdog_ms = 0;          // 0: max(watchdog_min_ms, watchdog_periods x telemetry period)
+  uint32_t watchdog_periods = 10;
+  uint32_t watchdog_min_ms = 1000;
+  bool watchdog = true;              // false: a stopped heartbeat is not acted on
+  bool auto_recover = true;          // false: hang/panic/QEMU death leave the chip PANIC or FAILED
+  uint32_t reset_limit = 3;          // automatic resets allowed inside reset_window_ms
+  uint32_t reset_window_ms = 60000;
+};
+
+// What the last reset left behind (vtrn.api.ResetHistory).
+struct ResetInfo {
+  uint32_t count = 0;
+  Vtrn__Api__ResetCause last_cause = VTRN__API__RESET_CAUSE__RESET_CAUSE_NONE;
+  std::string last_reason;
+  uint64_t last_unix_ms = 0;
+  uint64_t last_detect_ns = 0;   // injected fault (or last heartbeat progress) -> detection
+  uint64_t last_recover_ns = 0;  // detection -> READY again
+  std::string last_panic;        // panic summary of the boot that went down
+  std::vector<std::string> last_log;
+  uint32_t recent = 0;
+  uint32_t qemu_relaunches = 0;
+  bool recovering = false;
 };
 
 // What the firmware told us in its Info response (cached after boot).
@@ -80,6 +122,8 @@ struct ChipStatus {
   vtrn::hostif::PanicRecord panic{};
   FwInfo info;
   std::string qemu_cmdline;
+  ResetInfo reset;
+  uint32_t watchdog_ms = 0;  // 0 = off
 };
 
 struct TelemetrySample {
@@ -123,6 +167,35 @@ class Chip {
   [[nodiscard]] ChipStatus status() const;
   [[nodiscard]] bool settled() const;  // READY, FAILED, PANIC or HALTED
   bool telemetry(TelemetrySample* out);
+  // ---- power ----
+  // The firmware's power/thermal block (validated, see HostInterface::read_power);
+  // only while READY.
+  bool power_telemetry(vtrn::power::PowerTelemetry* out, std::string* err) const {
+    if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+      *err = "chip not ready";
+      return false;
+    }
+    return hif_.read_power(out, err);
+  }
+  // ---- end power ----
+  // ---- links ----
+  // The firmware's link status block (vtrn/links_abi.h, kLinksSize bytes of
+  // BAR2) while READY, else nullptr. The firmware rewrites it at any time:
+  // readers copy it under its seqlock and validate the copy.
+  [[nodiscard]] const uint8_t* links_block() const {
+    if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY || hif_.bar2() == nullptr) return nullptr;
+    return hif_.bar2() + vtrn::hostif::kLinksOffset;
+  }
+  // ---- end links ----
+  // ---- jobs ----
+  // The firmware's job status table (vtrn/jobs_abi.h, kJobsSize bytes of
+  // BAR2) while READY, else nullptr. Same rules as links_block: copy each
+  // record under its seq counter, then validate the copy.
+  [[nodiscard]] const uint8_t* jobs_block() const {
+    if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY || hif_.bar2() == nullptr) return nullptr;
+    return hif_.bar2() + vtrn::hostif::kJobsOffset;
+  }
+  // ---- end jobs ----
 
   // Log history (oldest first) and live subscribers.
   [[nodiscard]] const std::deque<std::string>& log_history() const { return history_; }
@@ -136,6 +209,19 @@ class Chip {
   using EventListener = std::function<void(const Vtrn__Ctrl__Event& ev)>;
   int subscribe_events(EventListener l);
   void unsubscribe_events(int id);
+
+  // Resets the chip through the same path as the watchdog (QMP
+  // system_reset, or a new QEMU when the old one is gone); `done` runs once
+  // it is READY again (ok) or has failed to come back (ok false + why).
+  // Refused (done at once) while the first boot is still running or the
+  // chip is stopping. A manual reset clears the automatic give-up window.
+  using ResetDone = std::function<void(bool ok, const std::string& why)>;
+  void reset(Vtrn__Api__ResetCause cause, const std::string& reason, ResetDone done);
+  // Fault injection: the next detection measures its time from now.
+  void note_fault_injected();
+  // The heartbeat timeout in force (0 = watchdog off or not READY yet).
+  [[nodiscard]] uint32_t watchdog_ms() const;
+  [[nodiscard]] const ResetInfo& reset_info() const { return reset_; }
 
   // Orderly stop: firmware Shutdown if READY, then QMP quit, then SIGKILL,
   // each after a grace period; `done` runs once QEMU is reaped (or was
@@ -192,6 +278,15 @@ class Chip {
   std::vector<std::string> last_lines(size_t n) const;
   std::string last_line() const;
   void finish_stop();
+  bool recovery_allowed() const;
+  void begin_reset(Vtrn__Api__ResetCause cause, const std::string& reason);
+  void do_reset();
+  void give_up(const std::string& why);
+  void finish_reset(bool ok, const std::string& why);
+  bool launch(std::string* err);
+  void drop_qemu_connections();
+  void check_watchdog();
+  std::string panic_summary() const;
 
   EventLoop* loop_;
   ChipOptions opts_;
@@ -237,6 +332,22 @@ class Chip {
   bool have_prev_sample_ = false;
   vtrn::hostif::Telemetry prev_sample_{}, last_sample_{};
   uint64_t host_rx_events_ = 0;
+
+  // Reliability.
+  std::vector<std::string> argv_;   // QEMU command line, reused by a relaunch
+  ResetInfo reset_;
+  bool ever_ready_ = false;
+  bool recovering_ = false;
+  bool in_begin_reset_ = false;
+  uint32_t reset_generation_ = 0;   // boot generation that went down
+  uint64_t detect_ns_ = 0;          // monotonic time of the last detection
+  uint64_t inject_ns_ = 0;          // monotonic time of the last injected fault (0 = none)
+  uint64_t last_beat_ = 0;
+  uint64_t last_beat_ns_ = 0;
+  std::deque<uint64_t> reset_times_;  // automatic resets inside the window
+  std::string leaving_reason_;        // error text for requests failed by a reset
+  EventLoop::TimerId reset_timer_ = 0;
+  std::vector<ResetDone> reset_waiters_;
 
   bool stopping_ = false;
   bool exited_ = false;
