@@ -43,11 +43,6 @@ int teardown(void**) {
   return system(cmd.c_str()) == 0 ? 0 : -1;
 }
 
-std::string read_file(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 void write_file(const std::string& p, const std::string& text) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   out << text;

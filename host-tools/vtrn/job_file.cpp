@@ -40,15 +40,17 @@ constexpr Dn kDTypes[] = {
     {"mxfp4", VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4},
 };
 
-// Escapes a key for a JSON pointer (RFC 6901).
+// Escapes a key for a JSON pointer (RFC 6901). A key is the user's text:
+// control and non-ASCII bytes become '?' and it is cut at 40 characters, so
+// an error message stays one readable line.
 std::string ptr_key(const std::string& k) {
   std::string o;
-  for (char c : k) {
+  for (char c : k.substr(0, 40)) {
     if (c == '~') o += "~0";
     else if (c == '/') o += "~1";
-    else o += c;
+    else o += (c >= 0x20 && c < 0x7f) ? c : '?';
   }
-  return o;
+  return k.size() > 40 ? o + "..." : o;
 }
 
 // Shows at most 40 characters of a user's string in a message.
@@ -318,6 +320,13 @@ bool parse_job_file(const std::string& text, JobSpec* out, std::string* err) {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
     *err = std::string("/: not valid JSON (byte ") + std::to_string(e.byte) + ")";
+    return false;
+  } catch (const json::exception& e) {
+    // A number outside the double range ("1e400") is out_of_range, not a
+    // parse_error; nothing may escape this function.
+    std::string what = e.what();
+    for (char& c : what) c = (c >= 0x20 && c < 0x7f) ? c : '?';
+    *err = "/: not valid JSON: " + what;
     return false;
   }
   try {

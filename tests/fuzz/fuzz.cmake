@@ -9,7 +9,7 @@
 #                       (seeds and regress-* inputs of past crashes) once, no fuzzing;
 #   fuzz_<name>_run     fuzzes for VTRN_FUZZ_SECONDS from a scratch copy of
 #                       that corpus (tests/fuzz/run_fuzzer.cmake).
-# With the default 20 s the six harnesses take about two minutes serially and
+# With the default 20 s the seven harnesses take about 2.5 minutes serially and
 # one with `ctest -j2`. `ctest -L fuzz` runs only these; `-LE fuzz` skips them.
 option(VTRN_BUILD_FUZZERS "Build the libFuzzer harnesses in tests/fuzz with clang" ON)
 set(VTRN_FUZZ_SECONDS 20 CACHE STRING "Seconds each fuzz_<name>_run ctest fuzzes")
@@ -57,7 +57,7 @@ if(VTRN_BUILD_FUZZERS)
     INSTALL_COMMAND ""
     USES_TERMINAL_BUILD ON)
 
-  set(VTRN_FUZZERS ctrl_ring dma_queue layout log_reader board_dtb ctrl_decode)
+  set(VTRN_FUZZERS ctrl_ring dma_queue layout log_reader board_dtb ctrl_decode job_file)
   foreach(name IN LISTS VTRN_FUZZERS)
     set(_exe ${VTRN_FUZZ_BIN}/fuzz_${name})
     set(_corpus ${VTRN_ROOT}/tests/fuzz/corpus/${name})

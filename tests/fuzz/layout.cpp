@@ -28,7 +28,10 @@ void check_valid(const FwHeader& h, uint64_t bar2, const Layout& l) {
   FUZZ_CHECK(l.bar2_size == bar2, "layout bar2 %llu", (unsigned long long)l.bar2_size);
   for (uint32_t t = kRegionPanic; t < kRegionTypeCount; ++t) {
     const Region& r = l.regions[t];
-    if (t != kRegionHostWindow && t != kRegionDma) FUZZ_CHECK(r.size != 0, "required region %u absent", t);
+    // Optional regions: the host window, DMA and the service regions.
+    const bool optional = t == kRegionHostWindow || t == kRegionDma || t == kRegionPower ||
+                          t == kRegionLinks || t == kRegionJobs;
+    if (!optional) FUZZ_CHECK(r.size != 0, "required region %u absent", t);
     if (r.size == 0) continue;
     FUZZ_CHECK(r.type == t, "slot %u holds type %u", t, r.type);
     FUZZ_CHECK(r.offset >= sizeof(FwHeader) && r.offset <= bar2 && r.size <= bar2 - r.offset,

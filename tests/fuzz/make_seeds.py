@@ -188,7 +188,60 @@ def board_dtb():
                             os.path.join(ROOT, 'board', name)], check=True)
 
 
+# ---- job_file (job_file.cpp): the text of a `vtrn submit` job file ----------
+def job_file():
+    import json
+
+    def job(name, doc):
+        write('job_file', name, (doc if isinstance(doc, str) else json.dumps(doc)).encode())
+
+    xy = [{"name": "x", "values": [1, 2.5, -3, 0]}, {"name": "y", "file": "y.bin"},
+          {"name": "z", "bytes": 16, "output": "z.bin"}]
+    job('add', {"name": "add", "chip": 0, "priority": 3, "timeout_ms": 10000, "max_cores": 2,
+                "buffers": xy, "steps": [{"kernel": "add", "m": 2, "n": 2, "a": "x", "b": "y", "out": "z"}]})
+    job('chain', {"buffers": [{"name": "x", "values": [1, 2, 3, 4, 5, 6]}, {"name": "y", "file": "y.bin"},
+                              {"name": "s", "bytes": 24}, {"name": "g", "bytes": 24},
+                              {"name": "r", "bytes": 8, "output": "r.bin"}],
+                  "steps": [{"kernel": "mul", "m": 2, "n": 3, "a": "x", "b": "y", "out": "s"},
+                            {"kernel": "gelu", "m": 2, "n": 3, "a": "s", "out": "g"},
+                            {"kernel": "softmax", "m": 2, "n": 3, "a": "g", "out": "s"},
+                            {"kernel": "sum", "m": 2, "n": 3, "a": "s", "out": "r"}]})
+    for dtype, ab in (('fp32', 4), ('bf16', 2), ('fp8-e4m3', 1), ('fp8-e5m2', 1)):
+        job('gemm-' + dtype, {"buffers": [{"name": "a", "file": "a.bin"}, {"name": "b", "bytes": 16 * 32 * ab},
+                                          {"name": "c", "bytes": 16 * 16 * 4, "output": "c.bin"}],
+                              "steps": [{"kernel": "gemm", "dtype": dtype, "m": 16, "n": 16, "k": 32,
+                                         "a": "a", "b": "b", "out": "c"}]})
+    job('gemm-mxfp4', {"buffers": [{"name": "a", "bytes": 256}, {"name": "as", "bytes": 16},
+                                   {"name": "b", "bytes": 256}, {"name": "bs", "bytes": 16},
+                                   {"name": "c", "bytes": 1024, "output": "c.bin"}],
+                       "steps": [{"kernel": "gemm", "dtype": "mxfp4", "m": 16, "n": 16, "k": 32, "a": "a",
+                                  "a_scales": "as", "b": "b", "b_scales": "bs", "out": "c"}]})
+    job('values-special', {"buffers": [{"name": "v", "values": ["nan", "inf", "-inf", 1e-45, 3.4e38, -0.0],
+                                        "bytes": 24}, {"name": "o", "bytes": 24}],
+                           "steps": [{"kernel": "gelu", "dtype": "f32", "m": 1, "n": 6, "a": "v", "out": "o"}]})
+    job('shape-mismatch', {"buffers": xy, "steps": [{"kernel": "add", "m": 2, "n": 3, "a": "x", "b": "y",
+                                                     "out": "z"}]})
+    job('limits', {"name": "n" * 64, "chip": 1 << 20, "priority": 7, "timeout_ms": 600000, "max_cores": 1024,
+                   "buffers": [{"name": "x%d" % i, "bytes": 1 << 40} for i in range(32)],
+                   "steps": [{"kernel": "gelu", "m": 65536, "n": 65536, "a": "x%d" % i, "out": "x%d" % (i + 1)}
+                             for i in range(16)]})
+    job('unknown-field', {"buffers": xy, "steps": [{"kernel": "add", "m": 2, "n": 2, "a": "x", "b": "y",
+                                                    "out": "z", "colour": "red"}]})
+    job('escaped-key', '{"buffers": [{"name": "x", "bytes": 4}], "col\\u006fur\\t": 1}')
+    job('unknown-buffer', {"buffers": xy, "steps": [{"kernel": "add", "m": 2, "n": 2, "a": "x", "b": "w",
+                                                     "out": "z"}]})
+    job('out-is-input', {"buffers": xy, "steps": [{"kernel": "add", "m": 2, "n": 2, "a": "x", "b": "y",
+                                                   "out": "x"}]})
+    job('mxfp4-bad-k', {"buffers": xy, "steps": [{"kernel": "gemm", "dtype": "mxfp4", "m": 1, "n": 1, "k": 33,
+                                                  "a": "x", "b": "y", "out": "z"}]})
+    job('wrong-types', {"name": 7, "chip": -1, "priority": 1.5, "buffers": [{"name": "a/b~c", "bytes": "4"}],
+                        "steps": {}})
+    job('truncated', '{"buffers": [{"name": "x", "values": [1, 2')
+    job('not-an-object', '[1, 2, 3]')
+    job('empty', '')
+
+
 if __name__ == '__main__':
-    for build in (ctrl_ring, dma_queue, layout, log_reader, ctrl_decode, board_dtb):
+    for build in (ctrl_ring, dma_queue, layout, log_reader, ctrl_decode, board_dtb, job_file):
         build()
     sys.exit(0)
