@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import random
+import subprocess
 import re
 import sys
 import threading
@@ -51,6 +52,8 @@ class Counters:
     def __init__(self):
         self.lock = threading.Lock()
         self.submitted = self.completed = self.lost = 0
+        self.jobs = self.jobs_done = 0
+        self.job_mismatches = []
         self.failed = {}
         self.mismatches = []  # (chip, write start, read end) of read-backs that differed
 
@@ -170,6 +173,46 @@ def client_loop(s, idx, chips, stop, counters, timeout, seed):
         conn.close()
 
 
+JOB_DTYPES = ("fp32", "bf16", "fp8-e4m3", "fp8-e5m2", "mxfp4")
+
+
+def job_loop(s, chips, stop, counters, timeout, seed):
+    """Submits small verified GEMMs through the CLI, as a user would: each
+    ends verified (exit 0), or with a reason on stderr (a reset, a refused
+    submission), or is lost (no end within the timeout)."""
+    rng = random.Random(seed)
+    while not stop.is_set():
+        chip, dtype = rng.choice(chips), rng.choice(JOB_DTYPES)
+        with counters.lock:
+            counters.submitted += 1
+            counters.jobs += 1
+        try:
+            r = s.vtrn("run", "gemm", "--m", 32, "--n", 32, "--k", 64, "--dtype", dtype, "--chip", chip,
+                       "--seed", rng.randrange(1 << 30), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with counters.lock:
+                counters.lost += 1
+            continue
+        if r.returncode == 0:
+            with counters.lock:
+                counters.completed += 1
+                counters.jobs_done += 1
+        elif "does not match the host reference" in r.stderr:
+            # A job that ended DONE with wrong data: never acceptable.
+            with counters.lock:
+                counters.job_mismatches.append(r.stderr.strip())
+                counters.completed += 1
+        elif r.stderr.strip():
+            counters.fail(f"job exit {r.returncode}", r.stderr.strip().splitlines()[-1])
+        else:
+            with counters.lock:
+                counters.lost += 1
+
+
+def hbm_used(s, chips):
+    return {chip: s.vtrn_json("mem", "stats", chip)["used_bytes"] for chip in chips}
+
+
 def fault_loop(s, chips, stop, interval, rng, faults, log):
     with h.ApiClient(s, timeout=60) as c:
         while not stop.wait(interval * rng.uniform(0.6, 1.4)):
@@ -194,6 +237,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=25)
     ap.add_argument("--clients", type=int, default=3)
+    ap.add_argument("--job-clients", type=int, default=1, help="clients running verified GEMM jobs")
     ap.add_argument("--chips", type=int, default=2)
     ap.add_argument("--fault-interval", type=float, default=4.0)
     ap.add_argument("--faults", default=",".join(FAULTS))
@@ -227,7 +271,8 @@ def main():
         time.sleep(1.0)
         stop.set()
         t.join()
-        before = {"vtrnd": vtrnd_resources(vtrnd), "window_free": window_free(s, chips)}
+        before = {"vtrnd": vtrnd_resources(vtrnd), "window_free": window_free(s, chips),
+                  "hbm_used": hbm_used(s, chips)}
 
         counters = Counters()
         stop = threading.Event()
@@ -235,6 +280,9 @@ def main():
         threads = [threading.Thread(target=client_loop,
                                     args=(s, i, chips, stop, counters, args.request_timeout, args.seed + i))
                    for i in range(args.clients)]
+        threads += [threading.Thread(target=job_loop,
+                                     args=(s, chips, stop, counters, args.request_timeout, args.seed + 1000 + i))
+                    for i in range(args.job_clients)]
         fault_log = []
         ft = threading.Thread(target=fault_loop, args=(s, chips, stop, args.fault_interval, rng, faults, fault_log))
         for th in threads + [ft]:
@@ -261,7 +309,8 @@ def main():
             for chip in chips:
                 c.call(REQ_DMA_RESET, [(1, chip), (2, -1)])  # a dma-corrupt near the end
         time.sleep(0.5)
-        after = {"vtrnd": vtrnd_resources(vtrnd), "window_free": window_free(s, chips)}
+        after = {"vtrnd": vtrnd_resources(vtrnd), "window_free": window_free(s, chips),
+                 "hbm_used": hbm_used(s, chips)}
         resets = {cid: c["resets"] for cid, c in chip_states(s).items()}
         infos = {chip: s.vtrn_json("info", chip)["reset_history"] for chip in chips}
 
@@ -269,9 +318,13 @@ def main():
             "submitted": counters.submitted, "completed": counters.completed, "lost": counters.lost,
             "failed": sum(counters.failed.values()), "failed_by_reason": counters.failed,
             "read_back_mismatches": len(counters.mismatches),
+            "jobs": counters.jobs, "jobs_verified": counters.jobs_done,
             "faults": [{k: v for k, v in e.items() if k != "t"} for e in fault_log],
             "resets": resets, "last_reset": infos, "before": before, "after": after,
         })
+        if counters.job_mismatches:
+            problems.append(f"{len(counters.job_mismatches)} job(s) DONE with results outside the bound: "
+                            f"{counters.job_mismatches[0]}")
         if counters.lost:
             problems.append(f"{counters.lost} request(s) lost (no answer within {args.request_timeout} s)")
         if counters.submitted != counters.completed + sum(counters.failed.values()) + counters.lost:
@@ -296,6 +349,9 @@ def main():
         if rss_growth > 64 * MiB:
             problems.append(f"vtrnd RSS grew by {rss_growth >> 20} MiB")
         for chip in chips:
+            # With every client gone, no HBM may stay allocated.
+            if after["hbm_used"][chip] != before["hbm_used"][chip]:
+                problems.append(f"chip {chip}: HBM used {before['hbm_used'][chip]} -> {after['hbm_used'][chip]} bytes")
             if after["window_free"][chip] != before["window_free"][chip]:
                 problems.append(f"chip {chip}: DMA window free bytes {before['window_free'][chip]} -> "
                                 f"{after['window_free'][chip]}")
@@ -308,6 +364,7 @@ def main():
              f"seed {report['seed']}",
              f"  requests: {report.get('submitted', 0)} submitted, {report.get('completed', 0)} completed, "
              f"{report.get('failed', 0)} failed with a reason, {report.get('lost', 0)} lost",
+             f"  jobs: {report.get('jobs', 0)} submitted, {report.get('jobs_verified', 0)} verified",
              f"  DMA read-backs that differed: {report.get('read_back_mismatches', 0)} "
              f"({report.get('corrupt', 0)} without a reset of their chip in between)"]
     for reason, n in sorted(report.get("failed_by_reason", {}).items(), key=lambda kv: -kv[1]):
@@ -325,7 +382,8 @@ def main():
         b, a = report["before"], report["after"]
         lines.append(f"  vtrnd fds {b['vtrnd']['fds']} -> {a['vtrnd']['fds']}, RSS "
                      f"{b['vtrnd']['rss_bytes'] >> 20} -> {a['vtrnd']['rss_bytes'] >> 20} MiB, "
-                     f"DMA window free {b['window_free']} -> {a['window_free']}")
+                     f"DMA window free {b['window_free']} -> {a['window_free']}, "
+                     f"HBM used {b['hbm_used']} -> {a['hbm_used']}")
     lines += [f"  PROBLEM: {p}" for p in problems] or ["  ok"]
     print("\n".join(lines), file=sys.stderr)
     if args.json:
