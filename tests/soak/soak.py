@@ -243,6 +243,9 @@ def main():
     ap.add_argument("--faults", default=",".join(FAULTS))
     ap.add_argument("--request-timeout", type=float, default=30)
     ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--max-rss-growth-mib", type=int,
+                    default=int(os.environ.get("VTRN_SOAK_MAX_RSS_GROWTH_MIB", "64")),
+                    help="vtrnd RSS growth that counts as a leak (default 64, or $VTRN_SOAK_MAX_RSS_GROWTH_MIB)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     faults = [f for f in args.faults.split(",") if f]
@@ -346,7 +349,7 @@ def main():
         if fd_growth > 2:
             problems.append(f"vtrnd file descriptors grew by {fd_growth}")
         rss_growth = after["vtrnd"]["rss_bytes"] - before["vtrnd"]["rss_bytes"]
-        if rss_growth > 64 * MiB:
+        if rss_growth > args.max_rss_growth_mib * MiB:
             problems.append(f"vtrnd RSS grew by {rss_growth >> 20} MiB")
         for chip in chips:
             # With every client gone, no HBM may stay allocated.
