@@ -1,6 +1,7 @@
 // vtrnd's job service (see job_service.h): validation, staging, the chip
 // phase driven by JobEvents, read-back, and the end of every job.
 #include "job_service.h"
+#include "proto_arena.h"
 
 #include <string.h>
 
@@ -11,30 +12,6 @@
 
 namespace drv {
 
-// Owns everything a protobuf-c reply under construction points at.
-class ProtoArena {
- public:
-  char* str(const std::string& s) {
-    strs_.push_back(std::make_unique<std::string>(s));
-    return strs_.back()->data();
-  }
-  template <typename T>
-  T* make(const T& init) {
-    auto p = std::make_shared<T>(init);
-    keep_.push_back(p);
-    return p.get();
-  }
-  template <typename T>
-  T** ptrs(size_t n) {
-    auto v = std::make_shared<std::vector<T*>>(n == 0 ? 1 : n);
-    keep_.push_back(v);
-    return v->data();
-  }
-
- private:
-  std::vector<std::unique_ptr<std::string>> strs_;
-  std::vector<std::shared_ptr<void>> keep_;
-};
 
 namespace {
 

@@ -1,6 +1,7 @@
 // vtrnd link service implementation: regions, QEMU arguments, switch ports,
 // status reads and LinkControl forwarding (see link_service.h).
 #include "link_service.h"
+#include "proto_arena.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -86,30 +87,7 @@ const char* recovery_name(uint8_t v) {
              : "?";
 }
 
-// Owns what a protobuf-c response points at until it is packed.
-class Keep {
- public:
-  char* str(const std::string& s) {
-    strs_.push_back(std::make_unique<std::string>(s));
-    return strs_.back()->data();
-  }
-  template <typename T>
-  T* make(const T& init) {
-    auto p = std::make_shared<T>(init);
-    keep_.push_back(p);
-    return p.get();
-  }
-  template <typename T>
-  T** ptrs(size_t n) {
-    auto v = std::make_shared<std::vector<T*>>(n == 0 ? 1 : n);
-    keep_.push_back(v);
-    return v->data();
-  }
-
- private:
-  std::vector<std::unique_ptr<std::string>> strs_;
-  std::vector<std::shared_ptr<void>> keep_;
-};
+using Keep = ProtoArena;
 
 // A vtrnd killed with SIGKILL cannot remove its /dev/shm region directory;
 // the next vtrnd of the same user removes those whose owner is gone.

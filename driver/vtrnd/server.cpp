@@ -1,5 +1,6 @@
 // vtrnd service implementation (see server.h).
 #include "server.h"
+#include "proto_arena.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -27,35 +28,7 @@ constexpr uint32_t kInfoTimeoutMs = 3000;
 constexpr uint32_t kMaxPingCount = 100000;
 constexpr uint32_t kMaxPingPayload = 1024;
 
-// Owns everything a protobuf-c message under construction points at.
-class Arena {
- public:
-  char* str(const std::string& s) {
-    strs_.push_back(std::make_unique<std::string>(s));
-    return strs_.back()->data();
-  }
-  template <typename T>
-  T* make(const T& init) {
-    auto p = std::make_shared<T>(init);
-    keep_.push_back(p);
-    return p.get();
-  }
-  template <typename T>
-  T** ptrs(size_t n) {
-    auto v = std::make_shared<std::vector<T*>>(n == 0 ? 1 : n);
-    keep_.push_back(v);
-    return v->data();
-  }
-  char** strv(const std::vector<std::string>& v) {
-    char** out = ptrs<char>(v.size());
-    for (size_t i = 0; i < v.size(); ++i) out[i] = str(v[i]);
-    return out;
-  }
-
- private:
-  std::vector<std::unique_ptr<std::string>> strs_;
-  std::vector<std::shared_ptr<void>> keep_;
-};
+using Arena = ProtoArena;
 
 std::string version_string(uint32_t v) {
   return std::to_string(v >> 16) + "." + std::to_string((v >> 8) & 0xff) + "." +
