@@ -56,6 +56,19 @@ drv::ResponsePtr call_body(DaemonConnection& conn, Vtrn__Api__Request* req, Vtrn
   return r;
 }
 
+// HBM for a DMA command, owned by this connection: the chip lets DMA touch
+// live allocations only, and vtrnd frees it when the command exits.
+uint64_t alloc_dma_buffer(DaemonConnection& conn, uint32_t chip, uint64_t bytes) {
+  Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
+  Vtrn__Api__HbmAllocRequest ar = VTRN__API__HBM_ALLOC_REQUEST__INIT;
+  ar.chip = chip;
+  ar.bytes = bytes;
+  ar.category = VTRN__API__HBM_CATEGORY__HBM_CATEGORY_DMA_BUFFERS;
+  req.body_case = VTRN__API__REQUEST__BODY_HBM_ALLOC;
+  req.hbm_alloc = &ar;
+  return call_body(conn, &req, VTRN__API__RESPONSE__BODY_HBM_ALLOC)->hbm_alloc->addr;
+}
+
 drv::ResponsePtr dma_stats(DaemonConnection& conn, uint32_t chip) {
   Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
   Vtrn__Api__DmaStatsRequest s = VTRN__API__DMA_STATS_REQUEST__INIT;
@@ -119,14 +132,7 @@ void run_copy(const CopyOptions& o) {
   // chip lets DMA touch only live allocations); it is freed as the command
   // exits. An explicit --hbm-addr must lie inside an allocation someone holds.
   if (o.hbm_addr.empty()) {
-    Vtrn__Api__Request areq = VTRN__API__REQUEST__INIT;
-    Vtrn__Api__HbmAllocRequest ar = VTRN__API__HBM_ALLOC_REQUEST__INIT;
-    ar.chip = o.chip;
-    ar.bytes = footprint;
-    ar.category = VTRN__API__HBM_CATEGORY__HBM_CATEGORY_DMA_BUFFERS;
-    areq.body_case = VTRN__API__REQUEST__BODY_HBM_ALLOC;
-    areq.hbm_alloc = &ar;
-    addr = call_body(conn, &areq, VTRN__API__RESPONSE__BODY_HBM_ALLOC)->hbm_alloc->addr;
+    addr = alloc_dma_buffer(conn, o.chip, footprint);
   }
   // ---- end HBM ----
   const uint64_t dst = chained ? addr + footprint / 2 : addr;
@@ -288,17 +294,8 @@ void run_bench(const BenchOptions& o) {
   b.duration_ms = o.total ? 0 : uint32_t(o.seconds * 1000);
   // The chip lets DMA touch live allocations only: the bench cycles through
   // one this connection holds (freed when the command exits).
-  {
-    Vtrn__Api__Request areq = VTRN__API__REQUEST__INIT;
-    Vtrn__Api__HbmAllocRequest ar = VTRN__API__HBM_ALLOC_REQUEST__INIT;
-    ar.chip = o.chip;
-    ar.bytes = o.hbm_bytes;
-    ar.category = VTRN__API__HBM_CATEGORY__HBM_CATEGORY_DMA_BUFFERS;
-    areq.body_case = VTRN__API__REQUEST__BODY_HBM_ALLOC;
-    areq.hbm_alloc = &ar;
-    b.hbm_addr = call_body(conn, &areq, VTRN__API__RESPONSE__BODY_HBM_ALLOC)->hbm_alloc->addr;
-    b.hbm_bytes = o.hbm_bytes;
-  }
+  b.hbm_addr = alloc_dma_buffer(conn, o.chip, o.hbm_bytes);
+  b.hbm_bytes = o.hbm_bytes;
   req.body_case = VTRN__API__REQUEST__BODY_DMA_BENCH;
   req.dma_bench = &b;
   // The device's busy time (QueueStats::busy_ns, summed over queues) before
