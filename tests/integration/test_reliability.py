@@ -97,8 +97,11 @@ class FaultsOnOneChip(h.SessionTestCase):
     def setUpClass(cls):
         super().setUpClass()
         # A 1 s give-up window: each fault here is a fresh one, so no reset
-        # waits out a back-off (GivingUp tests the window).
-        r = cls.s.vtrn("up", "--chips", 2, env={"VTRN_RESET_LIMIT": "50", "VTRN_RESET_WINDOW_MS": "1000"})
+        # waits out a back-off (GivingUp tests the window). DMA is checked
+        # against live allocations, as in production: a write issued after a
+        # reset to an allocation from before it must fail, not land.
+        r = cls.s.vtrn("up", "--chips", 2, env={"VTRN_RESET_LIMIT": "50", "VTRN_RESET_WINDOW_MS": "1000",
+                                                 "VTRN_HBM_DMA_UNCHECKED": "0"})
         if r.returncode != 0:
             cls.s.cleanup()
             raise AssertionError(f"vtrn up --chips 2 exited {r.returncode}: {r.stderr}")
