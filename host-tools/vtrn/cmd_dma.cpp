@@ -35,25 +35,10 @@ uint64_t since_ns(Clock::time_point t0) {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
 }
 
-std::string hex(uint64_t v) {
-  char b[24];
-  snprintf(b, sizeof b, "0x%llx", (unsigned long long)v);
-  return b;
-}
-
 std::string gbps(uint64_t bytes, uint64_t ns) {
   char b[32];
   snprintf(b, sizeof b, "%.3f GB/s", ns ? double(bytes) / double(ns) : 0.0);
   return b;
-}
-
-drv::ResponsePtr call_body(DaemonConnection& conn, Vtrn__Api__Request* req, Vtrn__Api__Response__BodyCase want,
-                           int timeout_ms = kCallTimeoutMs) {
-  drv::ResponsePtr r = conn.call(req, timeout_ms);
-  if (r->body_case != want)
-    throw CliError(Exit::kFailed,
-                   "vtrnd answered with an unexpected message (body " + std::to_string(int(r->body_case)) + ")");
-  return r;
 }
 
 // HBM for a DMA command, owned by this connection: the chip lets DMA touch
@@ -66,7 +51,7 @@ uint64_t alloc_dma_buffer(DaemonConnection& conn, uint32_t chip, uint64_t bytes)
   ar.category = VTRN__API__HBM_CATEGORY__HBM_CATEGORY_DMA_BUFFERS;
   req.body_case = VTRN__API__REQUEST__BODY_HBM_ALLOC;
   req.hbm_alloc = &ar;
-  return call_body(conn, &req, VTRN__API__RESPONSE__BODY_HBM_ALLOC)->hbm_alloc->addr;
+  return conn.call(&req, VTRN__API__RESPONSE__BODY_HBM_ALLOC)->hbm_alloc->addr;
 }
 
 drv::ResponsePtr dma_stats(DaemonConnection& conn, uint32_t chip) {
@@ -75,7 +60,7 @@ drv::ResponsePtr dma_stats(DaemonConnection& conn, uint32_t chip) {
   s.chip = chip;
   req.body_case = VTRN__API__REQUEST__BODY_DMA_STATS;
   req.dma_stats = &s;
-  return call_body(conn, &req, VTRN__API__RESPONSE__BODY_DMA_STATS);
+  return conn.call(&req, VTRN__API__RESPONSE__BODY_DMA_STATS);
 }
 
 // ---- copy ----------------------------------------------------------------------
@@ -151,7 +136,7 @@ void run_copy(const CopyOptions& o) {
     w.data.len = std::min<uint64_t>(kPieceBytes, n - off);
     req.body_case = VTRN__API__REQUEST__BODY_DMA_WRITE;
     req.dma_write = &w;
-    (void)call_body(conn, &req, VTRN__API__RESPONSE__BODY_DMA_WRITE);
+    (void)conn.call(&req, VTRN__API__RESPONSE__BODY_DMA_WRITE);
   }
   const uint64_t write_ns = since_ns(t0);
   uint64_t copy_ns = 0;
@@ -167,7 +152,7 @@ void run_copy(const CopyOptions& o) {
     c.queue = -1;
     req.body_case = VTRN__API__REQUEST__BODY_DMA_COPY;
     req.dma_copy = &c;
-    (void)call_body(conn, &req, VTRN__API__RESPONSE__BODY_DMA_COPY);
+    (void)conn.call(&req, VTRN__API__RESPONSE__BODY_DMA_COPY);
     copy_ns = since_ns(t1);
   }
   const auto t2 = Clock::now();
@@ -181,7 +166,7 @@ void run_copy(const CopyOptions& o) {
     r.length = uint32_t(std::min<uint64_t>(kPieceBytes, n - off));
     req.body_case = VTRN__API__REQUEST__BODY_DMA_READ;
     req.dma_read = &r;
-    drv::ResponsePtr resp = call_body(conn, &req, VTRN__API__RESPONSE__BODY_DMA_READ);
+    drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_DMA_READ);
     const ProtobufCBinaryData& d = resp->dma_read->data;
     if (d.len != r.length)
       throw CliError(Exit::kFailed, "DMA read at " + hex(r.hbm_addr) + " returned " + std::to_string(d.len) +
@@ -313,7 +298,7 @@ void run_bench(const BenchOptions& o) {
     ProgressBar bar(o.seconds, !o.json && o.total == 0 && o.seconds >= 2 && isatty(STDERR_FILENO));
     // A total-bytes run has no known length: give it vtrnd's ten-minute cap.
     const int timeout = o.total ? 630000 : int(o.seconds * 1000) + 30000;
-    resp = call_body(conn, &req, VTRN__API__RESPONSE__BODY_DMA_BENCH, timeout);
+    resp = conn.call(&req, VTRN__API__RESPONSE__BODY_DMA_BENCH, timeout);
   }
   const Vtrn__Api__DmaBenchResponse& r = *resp->dma_bench;
   const uint64_t busy_ns = busy_now() - busy0;
@@ -422,7 +407,7 @@ void run_reset(const ChipOnly& o) {
   r.queue = o.queue;
   req.body_case = VTRN__API__REQUEST__BODY_DMA_RESET;
   req.dma_reset = &r;
-  drv::ResponsePtr resp = call_body(conn, &req, VTRN__API__RESPONSE__BODY_DMA_RESET);
+  drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_DMA_RESET);
   if (o.json) {
     print_json({{"chip", o.chip}, {"queue", o.queue}, {"queues_reset", resp->dma_reset->queues_reset}});
   } else {

@@ -19,12 +19,6 @@ struct InfoOptions {
   bool json = false;
 };
 
-std::string hex(uint64_t value) {
-  char buf[24];
-  snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(value));
-  return buf;
-}
-
 std::string text_or_dash(const nlohmann::json& value) {
   const std::string s = value.get<std::string>();
   return s.empty() ? "-" : s;

@@ -82,9 +82,7 @@ std::string wait_latched(DaemonConnection& conn, const InjectOptions& o) {
     s.chip = o.chip;
     req.body_case = VTRN__API__REQUEST__BODY_DMA_STATS;
     req.dma_stats = &s;
-    drv::ResponsePtr r = conn.call(&req);
-    if (r->body_case != VTRN__API__RESPONSE__BODY_DMA_STATS)
-      throw CliError(Exit::kFailed, "vtrnd answered DmaStats with an unexpected message");
+    drv::ResponsePtr r = conn.call(&req, VTRN__API__RESPONSE__BODY_DMA_STATS);
     for (size_t i = 0; i < r->dma_stats->n_queues; ++i) {
       const Vtrn__Api__DmaQueueStats* q = r->dma_stats->queues[i];
       if (int32_t(q->queue) != o.queue) continue;
@@ -110,9 +108,7 @@ void run_inject(const InjectOptions& o) {
   r.queue = o.queue;
   req.body_case = VTRN__API__REQUEST__BODY_FAULT_INJECT;
   req.fault_inject = &r;
-  drv::ResponsePtr resp = conn.call(&req);
-  if (resp->body_case != VTRN__API__RESPONSE__BODY_FAULT_INJECT || resp->fault_inject == nullptr)
-    throw CliError(Exit::kFailed, "vtrnd answered the injection with an unexpected message");
+  drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_FAULT_INJECT);
   nlohmann::json doc = {{"chip", o.chip},
                         {"kind", o.name},
                         {"detail", resp->fault_inject->detail ? resp->fault_inject->detail : ""},

@@ -131,15 +131,6 @@ void print_job_detail(const json& j) {
   std::cout << t.render();
 }
 
-drv::ResponsePtr call_body(DaemonConnection& conn, Vtrn__Api__Request* req, Vtrn__Api__Response__BodyCase want,
-                           int timeout_ms = kCallTimeoutMs) {
-  drv::ResponsePtr r = conn.call(req, timeout_ms);
-  if (r->body_case != want)
-    throw CliError(Exit::kFailed,
-                   "vtrnd answered with an unexpected message (body " + std::to_string(int(r->body_case)) + ")");
-  return r;
-}
-
 // The exit code of a job that ended: DONE is success, a timeout is kTimeout,
 // every other end is a failure.
 void throw_for_end(const Vtrn__Api__JobInfo& j) {
@@ -222,7 +213,7 @@ Submitted submit_job(JobSpec& spec, uint32_t chip, bool wait, bool detach) {
   DaemonConnection conn = DaemonConnection::open();
   const int timeout = wait ? int(spec.timeout_ms ? spec.timeout_ms : kDefaultTimeoutMs) + kWaitSlackMs : kCallTimeoutMs;
   Submitted out;
-  out.resp = call_body(conn, &req, VTRN__API__RESPONSE__BODY_JOB_SUBMIT, timeout);
+  out.resp = conn.call(&req, VTRN__API__RESPONSE__BODY_JOB_SUBMIT, timeout);
   const Vtrn__Api__JobSubmitResponse* sr = out.resp->job_submit;
   if (sr->job == nullptr) throw CliError(Exit::kFailed, "vtrnd answered a submit without the job");
   out.job = job_json(*sr->job);
@@ -533,7 +524,7 @@ void run_list(const ListOptions& o) {
   req.body_case = VTRN__API__REQUEST__BODY_JOB_LIST;
   req.job_list = &l;
   DaemonConnection conn = DaemonConnection::open();
-  drv::ResponsePtr r = call_body(conn, &req, VTRN__API__RESPONSE__BODY_JOB_LIST);
+  drv::ResponsePtr r = conn.call(&req, VTRN__API__RESPONSE__BODY_JOB_LIST);
   json jobs = json::array();
   for (size_t i = 0; i < r->job_list->n_jobs; ++i) jobs.push_back(job_json(*r->job_list->jobs[i]));
   if (o.json) {
@@ -583,7 +574,7 @@ void run_id(const IdOptions& o, IdVerb verb) {
       break;
   }
   DaemonConnection conn = DaemonConnection::open();
-  drv::ResponsePtr r = call_body(conn, &req, want, timeout);
+  drv::ResponsePtr r = conn.call(&req, want, timeout);
   const Vtrn__Api__JobInfo* j = verb == IdVerb::kShow   ? r->job_show->job
                                 : verb == IdVerb::kWait ? r->job_wait->job
                                                         : r->job_cancel->job;

@@ -19,15 +19,6 @@
 namespace tools {
 namespace {
 
-drv::ResponsePtr call_body(DaemonConnection& conn, Vtrn__Api__Request* req,
-                           Vtrn__Api__Response__BodyCase want) {
-  drv::ResponsePtr r = conn.call(req);
-  if (r->body_case != want)
-    throw CliError(Exit::kFailed, "vtrnd answered with an unexpected message (body " +
-                                      std::to_string(int(r->body_case)) + ")");
-  return r;
-}
-
 std::string peer_text(const Vtrn__Api__LinkPortStatus& p) {
   if (!p.wired) return "-";
   std::string s = std::string(p.peer_kind) + " " + std::to_string(p.peer_id) + "." +
@@ -120,7 +111,7 @@ void run_ls(const LsOptions& o) {
   Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
   req.body_case = VTRN__API__REQUEST__BODY_LINK_LIST;
   req.link_list = &body;
-  drv::ResponsePtr resp = call_body(conn, &req, VTRN__API__RESPONSE__BODY_LINK_LIST);
+  drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_LINK_LIST);
   const Vtrn__Api__LinkListResponse& l = *resp->link_list;
   nlohmann::json ports = nlohmann::json::array();
   Table t({"chip", "port", "state", "speed", "width", "peer", "reason", "tx", "rx", "crc", "replays",
@@ -179,7 +170,7 @@ void run_control(const ControlOptions& o, Vtrn__Api__LinkAction action, const ch
   Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
   req.body_case = VTRN__API__REQUEST__BODY_LINK_CONTROL;
   req.link_control = &body;
-  drv::ResponsePtr resp = call_body(conn, &req, VTRN__API__RESPONSE__BODY_LINK_CONTROL);
+  drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_LINK_CONTROL);
   const std::string state = resp->link_control->state;
   if (o.json) {
     print_json({{"chip", body.chip}, {"port", o.port}, {"action", verb}, {"state", state}});
@@ -220,7 +211,7 @@ void run_topo(const TopoOptions& o) {
   Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
   req.body_case = VTRN__API__REQUEST__BODY_TOPO;
   req.topo = &body;
-  drv::ResponsePtr resp = call_body(conn, &req, VTRN__API__RESPONSE__BODY_TOPO);
+  drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_TOPO);
   const Vtrn__Api__TopoResponse& tr = *resp->topo;
   auto end_json = [](const Vtrn__Api__TopoEnd& e) {
     return nlohmann::json{{"kind", e.kind},   {"id", e.id},       {"port", e.port},

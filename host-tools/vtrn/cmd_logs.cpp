@@ -51,9 +51,7 @@ void run_logs(const LogsOptions& opts) {
   req.body_case = VTRN__API__REQUEST__BODY_LOGS;
   req.logs = &body;
   if (!opts.follow) {
-    drv::ResponsePtr resp = conn.call(&req);
-    if (resp->body_case != VTRN__API__RESPONSE__BODY_LOGS)
-      throw CliError(Exit::kFailed, "vtrnd answered a logs request with another message");
+    drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_LOGS);
     print_frame(opts, *resp->logs);
     return;
   }

@@ -30,12 +30,6 @@ namespace {
 constexpr uint64_t kPieceBytes = 2u << 20;  // per DmaWrite / DmaRead frame
 constexpr const char* kCategories[] = {"tensors", "code", "scratch", "collectives", "dma-buffers"};
 
-std::string hex(uint64_t v) {
-  char b[24];
-  snprintf(b, sizeof b, "0x%llx", (unsigned long long)v);
-  return b;
-}
-
 uint64_t parse_addr(const std::string& s, const char* what) {
   try {
     size_t used = 0;
@@ -45,14 +39,6 @@ uint64_t parse_addr(const std::string& s, const char* what) {
   } catch (const std::exception&) {
     throw CliError(Exit::kUsage, std::string(what) + " " + s + ": expected a number (0x... for hex)");
   }
-}
-
-drv::ResponsePtr call_body(DaemonConnection& conn, Vtrn__Api__Request* req, Vtrn__Api__Response__BodyCase want) {
-  drv::ResponsePtr r = conn.call(req);
-  if (r->body_case != want)
-    throw CliError(Exit::kFailed,
-                   "vtrnd answered with an unexpected message (body " + std::to_string(int(r->body_case)) + ")");
-  return r;
 }
 
 std::string owner_name(uint32_t kind, uint64_t id) {
@@ -78,7 +64,7 @@ void run_stats(const ChipOnly& o) {
   r.chip = o.chip;
   req.body_case = VTRN__API__REQUEST__BODY_HBM_STATS;
   req.hbm_stats = &r;
-  drv::ResponsePtr resp = call_body(conn, &req, VTRN__API__RESPONSE__BODY_HBM_STATS);
+  drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_HBM_STATS);
   const Vtrn__Api__HbmStatsResponse& s = *resp->hbm_stats;
   nlohmann::json cats = nlohmann::json::array();
   Table ct({"category", "allocations", "bytes"});
@@ -164,7 +150,7 @@ void run_ls(const ChipOnly& o) {
   r.chip = o.chip;
   req.body_case = VTRN__API__REQUEST__BODY_HBM_LIST;
   req.hbm_list = &r;
-  drv::ResponsePtr resp = call_body(conn, &req, VTRN__API__RESPONSE__BODY_HBM_LIST);
+  drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_HBM_LIST);
   const Vtrn__Api__HbmListResponse& l = *resp->hbm_list;
   nlohmann::json rows = nlohmann::json::array();
   Table t({"addr", "bytes", "owner", "category", "state"});
@@ -230,7 +216,7 @@ void run_alloc(const AllocOptions& o) {
   r.category = Vtrn__Api__HbmCategory(cat);
   req.body_case = VTRN__API__REQUEST__BODY_HBM_ALLOC;
   req.hbm_alloc = &r;
-  drv::ResponsePtr resp = call_body(conn, &req, VTRN__API__RESPONSE__BODY_HBM_ALLOC);
+  drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_HBM_ALLOC);
   const Vtrn__Api__HbmAllocResponse& a = *resp->hbm_alloc;
   const nlohmann::json doc = {{"chip", o.chip},
                               {"addr", a.addr},
@@ -267,7 +253,7 @@ void run_free(const FreeOptions& o) {
   r.addr = addr;
   req.body_case = VTRN__API__REQUEST__BODY_HBM_FREE;
   req.hbm_free = &r;
-  drv::ResponsePtr resp = call_body(conn, &req, VTRN__API__RESPONSE__BODY_HBM_FREE);
+  drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_HBM_FREE);
   const Vtrn__Api__HbmFreeResponse& f = *resp->hbm_free;
   if (o.json) {
     print_json({{"chip", o.chip}, {"addr", addr}, {"bytes", f.bytes}, {"owner", f.owner}, {"elapsed_ns", f.elapsed_ns}});
@@ -318,7 +304,7 @@ void run_read(const ReadOptions& o) {
     r.length = uint32_t(std::min<uint64_t>(kPieceBytes, o.length - off));
     req.body_case = VTRN__API__REQUEST__BODY_DMA_READ;
     req.dma_read = &r;
-    drv::ResponsePtr resp = call_body(conn, &req, VTRN__API__RESPONSE__BODY_DMA_READ);
+    drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_DMA_READ);
     const ProtobufCBinaryData& d = resp->dma_read->data;
     if (d.len != r.length)
       throw CliError(Exit::kFailed, "DMA read at " + hex(r.hbm_addr) + " returned " + std::to_string(d.len) +
@@ -383,7 +369,7 @@ void run_write(const WriteOptions& o) {
     w.data.len = std::min<uint64_t>(kPieceBytes, data.size() - off);
     req.body_case = VTRN__API__REQUEST__BODY_DMA_WRITE;
     req.dma_write = &w;
-    drv::ResponsePtr resp = call_body(conn, &req, VTRN__API__RESPONSE__BODY_DMA_WRITE);
+    drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_DMA_WRITE);
     ns += resp->dma_write->elapsed_ns;
   }
   if (o.json) {
@@ -414,7 +400,7 @@ void run_inject_ecc(const EccOptions& o) {
   r.uncorrectable = o.uncorrectable;
   req.body_case = VTRN__API__REQUEST__BODY_HBM_INJECT_ECC;
   req.hbm_inject_ecc = &r;
-  drv::ResponsePtr resp = call_body(conn, &req, VTRN__API__RESPONSE__BODY_HBM_INJECT_ECC);
+  drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_HBM_INJECT_ECC);
   const Vtrn__Api__HbmInjectEccResponse& e = *resp->hbm_inject_ecc;
   if (o.json) {
     print_json({{"chip", o.chip},

@@ -193,10 +193,7 @@ void run_power(const PowerOptions& o) {
   req.body_case = VTRN__API__REQUEST__BODY_POWER_SET;
   req.power_set = &body;
   DaemonConnection conn = DaemonConnection::open();
-  drv::ResponsePtr resp = conn.call(&req);
-  if (resp->body_case != VTRN__API__RESPONSE__BODY_POWER_SET || resp->power_set == nullptr) {
-    throw CliError(Exit::kFailed, "vtrnd answered the power request without a power status");
-  }
+  drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_POWER_SET);
   const Vtrn__Api__PowerSetResponse& r = *resp->power_set;
   nlohmann::json doc = {{"chip", o.chip},
                         {"device_state", r.device_state},

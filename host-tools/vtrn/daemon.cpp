@@ -108,6 +108,13 @@ drv::ResponsePtr DaemonConnection::call(Vtrn__Api__Request* req, int timeout_ms)
   return resp;
 }
 
+drv::ResponsePtr DaemonConnection::call(Vtrn__Api__Request* req, Vtrn__Api__Response__BodyCase want,
+                                        int timeout_ms) {
+  drv::ResponsePtr resp = call(req, timeout_ms);
+  expect_body(*resp, want);
+  return resp;
+}
+
 void DaemonConnection::send(Vtrn__Api__Request* req) {
   std::string err;
   stream_chip_ = requested_chip(*req);

@@ -28,6 +28,10 @@ class DaemonConnection {
   // a non-OK status maps by exit_for_status(), and STATUS_UNKNOWN_CHIP gets
   // the message "unknown chip 7 (board has chips 0-1)".
   drv::ResponsePtr call(Vtrn__Api__Request* req, int timeout_ms = kCallTimeoutMs);
+  // call(), and the response must carry the body `want`; anything else is
+  // kFailed "vtrnd answered with an unexpected message (body N)".
+  drv::ResponsePtr call(Vtrn__Api__Request* req, Vtrn__Api__Response__BodyCase want,
+                        int timeout_ms = kCallTimeoutMs);
 
   // Streaming (logs -f): send once, then next() until it returns nullptr
   // (vtrnd closed the stream). Frames with a non-OK status throw.

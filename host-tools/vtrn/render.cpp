@@ -78,6 +78,12 @@ std::string format_ns(double ns) {
 
 std::string format_ns(uint64_t ns) { return format_ns(double(ns)); }
 
+std::string hex(uint64_t value) {
+  char buf[24];
+  snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(value));
+  return buf;
+}
+
 std::string format_bytes(uint64_t bytes) {
   static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   size_t unit = 0;

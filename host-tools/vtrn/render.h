@@ -42,6 +42,8 @@ std::string format_ns(double ns);
 std::string format_bytes(uint64_t bytes);
 // 1.23x
 std::string format_ratio(double ratio);
+// 0x40000000: addresses and other device values.
+std::string hex(uint64_t value);
 
 // A firmware log ring line "<level> <uptime us> <text>" as dmesg shows it:
 // "[    0.010234] info  <text>". Lines in another shape (UART text) pass
