@@ -153,13 +153,16 @@ bool Chip::settled() const {
          state_ == VTRN__API__CHIP_STATE__CHIP_STATE_HALTED;
 }
 
+std::string Chip::not_ready_reason() const {
+  return !leaving_reason_.empty() ? leaving_reason_ : label_ + " is " + chip_state_name(state_);
+}
+
 void Chip::set_state(Vtrn__Api__ChipState s, const std::string& error) {
   if (state_ == s && error.empty()) return;
   state_ = s;
   if (!error.empty()) error_ = error;
   if (s != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
-    fail_all_ops(VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
-                 !leaving_reason_.empty() ? leaving_reason_ : label_ + " is " + chip_state_name(s));
+    fail_all_ops(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, not_ready_reason());
     if (dma_.attached()) {
       dma_.detach();
       if (on_dma_event) on_dma_event();

@@ -74,8 +74,7 @@ DmaService::ChipDma* DmaService::ready_chip(uint64_t cid, uint64_t id, Chip* chi
     return nullptr;
   }
   if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
-                label + " is " + chip_state_name(chip->state()));
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, chip->not_ready_reason());
     return nullptr;
   }
   if (!chip->dma().attached()) {
@@ -424,8 +423,7 @@ void DmaService::on_event(ChipDma& cd) {
       auto it = cd.jobs.find(id);
       if (it == cd.jobs.end()) continue;
       Job& j = *it->second;
-      fail_job(cd, j, VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
-               "chip " + std::to_string(cd.chip->id()) + " is " + chip_state_name(cd.chip->state()));
+      fail_job(cd, j, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, cd.chip->not_ready_reason());
     }
   }
   check_resets(cd);

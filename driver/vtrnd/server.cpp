@@ -832,8 +832,7 @@ void Daemon::do_telemetry(uint64_t cid, uint64_t id, const Vtrn__Api__TelemetryR
       return;
     }
     if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
-      reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
-                  "chip " + std::to_string(r.chip) + " is " + chip_state_name(chip->state()));
+      reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, chip->not_ready_reason());
       return;
     }
     want.push_back(chip);

@@ -164,6 +164,10 @@ class Chip {
   void submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool spin, CtrlDone done);
 
   [[nodiscard]] Vtrn__Api__ChipState state() const { return state_; }
+  // Why work on this chip cannot run now, for the error of a request failed
+  // or refused because of it: "chip 1 was reset: manual reset (vtrn reset)"
+  // while a reset is under way, else "chip 1 is BOOTING".
+  [[nodiscard]] std::string not_ready_reason() const;
   [[nodiscard]] ChipStatus status() const;
   [[nodiscard]] bool settled() const;  // READY, FAILED, PANIC or HALTED
   bool telemetry(TelemetrySample* out);
