@@ -1,6 +1,7 @@
 // Host side of a chip's DMA (see vtrn/drv/dma_engine.h for the trust and
 // threading model).
 #include "vtrn/drv/dma_engine.h"
+#include "vtrn/drv/seqlock_retry.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -675,7 +676,8 @@ bool DmaEngine::snapshot(uint32_t qi, DmaQueueSnapshot* out) {
   if (q == nullptr) return false;
   *out = DmaQueueSnapshot{};
   // Seqlock: the device holds it odd while it updates a few counters.
-  for (int attempt = 0; attempt < 1000; ++attempt) {
+  SeqlockRetry retry;
+  do {
     const uint32_t s1 = __atomic_load_n(&q->stats->seq, __ATOMIC_ACQUIRE);
     if (s1 & 1u) continue;
     memcpy(&out->device, q->stats, sizeof out->device);
@@ -684,7 +686,7 @@ bool DmaEngine::snapshot(uint32_t qi, DmaQueueSnapshot* out) {
       out->device_stats_valid = true;
       break;
     }
-  }
+  } while (retry.again());
   std::lock_guard<std::mutex> l(q->mu);
   out->device_error = q->hq.device_error();
   out->fault = q->fault;

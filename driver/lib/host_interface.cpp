@@ -1,5 +1,6 @@
 // Host-side BAR2 access (see vtrn/drv/host_interface.h).
 #include "vtrn/drv/host_interface.h"
+#include "vtrn/drv/seqlock_retry.h"
 
 #include <string.h>
 
@@ -129,15 +130,16 @@ uint32_t HostInterface::fw_ring_error() const {
 bool HostInterface::read_telemetry(Telemetry* out) const {
   if (!up_) return false;
   // The firmware refreshes the block for a few microseconds every period;
-  // a thousand tries only fail when it is stuck mid-update.
-  for (int attempt = 0; attempt < 1000; ++attempt) {
+  // SeqlockRetry waits out a vCPU descheduled mid-update.
+  SeqlockRetry retry;
+  do {
     uint32_t s1 = load_acquire_field(&telemetry_->seq);
     if (s1 & 1u) continue;
     memcpy(out, telemetry_, sizeof *out);
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     uint32_t s2 = load_acquire_field(&telemetry_->seq);
     if (s1 == s2) return true;
-  }
+  } while (retry.again());
   return false;
 }
 
@@ -187,7 +189,11 @@ bool HostInterface::read_power(vtrn::power::PowerTelemetry* out, std::string* er
     return false;
   }
   const auto* block = reinterpret_cast<const vtrn::power::PowerTelemetry*>(base_ + r.offset);
-  if (!vtrn::power::seqlock_read(block, out, 1000)) {
+  SeqlockRetry retry;
+  bool read = false;
+  while (!(read = vtrn::power::seqlock_read(block, out, 1)) && retry.again()) {
+  }
+  if (!read) {
     *err = "power block: the firmware never held still (seqlock)";
     return false;
   }
