@@ -27,6 +27,7 @@
 #include "fw/exceptions.h"
 #include "fw/host_interface.h"
 #include "fw/links_service.h"  // ---- links ----
+#include "fw/collectives_service.h"  // ---- collectives (links) ----
 #include "fw/log.h"
 #include "fw/mmu.h"
 #include "fw/panic.h"
@@ -104,6 +105,7 @@ class ChipBackend final : public ctrl::Backend {
     if (reliability::serve(req, resp, arena, error, error_cap, g_hostif.heartbeat())) return true;
     // ---- end reliability ----
     if (links::serve(req, resp, arena, error, error_cap)) return true;  // ---- links ----
+    if (collectives::serve(req, resp, arena, error, error_cap)) return true;  // ---- collectives ----
     if (jobs::serve(req, resp, arena, error, error_cap)) return true;  // ---- jobs ----
     return false;
   }
@@ -312,6 +314,9 @@ void init_hbm() {
   hbm::init(g_chip, r.base, r.size, g_hostif.header());
   // From now on DMA reaches only live, unpoisoned allocations.
   g_dma.set_hbm_policy(hbm::dma_policy());
+  uint64_t remap_base = 0, remap_bytes = 0;  // stitched allocations' device addresses
+  hbm::remap_window(&remap_base, &remap_bytes);
+  g_dma.set_remap_window(remap_base, remap_bytes);
 }
 
 bool send_hbm_event(const hbm::EccRecord& r) {
@@ -472,6 +477,7 @@ extern "C" [[noreturn]] void fw_main() {
   init_hbm();  // ---- HBM ----
   init_power(bar2);  // ---- power ----
   init_links(bar2);  // ---- links ----
+  collectives::init();  // ---- collectives (links): frame client of the link ports ----
   init_jobs(bar2);  // ---- jobs: after every mapping the executors use ----
   g_ctrl.init(g_hostif.request_ring(), g_hostif.response_ring(), &g_dispatcher);
 
@@ -513,6 +519,8 @@ extern "C" [[noreturn]] void fw_main() {
     // ---- jobs: step advance, dispatch, end events; core 0 runs chunks only
     // on a chip without secondary cores ----
     if (jobs::poll(send_job_event)) ring_host(vtrn::hostif::kVectorControl);
+    // ---- collectives (links): the end event of a finished collective ----
+    if (collectives::poll(send_job_event)) ring_host(vtrn::hostif::kVectorControl);
     jobs::run_on_service_core();
     // ---- end jobs ----
     // DMA: one bounded round-robin pass over the queues with work (firmware/dma).
@@ -538,6 +546,7 @@ extern "C" [[noreturn]] void fw_main() {
         !(power::device_active() && g_dma.wants_run(irq::count())) &&
         !g_power.has_work() &&  // ---- power: in D3hot queued DMA waits ----
         !jobs::has_work() &&  // ---- jobs ----
+        !collectives::has_work() &&  // ---- collectives ----
         links::next_poll_ns() > arch::now_ns()) {  // ---- links ----
       arm_for_links();  // ---- links ----
       const uint64_t t0 = arch::now_ticks();

@@ -472,6 +472,19 @@ bool parse_ports(const void* fdt, const Node& chip, Chip* out, Result* r) {
     if ((p.faulty_lane_mask & ~lane_bits) != 0)
       return fail(r, Error::kBadProperty, n, "vtrn,faulty-lanes",
                   "0x%x names lanes beyond the %u of vtrn,lanes", p.faulty_lane_mask, p.lanes);
+    VTRN_TRY(read_u32_optional(fdt, n, "vtrn,l0s-idle-us", kDefaultL0sIdleUs, &p.l0s_idle_us, r));
+    if (p.l0s_idle_us > kMaxLinkIdleUs)
+      return fail(r, Error::kBadProperty, n, "vtrn,l0s-idle-us", "%u out of range 0..%u",
+                  p.l0s_idle_us, kMaxLinkIdleUs);
+    VTRN_TRY(read_u32_optional(fdt, n, "vtrn,l1-idle-us", kDefaultL1IdleUs, &p.l1_idle_us, r));
+    if (p.l1_idle_us > kMaxLinkIdleUs)
+      return fail(r, Error::kBadProperty, n, "vtrn,l1-idle-us", "%u out of range 0..%u",
+                  p.l1_idle_us, kMaxLinkIdleUs);
+    // L1 is the deeper state: with both on, it comes after L0s (the link
+    // layer enters L1 only once the peer is idle in L0s or L1).
+    if (p.l0s_idle_us != 0 && p.l1_idle_us != 0 && p.l1_idle_us < p.l0s_idle_us)
+      return fail(r, Error::kBadProperty, n, "vtrn,l1-idle-us",
+                  "%u is shorter than vtrn,l0s-idle-us (%u)", p.l1_idle_us, p.l0s_idle_us);
     // Keep ports sorted by index so consumers can iterate in port order.
     uint32_t at = out->port_count;
     while (at > 0 && out->ports[at - 1].index > p.index) {

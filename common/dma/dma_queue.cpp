@@ -23,6 +23,16 @@ Resolved resolve(uint64_t addr, uint32_t length, bool host, const AddressMap& ma
     if (addr > map.host_window_size || length > map.host_window_size - addr) return {range_err, nullptr};
     return {kOk, map.host_window + addr};
   }
+  // ---- HBM ---- a stitched allocation's device addresses: only through
+  // the policy, which knows what is mapped there.
+  if (map.remap_size != 0 && map.policy && addr >= map.remap_base &&
+      addr - map.remap_base < map.remap_size) {
+    if (length > map.remap_size - (addr - map.remap_base)) return {range_err, nullptr};
+    const Status s = map.policy->check(addr, length);
+    if (s != kOk) return {s, nullptr};
+    return {kOk, map.remap + (addr - map.remap_base)};
+  }
+  // ---- end HBM ----
   if (addr < map.hbm_base || addr - map.hbm_base > map.hbm_size ||
       length > map.hbm_size - (addr - map.hbm_base))
     return {range_err, nullptr};

@@ -6,6 +6,10 @@ add_executable(hbm_alloc_test ${VTRN_ROOT}/common/hbm/test/hbm_alloc_test.cpp)
 target_link_libraries(hbm_alloc_test PRIVATE vtrn_common PkgConfig::CMOCKA)
 add_test(NAME hbm_alloc COMMAND hbm_alloc_test)
 
+add_executable(hbm_stitch_test ${VTRN_ROOT}/common/hbm/test/hbm_stitch_test.cpp)
+target_link_libraries(hbm_stitch_test PRIVATE vtrn_common PkgConfig::CMOCKA)
+add_test(NAME hbm_stitch COMMAND hbm_stitch_test)
+
 add_executable(hbm_trace_test ${VTRN_ROOT}/common/hbm/test/hbm_trace_test.cpp)
 target_link_libraries(hbm_trace_test PRIVATE vtrn_common PkgConfig::CMOCKA)
 add_test(NAME hbm_trace COMMAND hbm_trace_test)

@@ -9,9 +9,15 @@
 // their first pages with summary levels (lookup, next_allocation: one word
 // a level). That index replaced a red-black tree, which cost about a third
 // of the instructions of an allocate/free pair.
-// Record 1 always describes the block at page 0: splits keep the lowest
+// Record 1 always describes the block at page 0 of the identity window and
+// record 2 the one at page 0 of the remap window: splits keep the lowest
 // piece in the original record and merges keep the lower record, so the
-// head of the address list never moves.
+// head of each address list never moves.
+// A stitched allocation is a used block of the remap window whose physical
+// pages are extent blocks (state kExtent) of the identity window, chained
+// in device-address order through link_prev/link_next (extents are in no
+// free or owner list), each naming the remap record in owner_id. Owners,
+// quotas and categories see only the remap record.
 //
 // Not here: any knowledge of how HBM is backed, the RPC that exposes it,
 // or persistence of the retired-page list (export/import hand it over).
@@ -26,7 +32,9 @@ namespace {
 constexpr uint8_t kFree = uint8_t(BlockState::kFree);
 constexpr uint8_t kUsed = uint8_t(BlockState::kUsed);
 constexpr uint8_t kRetired = uint8_t(BlockState::kRetired);
+constexpr uint8_t kExtentState = uint8_t(BlockState::kExtent);
 constexpr uint32_t kHead = 1;
+constexpr uint32_t kRemapHead = 2;
 constexpr uint32_t kNone = 0xFFFFFFFFu;  // no page
 constexpr uint32_t kLimitMax = 1u << 24;
 constexpr uint32_t kOwnersMax = 1u << 20;
@@ -46,11 +54,12 @@ struct Allocator::Block {
   uint32_t link_prev;  // free: size-class list; used: owner list; spare: chain
   uint32_t link_next;
   uint32_t owner_slot;
-  uint32_t owner_id;
+  uint32_t owner_id;     // extent: the record of its stitched allocation
+  uint32_t extent_head;  // stitched allocation: its first extent
   uint8_t state;
   uint8_t category;
   uint8_t poisoned;
-  uint8_t pad;
+  uint8_t space;         // Space index (kPhys, kRemap)
 };
 
 struct Allocator::Owner {
@@ -105,8 +114,9 @@ static uint32_t hash_slots(uint32_t owners) {
   return h;
 }
 
-// Validation shared by arena_bytes() and init(); pages_out gets the count.
-static bool valid_config(const Config& config, uint32_t* pages_out) {
+// Validation shared by arena_bytes() and init(); pages_out gets the HBM
+// pages, remap_out the remap window's (0 without stitching).
+static bool valid_config(const Config& config, uint32_t* pages_out, uint32_t* remap_out) {
   const board::HbmGeometry& g = config.geometry;
   const Limits& l = config.limits;
   if (g.stacks < 1 || g.stacks > kMaxStacks) return false;
@@ -117,9 +127,21 @@ static bool valid_config(const Config& config, uint32_t* pages_out) {
   uint64_t total = g.bytes_per_stack * g.stacks;
   if (config.base % kMaxAlignment != 0 || config.base + total < config.base) return false;
   if (l.max_allocations < 1 || l.max_allocations > kLimitMax || l.max_retired_pages < 1 ||
-      l.max_retired_pages > kLimitMax || l.max_owners < 1 || l.max_owners > kOwnersMax)
+      l.max_retired_pages > kLimitMax || l.max_owners < 1 || l.max_owners > kOwnersMax ||
+      l.max_extents < 1 || l.max_extents > kLimitMax)
     return false;
   *pages_out = uint32_t(pages_per_stack * g.stacks);
+  *remap_out = 0;
+  const Mapper* m = config.mapper;
+  if (m != nullptr) {
+    if (m->map == nullptr || m->unmap == nullptr) return false;
+    uint64_t rb = config.remap_bytes != 0 ? config.remap_bytes : 4 * total;
+    if (rb % g.page_bytes != 0 || rb / g.page_bytes >= (1ull << 31)) return false;
+    uint64_t rs = config.remap_base;
+    if (rs % kMaxAlignment != 0 || rs + rb < rs) return false;
+    if (rs < config.base + total && config.base < rs + rb) return false;  // overlap
+    *remap_out = uint32_t(rb / g.page_bytes);
+  }
   return true;
 }
 
@@ -134,40 +156,72 @@ static uint32_t bitmap_levels(uint32_t pages, uint32_t* words) {
   return n;
 }
 
-size_t Allocator::arena_bytes(const Config& config) {
-  static_assert(sizeof(Block) == 36, "the published metadata bound counts 36 bytes a block");
-  static_assert(sizeof(Owner) == 72, "the published metadata bound counts 72 bytes an owner");
-  uint32_t pages = 0;
-  if (!valid_config(config, &pages)) return 0;
-  const Limits& l = config.limits;
-  uint32_t words[kMaxLevels];
+// Arena bytes of one window's live-start index: the page table and the bitmap.
+static size_t index_bytes(uint32_t pages) {
+  if (pages == 0) return 0;
+  uint32_t words[6];
   uint32_t levels = bitmap_levels(pages, words);
   size_t bitmap_words = 0;
   for (uint32_t i = 0; i < levels; ++i) bitmap_words += words[i];
-  size_t records = 2 * (size_t(l.max_allocations) + l.max_retired_pages) + 2;
-  size_t n = align8(sizeof(Block) * records);
+  return align8(sizeof(uint32_t) * size_t(pages)) + sizeof(uint64_t) * bitmap_words;
+}
+
+// Records: index 0, and at most 2 * (A + E + R) + 2 blocks: in the identity
+// window the non-free blocks are contiguous allocations, extents and
+// retired pages outside allocations, and every free block is followed by
+// one of them or the end; in the remap window the same with stitched
+// allocations. Contiguous plus stitched allocations are at most A.
+static size_t record_count(const Limits& l) {
+  return 2 * (size_t(l.max_allocations) + l.max_extents + l.max_retired_pages) + 3;
+}
+
+size_t Allocator::arena_bytes(const Config& config) {
+  static_assert(sizeof(Block) == 40, "the published metadata bound counts 40 bytes a block");
+  static_assert(sizeof(Owner) == 72, "the published metadata bound counts 72 bytes an owner");
+  static_assert(kMaxLevels == 6, "index_bytes sizes its level array for 6 levels");
+  uint32_t pages = 0, remap = 0;
+  if (!valid_config(config, &pages, &remap)) return 0;
+  const Limits& l = config.limits;
+  size_t n = align8(sizeof(Block) * record_count(l));
   n += align8(sizeof(Owner) * size_t(l.max_owners));
   n += align8(sizeof(uint32_t) * hash_slots(l.max_owners));
   n += align8(sizeof(uint32_t) * size_t(l.max_retired_pages));
-  n += align8(sizeof(uint32_t) * size_t(pages));
-  return n + sizeof(uint64_t) * bitmap_words;
+  return n + index_bytes(pages) + index_bytes(remap);
+}
+
+// Points sp's index at the arena bytes at *off and resets the window to one
+// free block (record head).
+static void take_index(uint8_t* arena, size_t* off, uint32_t pages, uint32_t* level_words,
+                       uint32_t* level_offset, uint32_t* levels, uint32_t** start_record,
+                       uint64_t** live_bits) {
+  *start_record = reinterpret_cast<uint32_t*>(arena + *off);
+  *off += align8(sizeof(uint32_t) * size_t(pages));
+  *live_bits = reinterpret_cast<uint64_t*>(arena + *off);
+  *levels = bitmap_levels(pages, level_words);
+  uint32_t words = 0;
+  for (uint32_t i = 0; i < *levels; ++i) {
+    level_offset[i] = words;
+    words += level_words[i];
+  }
+  memset(*live_bits, 0, sizeof(uint64_t) * words);
+  *off += sizeof(uint64_t) * words;
 }
 
 Error Allocator::init(const Config& config, void* arena, size_t arena_size) {
   ready_ = false;
-  uint32_t pages = 0;
-  if (!valid_config(config, &pages)) return Error::kBadConfig;
+  uint32_t pages = 0, remap = 0;
+  if (!valid_config(config, &pages, &remap)) return Error::kBadConfig;
   const board::HbmGeometry& g = config.geometry;
   const Limits& l = config.limits;
   size_t need = arena_bytes(config);
   if (arena == nullptr || (reinterpret_cast<uintptr_t>(arena) & 7) != 0 || arena_size < need)
     return Error::kArenaTooSmall;
 
-  // Only the bitmap must start zeroed: records, owners and the hash are
-  // written below or before first use, and start_record_ is read only
+  // Only the bitmaps must start zeroed: records, owners and the hash are
+  // written below or before first use, and start_record is read only
   // where the bitmap has a bit.
   auto* bytes = static_cast<uint8_t*>(arena);
-  block_capacity_ = 2 * (l.max_allocations + l.max_retired_pages) + 2;
+  block_capacity_ = uint32_t(record_count(l));
   blocks_ = reinterpret_cast<Block*>(bytes);
   size_t off = align8(sizeof(Block) * block_capacity_);
   owners_ = reinterpret_cast<Owner*>(bytes + off);
@@ -177,16 +231,13 @@ Error Allocator::init(const Config& config, void* arena, size_t arena_size) {
   off += align8(sizeof(uint32_t) * hash_slots(l.max_owners));
   retired_ = reinterpret_cast<uint32_t*>(bytes + off);
   off += align8(sizeof(uint32_t) * l.max_retired_pages);
-  start_record_ = reinterpret_cast<uint32_t*>(bytes + off);
-  off += align8(sizeof(uint32_t) * size_t(pages));
-  live_bits_ = reinterpret_cast<uint64_t*>(bytes + off);
-  levels_ = bitmap_levels(pages, level_words_);
-  uint32_t words = 0;
-  for (uint32_t i = 0; i < levels_; ++i) {
-    level_offset_[i] = words;
-    words += level_words_[i];
-  }
-  memset(live_bits_, 0, sizeof(uint64_t) * words);
+  sp_[kPhys] = Space{};
+  sp_[kRemap] = Space{};
+  take_index(bytes, &off, pages, sp_[kPhys].level_words, sp_[kPhys].level_offset,
+             &sp_[kPhys].levels, &sp_[kPhys].start_record, &sp_[kPhys].live_bits);
+  if (remap != 0)
+    take_index(bytes, &off, remap, sp_[kRemap].level_words, sp_[kRemap].level_offset,
+               &sp_[kRemap].levels, &sp_[kRemap].start_record, &sp_[kRemap].live_bits);
   memset(owner_hash_, 0, sizeof(uint32_t) * hash_slots(l.max_owners));
   blocks_[0] = Block{};
 
@@ -199,25 +250,36 @@ Error Allocator::init(const Config& config, void* arena, size_t arena_size) {
   limits_ = l;
   default_quota_ = config.default_quota;
   retired_count_ = 0;
-  fl_bitmap_ = 0;
-  memset(sl_bitmap_, 0, sizeof(sl_bitmap_));
-  memset(heads_, 0, sizeof(heads_));
+  mapper_ = config.mapper != nullptr ? *config.mapper : Mapper{};
+  remap_base_ = remap != 0 ? config.remap_base : 0;
+  remap_pages_ = remap;
   c_ = Counters{};
 
   spare_head_ = 0;
-  for (uint32_t i = block_capacity_ - 1; i > kHead; --i) record_release(i);
+  for (uint32_t i = block_capacity_ - 1; i > kRemapHead; --i) record_release(i);
   owner_spare_ = 0;
   for (uint32_t i = l.max_owners; i > 0; --i) {
     owners_[i - 1] = Owner{};
     owners_[i - 1].head = owner_spare_;
     owner_spare_ = i;
   }
+  sp_[kPhys].base = base_;
+  sp_[kPhys].pages = pages_;
+  sp_[kPhys].head = kHead;
   Block& h = blocks_[kHead];
   h = Block{};
-  h.start = 0;
   h.size = pages_;
-  h.state = kFree;
-  list_insert(kHead);
+  h.space = kPhys;
+  list_insert(sp_[kPhys], kHead);
+  blocks_[kRemapHead] = Block{};
+  if (remap != 0) {
+    sp_[kRemap].base = remap_base_;
+    sp_[kRemap].pages = remap;
+    sp_[kRemap].head = kRemapHead;
+    blocks_[kRemapHead].size = remap;
+    blocks_[kRemapHead].space = kRemap;
+    list_insert(sp_[kRemap], kRemapHead);
+  }
   ready_ = true;
   return Error::kOk;
 }
@@ -227,10 +289,10 @@ Error Allocator::init(const Config& config, void* arena, size_t arena_size) {
 // is non-zero. A search walks up until a word has a candidate, then down
 // taking the highest (or lowest) bit: at most 2 * levels_ words.
 
-void Allocator::live_mark(uint32_t page) {
+void Allocator::live_mark(Space& sp, uint32_t page) {
   uint32_t i = page;
-  for (uint32_t l = 0; l < levels_; ++l) {
-    uint64_t& w = live_bits_[level_offset_[l] + (i >> 6)];
+  for (uint32_t l = 0; l < sp.levels; ++l) {
+    uint64_t& w = sp.live_bits[sp.level_offset[l] + (i >> 6)];
     bool was_empty = w == 0;
     w |= 1ull << (i & 63);
     if (!was_empty) return;
@@ -238,58 +300,58 @@ void Allocator::live_mark(uint32_t page) {
   }
 }
 
-void Allocator::live_unmark(uint32_t page) {
+void Allocator::live_unmark(Space& sp, uint32_t page) {
   uint32_t i = page;
-  for (uint32_t l = 0; l < levels_; ++l) {
-    uint64_t& w = live_bits_[level_offset_[l] + (i >> 6)];
+  for (uint32_t l = 0; l < sp.levels; ++l) {
+    uint64_t& w = sp.live_bits[sp.level_offset[l] + (i >> 6)];
     w &= ~(1ull << (i & 63));
     if (w != 0) return;
     i >>= 6;
   }
 }
 
-bool Allocator::live_at(uint32_t page) const {
-  return (live_bits_[page >> 6] >> (page & 63)) & 1;
+bool Allocator::live_at(const Space& sp, uint32_t page) {
+  return (sp.live_bits[page >> 6] >> (page & 63)) & 1;
 }
 
 // Highest marked page <= page, or kNone.
-uint32_t Allocator::live_at_or_before(uint32_t page) const {
+uint32_t Allocator::live_at_or_before(const Space& sp, uint32_t page) {
   uint32_t i = page, l = 0;
   for (;;) {
     uint32_t b = i & 63;
     uint64_t mask = b == 63 ? ~0ull : (2ull << b) - 1;
-    uint64_t w = live_bits_[level_offset_[l] + (i >> 6)] & mask;
+    uint64_t w = sp.live_bits[sp.level_offset[l] + (i >> 6)] & mask;
     if (w != 0) {
       i = (i & ~63u) | msb(w);
       break;
     }
-    if ((i >> 6) == 0 || l + 1 == levels_) return kNone;
+    if ((i >> 6) == 0 || l + 1 == sp.levels) return kNone;
     i = (i >> 6) - 1;
     l++;
   }
   while (l > 0) {
     l--;
-    i = (i << 6) | msb(live_bits_[level_offset_[l] + i]);
+    i = (i << 6) | msb(sp.live_bits[sp.level_offset[l] + i]);
   }
   return i;
 }
 
 // Lowest marked page >= page, or kNone.
-uint32_t Allocator::live_at_or_after(uint32_t page) const {
+uint32_t Allocator::live_at_or_after(const Space& sp, uint32_t page) {
   uint32_t i = page, l = 0;
   for (;;) {
-    uint64_t w = live_bits_[level_offset_[l] + (i >> 6)] & (~0ull << (i & 63));
+    uint64_t w = sp.live_bits[sp.level_offset[l] + (i >> 6)] & (~0ull << (i & 63));
     if (w != 0) {
       i = (i & ~63u) | uint32_t(__builtin_ctzll(w));
       break;
     }
-    if (l + 1 == levels_ || (i >> 6) + 1 >= level_words_[l]) return kNone;
+    if (l + 1 == sp.levels || (i >> 6) + 1 >= sp.level_words[l]) return kNone;
     i = (i >> 6) + 1;
     l++;
   }
   while (l > 0) {
     l--;
-    i = (i << 6) | uint32_t(__builtin_ctzll(live_bits_[level_offset_[l] + i]));
+    i = (i << 6) | uint32_t(__builtin_ctzll(sp.live_bits[sp.level_offset[l] + i]));
   }
   return i;
 }
@@ -318,6 +380,7 @@ void Allocator::record_release(uint32_t b) {
 void Allocator::link_after(uint32_t a, uint32_t b) {
   Block& A = blocks_[a];
   Block& B = blocks_[b];
+  B.space = A.space;  // every new record is a piece of a block of the same window
   B.phys_prev = a;
   B.phys_next = A.phys_next;
   if (A.phys_next) blocks_[A.phys_next].phys_prev = b;
@@ -346,35 +409,35 @@ static inline void mapping(uint64_t size, uint32_t* fl, uint32_t* sl) {
   }
 }
 
-void Allocator::list_insert(uint32_t b) {
+void Allocator::list_insert(Space& sp, uint32_t b) {
   Block& B = blocks_[b];
   uint32_t fl, sl;
   mapping(B.size, &fl, &sl);
   B.state = kFree;
   B.link_prev = 0;
-  B.link_next = heads_[fl][sl];
+  B.link_next = sp.heads[fl][sl];
   if (B.link_next) blocks_[B.link_next].link_prev = b;
-  heads_[fl][sl] = b;
-  fl_bitmap_ |= 1u << fl;
-  sl_bitmap_[fl] |= 1u << sl;
-  c_.free_pages += B.size;
-  c_.free_blocks++;
+  sp.heads[fl][sl] = b;
+  sp.fl_bitmap |= 1u << fl;
+  sp.sl_bitmap[fl] |= 1u << sl;
+  sp.free_pages += B.size;
+  sp.free_blocks++;
 }
 
-void Allocator::list_remove(uint32_t b) {
+void Allocator::list_remove(Space& sp, uint32_t b) {
   Block& B = blocks_[b];
   uint32_t fl, sl;
   mapping(B.size, &fl, &sl);
   if (B.link_prev) blocks_[B.link_prev].link_next = B.link_next;
-  else heads_[fl][sl] = B.link_next;
+  else sp.heads[fl][sl] = B.link_next;
   if (B.link_next) blocks_[B.link_next].link_prev = B.link_prev;
-  if (heads_[fl][sl] == 0) {
-    sl_bitmap_[fl] &= ~(1u << sl);
-    if (sl_bitmap_[fl] == 0) fl_bitmap_ &= ~(1u << fl);
+  if (sp.heads[fl][sl] == 0) {
+    sp.sl_bitmap[fl] &= ~(1u << sl);
+    if (sp.sl_bitmap[fl] == 0) sp.fl_bitmap &= ~(1u << fl);
   }
   B.link_prev = B.link_next = 0;
-  c_.free_pages -= B.size;
-  c_.free_blocks--;
+  sp.free_pages -= B.size;
+  sp.free_blocks--;
 }
 
 // The size find_free() looks up for a request of `pages`: rounded up so that
@@ -388,45 +451,107 @@ static inline uint64_t good_fit_pages(uint64_t pages) {
 }
 
 // Head of the first non-empty list whose every block holds >= pages.
-uint32_t Allocator::find_free(uint32_t pages) const {
+uint32_t Allocator::find_free(const Space& sp, uint32_t pages) const {
   uint64_t r = good_fit_pages(pages);
   if (r >= (1ull << 31)) return 0;
   uint32_t fl, sl;
   mapping(r, &fl, &sl);
-  uint32_t slmap = sl_bitmap_[fl] & (~0u << sl);
+  uint32_t slmap = sp.sl_bitmap[fl] & (~0u << sl);
   if (slmap == 0) {
-    uint32_t flmap = fl + 1 < 32 ? fl_bitmap_ & (~0u << (fl + 1)) : 0;
+    uint32_t flmap = fl + 1 < 32 ? sp.fl_bitmap & (~0u << (fl + 1)) : 0;
     if (flmap == 0) return 0;
     fl = lsb(flmap);
-    slmap = sl_bitmap_[fl];
+    slmap = sp.sl_bitmap[fl];
   }
-  return heads_[fl][lsb(slmap)];
+  return sp.heads[fl][lsb(slmap)];
 }
 
-// The published bound (vtrn/hbm.h). Before a request of p pages with
-// alignment a pages, at most N - 1 allocations are live and at most R pages
-// are retired outside them; every free block is followed by one of those or
-// by the end, so there are at most N + R free blocks, holding at least
-// P - (M - p) - R pages. The largest holds at least 1/(N + R) of that, and
-// allocate() succeeds once some free block reaches
-// good_fit_pages(p + a - 1). Hence P >= M + R + (N + R) * good_fit_pages(n + a - 1),
-// n the largest request in pages, suffices for every order of operations.
-uint64_t Allocator::worst_case_hbm_bytes(uint64_t page_bytes, const WorstCase& w) {
-  if (!is_pow2(page_bytes) || page_bytes < 4096 || page_bytes > kMaxAlignment) return 0;
+// A free block of sp that holds pages at a start aligned to align pages, or
+// 0. An aligned request first tries the unpadded class: its head often has
+// room after rounding its start up; otherwise pad by align - 1 pages so any
+// block found fits.
+uint32_t Allocator::find_fit(const Space& sp, uint32_t pages, uint32_t align) const {
+  uint32_t b = find_free(sp, pages);
+  if (b != 0 && align > 1) {
+    const Block& B = blocks_[b];
+    uint64_t a = (uint64_t(B.start) + align - 1) & ~uint64_t(align - 1);
+    if (a + pages > uint64_t(B.start) + B.size) b = find_free(sp, pages + align - 1);
+  }
+  return b;
+}
+
+// Page counts of a WorstCase, or false when it is invalid.
+struct WorstPages {
+  uint32_t shift;
+  uint64_t n, m, a, blocks_n, r;
+};
+static bool worst_pages(uint64_t page_bytes, const WorstCase& w, WorstPages* out) {
+  if (!is_pow2(page_bytes) || page_bytes < 4096 || page_bytes > kMaxAlignment) return false;
   if (w.max_live_allocations == 0 || w.max_request_bytes == 0 || w.max_live_bytes == 0 ||
       (w.max_alignment != 0 && (!is_pow2(w.max_alignment) || w.max_alignment > kMaxAlignment)))
-    return 0;
-  uint32_t shift = msb(page_bytes);
-  uint64_t n = (w.max_request_bytes >> shift) + ((w.max_request_bytes & (page_bytes - 1)) != 0);
-  uint64_t m = (w.max_live_bytes >> shift) + ((w.max_live_bytes & (page_bytes - 1)) != 0);
-  uint64_t a = w.max_alignment > page_bytes ? w.max_alignment >> shift : 1;
-  uint64_t blocks = uint64_t(w.max_live_allocations) + w.retired_pages;
-  uint64_t per_block = good_fit_pages(n + a - 1);
+    return false;
+  out->shift = msb(page_bytes);
+  out->n = (w.max_request_bytes >> out->shift) + ((w.max_request_bytes & (page_bytes - 1)) != 0);
+  out->m = (w.max_live_bytes >> out->shift) + ((w.max_live_bytes & (page_bytes - 1)) != 0);
+  out->a = w.max_alignment > page_bytes ? w.max_alignment >> out->shift : 1;
+  out->blocks_n = w.max_live_allocations;
+  out->r = w.retired_pages;
+  return true;
+}
+
+// m + r + blocks * per_block pages in bytes, 0 on overflow.
+static uint64_t bound_bytes(uint32_t shift, uint64_t m, uint64_t r, uint64_t blocks,
+                            uint64_t per_block) {
   uint64_t pages = 0;
   if (__builtin_mul_overflow(blocks, per_block, &pages) ||
-      __builtin_add_overflow(pages, m + w.retired_pages, &pages) || pages > (~0ull >> shift))
+      __builtin_add_overflow(pages, m + r, &pages) || pages > (~0ull >> shift))
     return 0;
   return pages << shift;
+}
+
+// The contiguous bound. Before a request of p pages with alignment a
+// pages, at most N - 1 allocations are live and at most R pages are
+// retired outside them; every free block is followed by one of those or by
+// the end, so there are at most N + R free blocks, holding at least
+// P - (M - p) - R pages. The largest holds at least 1/(N + R) of that, and
+// the contiguous path succeeds once some free block reaches
+// good_fit_pages(p + a - 1). Hence P >= M + R + (N + R) * good_fit_pages(n + a - 1),
+// n the largest request in pages, suffices for every order of operations.
+uint64_t Allocator::worst_case_contiguous_hbm_bytes(uint64_t page_bytes, const WorstCase& w) {
+  WorstPages p;
+  if (!worst_pages(page_bytes, w, &p)) return 0;
+  return bound_bytes(p.shift, p.m, p.r, p.blocks_n + p.r, good_fit_pages(p.n + p.a - 1));
+}
+
+// The stitched bound (vtrn/hbm.h). Alignment is the remap window's affair,
+// so the physical side needs p pages in at most K = kMaxExtents blocks.
+// The N - 1 other allocations are at most K extents each, so at most
+// B = K * (N - 1) + R + 1 free blocks hold the F >= P - M - R free pages.
+// If B <= K the stitch may take every free block and needs F >= n. Else
+// the K largest free blocks hold at least F * K / B; the stitch takes the
+// heads of the highest size classes, and the i-th of them is in the class
+// of the i-th largest block, at least 32/33 of it (a class spans 1/32 of
+// its lower bound), so it gets more than F * 32 * K / (33 * B). Hence
+// P >= M + R + ceil(n * max(32 * K, 33 * B) / (32 * K)).
+uint64_t Allocator::worst_case_hbm_bytes(uint64_t page_bytes, const WorstCase& w) {
+  WorstPages p;
+  if (!worst_pages(page_bytes, w, &p)) return 0;
+  uint64_t k = kMaxExtents;
+  uint64_t b = k * (p.blocks_n - 1) + p.r + 1;
+  uint64_t num = 33 * b > 32 * k ? 33 * b : 32 * k;
+  uint64_t free_pages = 0;
+  if (__builtin_mul_overflow(p.n, num, &free_pages)) return 0;
+  free_pages = (free_pages + 32 * k - 1) / (32 * k);
+  return bound_bytes(p.shift, p.m, p.r, 1, free_pages);
+}
+
+// The remap window is a placement without retired pages whose live bytes
+// and allocations are at most those of the workload: the contiguous bound
+// with R = 0 keeps it from ever being what fails.
+uint64_t Allocator::worst_case_remap_bytes(uint64_t page_bytes, const WorstCase& w) {
+  WorstPages p;
+  if (!worst_pages(page_bytes, w, &p)) return 0;
+  return bound_bytes(p.shift, p.m, 0, p.blocks_n, good_fit_pages(p.n + p.a - 1));
 }
 
 // ---- owners ----------------------------------------------------------------
@@ -525,42 +650,19 @@ Error Allocator::allocate(uint32_t owner, Category category, uint64_t size, uint
     owner_maybe_drop(s);
     return Error::kQuota;
   }
-  // An aligned request first tries the unpadded class: its head often has
-  // room after rounding its start up; otherwise pad by align - 1 pages so
-  // any block found fits.
-  uint32_t b = find_free(pages);
-  if (b != 0 && align > 1) {
-    const Block& B = blocks_[b];
-    uint64_t a = (uint64_t(B.start) + align - 1) & ~uint64_t(align - 1);
-    if (a + pages > uint64_t(B.start) + B.size) b = 0;
-    if (b == 0) b = find_free(pages + align - 1);
-  }
-  if (b == 0) {
+  // The identity window first: one free block, device address = physical.
+  // Only when none holds the request is it stitched from several.
+  uint32_t u = 0;
+  uint32_t b = find_fit(sp_[kPhys], pages, align);
+  if (b != 0) u = place(b, pages, align);
+  else if (remap_pages_ != 0) u = stitch(pages, align);
+  if (u == 0) {
     c_.fail_no_memory++;
     owner_maybe_drop(s);
     return Error::kNoMemory;
   }
-  list_remove(b);
-  uint32_t start = blocks_[b].start;
-  uint32_t end = start + blocks_[b].size;
-  uint32_t a = (start + align - 1) & ~(align - 1);
-  uint32_t u = b;
-  if (a > start) {
-    blocks_[b].size = a - start;
-    list_insert(b);
-    u = record_new();
-    link_after(b, u);
-  }
   Block& U = blocks_[u];
-  U.start = a;
-  U.size = pages;
-  if (a + pages < end) {
-    uint32_t t = record_new();
-    blocks_[t].start = a + pages;
-    blocks_[t].size = end - (a + pages);
-    link_after(u, t);
-    list_insert(t);
-  }
+  Space& sp = sp_[U.space];
   U.state = kUsed;
   U.category = uint8_t(category);
   U.poisoned = 0;
@@ -573,23 +675,129 @@ Error Allocator::allocate(uint32_t owner, Category category, uint64_t size, uint
   o.count++;
   o.used_pages += pages;
   o.category_pages[uint32_t(category)] += pages;
-  start_record_[a] = u;
-  live_mark(a);
+  sp.start_record[U.start] = u;
+  live_mark(sp, U.start);
   c_.live++;
   c_.used_pages += pages;
   c_.category_pages[uint32_t(category)] += pages;
   c_.category_count[uint32_t(category)]++;
   c_.allocs++;
-  *addr_out = base_ + (uint64_t(a) << page_shift_);
+  *addr_out = sp.base + (uint64_t(U.start) << page_shift_);
   return Error::kOk;
 }
 
-// Turns b into a free block, merged with free neighbours, and lists it.
+// Takes pages at an align-aligned start out of the listed free block b
+// (find_fit's answer), lists what is left around it, and returns the record
+// of the taken piece (state still to be set by the caller).
+uint32_t Allocator::place(uint32_t b, uint32_t pages, uint32_t align) {
+  Space& sp = sp_[blocks_[b].space];
+  list_remove(sp, b);
+  uint32_t start = blocks_[b].start;
+  uint32_t end = start + blocks_[b].size;
+  uint32_t a = (start + align - 1) & ~(align - 1);
+  uint32_t u = b;
+  if (a > start) {
+    blocks_[b].size = a - start;
+    list_insert(sp, b);
+    u = record_new();
+    link_after(b, u);
+  }
+  Block& U = blocks_[u];
+  U.start = a;
+  U.size = pages;
+  if (a + pages < end) {
+    uint32_t t = record_new();
+    blocks_[t].start = a + pages;
+    blocks_[t].size = end - (a + pages);
+    link_after(u, t);
+    list_insert(sp, t);
+  }
+  return u;
+}
+
+// Frees a chain of extents taken by stitch() (they merge back with their
+// neighbours, so the free map is what it was).
+void Allocator::undo_extents(uint32_t first) {
+  for (uint32_t e = first; e != 0;) {
+    uint32_t next = blocks_[e].link_next;
+    blocks_[e].link_prev = blocks_[e].link_next = 0;
+    free_block(e);
+    e = next;
+  }
+}
+
+// The stitch path: a range of the remap window, covered by at most
+// kMaxExtents physical extents taken largest first (the head of the
+// highest non-empty size class each time; the last one is split to the
+// exact remainder), then mapped. O(kMaxExtents) TLSF operations and map
+// calls. Returns the remap record (state still to be set), or 0 with every
+// step undone.
+uint32_t Allocator::stitch(uint32_t pages, uint32_t align) {
+  Space& ph = sp_[kPhys];
+  if (ph.free_pages < pages) return 0;
+  uint32_t vb = find_fit(sp_[kRemap], pages, align);
+  if (vb == 0) return 0;
+  uint32_t first = 0, last = 0, need = pages, n = 0;
+  while (need > 0 && n < kMaxExtents && c_.extents + n < limits_.max_extents &&
+         ph.fl_bitmap != 0) {
+    uint32_t fl = msb(ph.fl_bitmap);
+    uint32_t e = ph.heads[fl][msb(ph.sl_bitmap[fl])];
+    list_remove(ph, e);
+    Block& E = blocks_[e];
+    if (E.size > need) {
+      uint32_t t = record_new();
+      blocks_[t].start = E.start + need;
+      blocks_[t].size = E.size - need;
+      link_after(e, t);
+      list_insert(ph, t);
+      E.size = need;
+    }
+    E.state = kExtentState;
+    E.link_prev = last;
+    E.link_next = 0;
+    if (last) blocks_[last].link_next = e;
+    else first = e;
+    last = e;
+    need -= E.size;
+    n++;
+  }
+  if (need > 0) {
+    undo_extents(first);
+    return 0;
+  }
+  uint32_t u = place(vb, pages, align);
+  uint64_t va = sp_[kRemap].base + (uint64_t(blocks_[u].start) << page_shift_);
+  uint64_t off = 0;
+  for (uint32_t e = first; e != 0; e = blocks_[e].link_next) {
+    blocks_[e].owner_id = u;
+    uint64_t len = uint64_t(blocks_[e].size) << page_shift_;
+    if (!mapper_.map(mapper_.ctx, va + off, base_ + (uint64_t(blocks_[e].start) << page_shift_),
+                     len)) {
+      if (off != 0) mapper_.unmap(mapper_.ctx, va, off);
+      undo_extents(first);
+      free_block(u);
+      return 0;
+    }
+    off += len;
+  }
+  blocks_[u].extent_head = first;
+  c_.stitched++;
+  c_.extents += n;
+  c_.remap_used_pages += pages;
+  c_.stitches++;
+  c_.stitch_extents_total += n;
+  if (n > c_.stitch_extents_max) c_.stitch_extents_max = n;
+  return u;
+}
+
+// Turns b into a free block, merged with free neighbours (of its window),
+// and lists it.
 uint32_t Allocator::free_block(uint32_t b) {
+  Space& sp = sp_[blocks_[b].space];
   blocks_[b].state = kFree;
   uint32_t p = blocks_[b].phys_prev;
   if (p != 0 && blocks_[p].state == kFree) {
-    list_remove(p);
+    list_remove(sp, p);
     blocks_[p].size += blocks_[b].size;
     unlink(b);
     record_release(b);
@@ -597,25 +805,26 @@ uint32_t Allocator::free_block(uint32_t b) {
   }
   uint32_t n = blocks_[b].phys_next;
   if (n != 0 && blocks_[n].state == kFree) {
-    list_remove(n);
+    list_remove(sp, n);
     blocks_[b].size += blocks_[n].size;
     unlink(n);
     record_release(n);
   }
-  list_insert(b);
+  list_insert(sp, b);
   return b;
 }
 
 // Splits the retired page out of the listed free block f that contains it;
 // returns the free block after the page, or 0.
 uint32_t Allocator::carve_page(uint32_t f, uint32_t page) {
-  list_remove(f);
+  Space& sp = sp_[kPhys];
+  list_remove(sp, f);
   uint32_t fs = blocks_[f].start;
   uint32_t fe = fs + blocks_[f].size;
   uint32_t r = f;
   if (page > fs) {
     blocks_[f].size = page - fs;
-    list_insert(f);
+    list_insert(sp, f);
     r = record_new();
     link_after(f, r);
   }
@@ -628,15 +837,23 @@ uint32_t Allocator::carve_page(uint32_t f, uint32_t page) {
   blocks_[t].start = page + 1;
   blocks_[t].size = fe - page - 1;
   link_after(r, t);
-  list_insert(t);
+  list_insert(sp, t);
   return t;
+}
+
+// Carves the retired pages of [start, end) out of the free block f that
+// holds that range. Each retired page lies in the free block that follows
+// the previous one, so the pages are carved in one pass in ascending order.
+void Allocator::carve_retired(uint32_t f, uint32_t start, uint32_t end) {
+  for (uint32_t i = retired_lower_bound(start); i < retired_count_ && retired_[i] < end; ++i)
+    f = carve_page(f, retired_[i]);
 }
 
 void Allocator::release(uint32_t b, bool drop_owner) {
   Block& B = blocks_[b];
   uint32_t s = B.owner_slot;
   Owner& o = owners_[s - 1];
-  live_unmark(B.start);
+  live_unmark(sp_[B.space], B.start);
   if (B.link_prev) blocks_[B.link_prev].link_next = B.link_next;
   else o.head = B.link_next;
   if (B.link_next) blocks_[B.link_next].link_prev = B.link_prev;
@@ -652,26 +869,45 @@ void Allocator::release(uint32_t b, bool drop_owner) {
   uint32_t start = B.start;
   uint32_t end = B.start + B.size;
   bool poisoned = B.poisoned != 0;
+  if (poisoned) c_.poisoned--;
   B.poisoned = 0;
   B.owner_slot = 0;
-  uint32_t f = free_block(b);
-  if (poisoned) {
-    c_.poisoned--;
-    // Each retired page lies in the free block that follows the previous
-    // one, so the pages are carved in one pass in ascending order.
-    for (uint32_t i = retired_lower_bound(start); i < retired_count_ && retired_[i] < end; ++i)
-      f = carve_page(f, retired_[i]);
+  if (B.space == kRemap) {
+    // Unmapped before any physical page can be handed out again.
+    uint64_t va = sp_[kRemap].base + (uint64_t(start) << page_shift_);
+    mapper_.unmap(mapper_.ctx, va, uint64_t(B.size) << page_shift_);
+    uint32_t n = 0;
+    for (uint32_t e = B.extent_head; e != 0;) {
+      uint32_t next = blocks_[e].link_next;
+      uint32_t es = blocks_[e].start, ee = es + blocks_[e].size;
+      blocks_[e].link_prev = blocks_[e].link_next = 0;
+      blocks_[e].owner_id = 0;
+      uint32_t f = free_block(e);
+      if (poisoned) carve_retired(f, es, ee);
+      e = next;
+      n++;
+    }
+    B.extent_head = 0;
+    c_.stitched--;
+    c_.extents -= n;
+    c_.remap_used_pages -= B.size;
+    free_block(b);
+  } else {
+    uint32_t f = free_block(b);
+    if (poisoned) carve_retired(f, start, end);
   }
   if (drop_owner) owner_maybe_drop(s);
 }
 
 Error Allocator::free(uint64_t addr, uint32_t owner) {
   if (!ready_) return Error::kNotInitialised;
-  uint32_t p;
-  if (!to_page(addr, &p)) return Error::kOutOfRange;
-  if (((addr - base_) & (page_bytes_ - 1)) != 0) return Error::kNoSuchAllocation;
-  if (!live_at(p)) return Error::kNoSuchAllocation;
-  uint32_t b = start_record_[p];
+  const Space& sp = sp_[space_of(addr)];
+  if (addr < sp.base || addr - sp.base >= (uint64_t(sp.pages) << page_shift_))
+    return Error::kOutOfRange;
+  if (((addr - sp.base) & (page_bytes_ - 1)) != 0) return Error::kNoSuchAllocation;
+  uint32_t p = uint32_t((addr - sp.base) >> page_shift_);
+  if (!live_at(sp, p)) return Error::kNoSuchAllocation;
+  uint32_t b = sp.start_record[p];
   if (owner != kAnyOwner && blocks_[b].owner_id != owner) return Error::kNotOwner;
   release(b, true);
   return Error::kOk;
@@ -734,26 +970,48 @@ Error Allocator::owner_usage(uint32_t owner, OwnerUsage* out) const {
 
 // ---- lookup ----------------------------------------------------------------
 
+uint64_t Allocator::block_addr(uint32_t b) const {
+  return sp_[blocks_[b].space].base + (uint64_t(blocks_[b].start) << page_shift_);
+}
+
 void Allocator::fill_info(uint32_t b, AllocationInfo* out) const {
   const Block& B = blocks_[b];
-  out->addr = base_ + (uint64_t(B.start) << page_shift_);
+  out->addr = block_addr(b);
   out->bytes = uint64_t(B.size) << page_shift_;
   out->owner = B.owner_id;
   out->category = Category(B.category);
   out->poisoned = B.poisoned != 0;
+  out->stitched = B.space == kRemap;
+  uint32_t n = 1;
+  if (B.space == kRemap) {
+    n = 0;
+    for (uint32_t e = B.extent_head; e != 0; e = blocks_[e].link_next) n++;
+  }
+  out->extents = n;
+}
+
+// The record of the live allocation that holds all of [addr, addr + len),
+// or 0; len >= 1 and no wrap checked by the caller.
+uint32_t Allocator::live_record(uint64_t addr, uint64_t len) const {
+  const Space& sp = sp_[space_of(addr)];
+  uint64_t span = uint64_t(sp.pages) << page_shift_;
+  if (addr < sp.base || addr - sp.base >= span || addr + len - sp.base > span) return 0;
+  uint32_t q = live_at_or_before(sp, uint32_t((addr - sp.base) >> page_shift_));
+  if (q == kNone) return 0;
+  uint32_t b = sp.start_record[q];
+  uint64_t end = sp.base + (uint64_t(blocks_[b].start + blocks_[b].size) << page_shift_);
+  return addr + len > end ? 0 : b;
 }
 
 Error Allocator::lookup(uint64_t addr, uint64_t len, AllocationInfo* out) const {
   if (!ready_) return Error::kNotInitialised;
   if (len == 0 || addr + len < addr) return Error::kBadArgument;
-  uint32_t p;
-  if (!to_page(addr, &p) || addr + len - base_ > total_bytes()) return Error::kOutOfRange;
-  uint32_t q = live_at_or_before(p);
-  if (q == kNone) return Error::kNotFound;
-  uint32_t b = start_record_[q];
-  const Block& B = blocks_[b];
-  uint64_t end = base_ + (uint64_t(B.start + B.size) << page_shift_);
-  if (addr + len > end) return Error::kNotFound;
+  const Space& sp = sp_[space_of(addr)];
+  uint64_t span = uint64_t(sp.pages) << page_shift_;
+  if (addr < sp.base || addr - sp.base >= span || addr + len - sp.base > span)
+    return Error::kOutOfRange;
+  uint32_t b = live_record(addr, len);
+  if (b == 0) return Error::kNotFound;
   if (out) fill_info(b, out);
   return Error::kOk;
 }
@@ -768,16 +1026,74 @@ Error Allocator::check_range(uint64_t addr, uint64_t len) const {
 Error Allocator::next_allocation(uint64_t from, AllocationInfo* out) const {
   if (!ready_) return Error::kNotInitialised;
   if (out == nullptr) return Error::kBadArgument;
-  uint64_t p = 0;
-  if (from > base_) {
-    uint64_t off = from - base_;
-    if (off >= total_bytes()) return Error::kNotFound;
-    p = (off + page_bytes_ - 1) >> page_shift_;
+  // The lowest live start >= from in each window; the lower of the two.
+  uint32_t best = 0;
+  uint64_t best_addr = 0;
+  for (uint32_t w = 0; w < 2; ++w) {
+    const Space& sp = sp_[w];
+    if (sp.pages == 0) continue;
+    uint64_t p = 0;
+    if (from > sp.base) {
+      uint64_t off = from - sp.base;
+      if (off >= (uint64_t(sp.pages) << page_shift_)) continue;
+      p = (off + page_bytes_ - 1) >> page_shift_;
+    }
+    uint32_t q = p < sp.pages ? live_at_or_after(sp, uint32_t(p)) : kNone;
+    if (q == kNone) continue;
+    uint64_t a = sp.base + (uint64_t(q) << page_shift_);
+    if (best == 0 || a < best_addr) {
+      best = sp.start_record[q];
+      best_addr = a;
+    }
   }
-  uint32_t q = p < pages_ ? live_at_or_after(uint32_t(p)) : kNone;
-  if (q == kNone) return Error::kNotFound;
-  fill_info(start_record_[q], out);
+  if (best == 0) return Error::kNotFound;
+  fill_info(best, out);
   return Error::kOk;
+}
+
+Error Allocator::extents(uint64_t addr, Extent* out, uint32_t cap, uint32_t* count_out) const {
+  if (!ready_) return Error::kNotInitialised;
+  uint32_t b = live_record(addr, 1);
+  if (b == 0 || block_addr(b) != addr) return Error::kNoSuchAllocation;
+  const Block& B = blocks_[b];
+  uint32_t n = 0;
+  if (B.space == kPhys) {
+    if (cap >= 1 && out != nullptr)
+      out[0] = Extent{addr, addr, uint64_t(B.size) << page_shift_};
+    n = 1;
+  } else {
+    uint64_t off = 0;
+    for (uint32_t e = B.extent_head; e != 0; e = blocks_[e].link_next, ++n) {
+      uint64_t len = uint64_t(blocks_[e].size) << page_shift_;
+      if (n < cap && out != nullptr) out[n] = Extent{addr + off, block_addr(e), len};
+      off += len;
+    }
+  }
+  if (count_out) *count_out = n;
+  return n > cap || (out == nullptr && n != 0) ? Error::kBadArgument : Error::kOk;
+}
+
+Error Allocator::translate(uint64_t addr, uint64_t* phys_out) const {
+  if (!ready_) return Error::kNotInitialised;
+  if (phys_out == nullptr) return Error::kBadArgument;
+  if (!in_remap_window(addr)) {
+    uint32_t p;
+    if (!to_page(addr, &p)) return Error::kOutOfRange;
+    *phys_out = addr;
+    return Error::kOk;
+  }
+  uint32_t b = live_record(addr, 1);
+  if (b == 0) return Error::kNotFound;
+  uint64_t off = addr - block_addr(b);
+  for (uint32_t e = blocks_[b].extent_head; e != 0; e = blocks_[e].link_next) {
+    uint64_t len = uint64_t(blocks_[e].size) << page_shift_;
+    if (off < len) {
+      *phys_out = block_addr(e) + off;
+      return Error::kOk;
+    }
+    off -= len;
+  }
+  return Error::kInconsistent;
 }
 
 // ---- ECC -------------------------------------------------------------------
@@ -792,20 +1108,28 @@ uint32_t Allocator::retired_lower_bound(uint32_t page) const {
   return lo;
 }
 
+// The identity-window page behind a device address of either window.
+bool Allocator::phys_page_of(uint64_t addr, uint32_t* page) const {
+  uint64_t phys = 0;
+  if (translate(addr, &phys) != Error::kOk) return false;
+  return to_page(phys, page);
+}
+
 bool Allocator::is_retired(uint64_t addr) const {
   uint32_t p;
-  if (!ready_ || !to_page(addr, &p)) return false;
+  if (!ready_ || !phys_page_of(addr, &p)) return false;
   uint32_t i = retired_lower_bound(p);
   return i < retired_count_ && retired_[i] == p;
 }
 
-// The block holding page: the live allocation below it from the bitmap, then
-// a walk over what follows it. Between two live allocations lie only free
-// blocks and retired pages, never two free blocks in a row, so the walk is
-// at most 2 * max_retired_pages + 1 steps.
+// The block holding page: the contiguous allocation below it from the
+// bitmap, then a walk over what follows it. Between two of them lie only
+// free blocks, retired pages and extents, never two free blocks in a row,
+// so the walk is at most 2 * (max_retired_pages + max_extents) + 1 steps.
 uint32_t Allocator::locate(uint32_t page) const {
-  uint32_t q = live_at_or_before(page);
-  uint32_t b = q == kNone ? 0 : start_record_[q];
+  const Space& sp = sp_[kPhys];
+  uint32_t q = live_at_or_before(sp, page);
+  uint32_t b = q == kNone ? 0 : sp.start_record[q];
   if (b != 0 && page < blocks_[b].start + blocks_[b].size) return b;
   uint32_t c = b != 0 ? blocks_[b].phys_next : kHead;
   while (c != 0 && page >= blocks_[c].start + blocks_[c].size) c = blocks_[c].phys_next;
@@ -815,28 +1139,31 @@ uint32_t Allocator::locate(uint32_t page) const {
 Error Allocator::record_correctable(uint64_t addr) {
   if (!ready_) return Error::kNotInitialised;
   uint32_t p;
-  if (!to_page(addr, &p)) return Error::kOutOfRange;
-  c_.correctable[(addr - base_) / stack_bytes_]++;
+  if (!phys_page_of(addr, &p)) return in_remap_window(addr) ? Error::kNotFound : Error::kOutOfRange;
+  c_.correctable[(uint64_t(p) << page_shift_) / stack_bytes_]++;
   return Error::kOk;
 }
 
+// A remap-window address is translated through its allocation's extents:
+// the physical page is retired and the stitched allocation poisoned.
 Error Allocator::retire_page(uint64_t addr, RetireOutcome* out) {
   if (!ready_) return Error::kNotInitialised;
   uint32_t p;
-  if (!to_page(addr, &p)) return Error::kOutOfRange;
+  if (!phys_page_of(addr, &p)) return in_remap_window(addr) ? Error::kNotFound : Error::kOutOfRange;
   uint32_t i = retired_lower_bound(p);
   if (i < retired_count_ && retired_[i] == p) return Error::kAlreadyRetired;
   if (retired_count_ >= limits_.max_retired_pages) return Error::kTooManyRetired;
   uint32_t b = locate(p);
   if (b == 0 || blocks_[b].state == kRetired) return Error::kInconsistent;
   RetireOutcome outcome;
+  if (blocks_[b].state == kExtentState) b = blocks_[b].owner_id;  // the stitched allocation
   if (blocks_[b].state == kUsed) {
     if (!blocks_[b].poisoned) {
       blocks_[b].poisoned = 1;
       c_.poisoned++;
     }
     outcome.was_allocated = true;
-    outcome.allocation_addr = base_ + (uint64_t(blocks_[b].start) << page_shift_);
+    outcome.allocation_addr = block_addr(b);
     outcome.owner = blocks_[b].owner_id;
   } else {
     carve_page(b, p);
@@ -844,7 +1171,7 @@ Error Allocator::retire_page(uint64_t addr, RetireOutcome* out) {
   memmove(&retired_[i + 1], &retired_[i], sizeof(uint32_t) * (retired_count_ - i));
   retired_[i] = p;
   retired_count_++;
-  c_.retired_per_stack[(addr - base_) / stack_bytes_]++;
+  c_.retired_per_stack[(uint64_t(p) << page_shift_) / stack_bytes_]++;
   if (out) *out = outcome;
   return Error::kOk;
 }
@@ -881,22 +1208,57 @@ Error Allocator::import_retired(const uint64_t* pages, uint32_t count) {
 void Allocator::stats(Stats* out) const {
   *out = Stats{};
   if (!ready_) return;
+  const Space& ph = sp_[kPhys];
+  const Space& rm = sp_[kRemap];
   out->total_bytes = total_bytes();
   out->used_bytes = c_.used_pages << page_shift_;
-  out->free_bytes = c_.free_pages << page_shift_;
+  out->free_bytes = ph.free_pages << page_shift_;
   out->retired_bytes = c_.retired_block_pages << page_shift_;
-  uint32_t largest = 0;
-  if (fl_bitmap_ != 0) {
-    uint32_t fl = msb(fl_bitmap_);
-    uint32_t sl = msb(sl_bitmap_[fl]);
-    for (uint32_t b = heads_[fl][sl]; b != 0; b = blocks_[b].link_next)
+  auto largest_of = [this](const Space& sp) -> uint32_t {
+    if (sp.fl_bitmap == 0) return 0;
+    uint32_t fl = msb(sp.fl_bitmap);
+    uint32_t sl = msb(sp.sl_bitmap[fl]);
+    uint32_t largest = 0;
+    for (uint32_t b = sp.heads[fl][sl]; b != 0; b = blocks_[b].link_next)
       if (blocks_[b].size > largest) largest = blocks_[b].size;
+    return largest;
+  };
+  uint64_t largest = largest_of(ph);
+  uint64_t allocatable = largest;
+  if (remap_pages_ != 0) {
+    // What stitch() would gather now: the heads of the highest classes, in
+    // its order, up to kMaxExtents blocks and the extent budget.
+    uint32_t budget = limits_.max_extents - c_.extents;
+    if (budget > kMaxExtents) budget = kMaxExtents;
+    uint64_t gathered = 0;
+    uint32_t taken = 0;
+    for (int fl = 31; fl >= 0 && taken < budget; --fl) {
+      if (((ph.fl_bitmap >> fl) & 1) == 0) continue;
+      for (int sl = 31; sl >= 0 && taken < budget; --sl)
+        for (uint32_t b = ph.heads[fl][sl]; b != 0 && taken < budget;
+             b = blocks_[b].link_next, ++taken)
+          gathered += blocks_[b].size;
+    }
+    uint64_t window = largest_of(rm);
+    uint64_t stitched = gathered < window ? gathered : window;
+    if (stitched > allocatable) allocatable = stitched;
+    out->remap_bytes = remap_bytes();
+    out->remap_used_bytes = c_.remap_used_pages << page_shift_;
+    out->remap_largest_free_bytes = window << page_shift_;
+    out->stitch_free_bytes = stitched << page_shift_;
   }
-  out->largest_free_bytes = uint64_t(largest) << page_shift_;
-  out->fragmentation =
-      c_.free_pages == 0 ? 0.0 : 1.0 - double(largest) / double(c_.free_pages);
+  out->largest_free_bytes = allocatable << page_shift_;
+  out->largest_contiguous_free_bytes = largest << page_shift_;
+  out->fragmentation = ph.free_pages == 0 ? 0.0 : 1.0 - double(allocatable) / double(ph.free_pages);
+  out->contiguous_fragmentation =
+      ph.free_pages == 0 ? 0.0 : 1.0 - double(largest) / double(ph.free_pages);
+  out->stitched_allocations = c_.stitched;
+  out->stitched_extents = c_.extents;
+  out->stitches = c_.stitches;
+  out->stitch_extents_total = c_.stitch_extents_total;
+  out->stitch_extents_max = c_.stitch_extents_max;
   out->live_allocations = c_.live;
-  out->free_blocks = c_.free_blocks;
+  out->free_blocks = ph.free_blocks;
   out->owners = c_.owners;
   out->retired_pages = retired_count_;
   out->poisoned_allocations = c_.poisoned;
@@ -928,17 +1290,21 @@ void Allocator::for_each_block(void (*fn)(const BlockInfo&, void*), void* ctx) c
   }
 }
 
-Error Allocator::audit() const {
-  if (!ready_) return Error::kNotInitialised;
+// One window's share of audit(): the address list covers [0, pages) with no
+// two free neighbours, the free lists agree with the bitmaps and hold
+// exactly the free blocks, the live-start index marks exactly the used
+// blocks; used blocks are added to the totals. Extents of the identity
+// window are checked from their stitched allocation (audit()).
+Error Allocator::audit_space(uint32_t w, uint64_t* used_pages, uint32_t* used,
+                             uint32_t* poisoned, uint64_t* cat_pages, uint32_t* cat_count) const {
   constexpr Error kBad = Error::kInconsistent;
-  // Address list: contiguous cover of [0, pages), no free neighbours.
-  uint64_t expect = 0, free_pages = 0, used_pages = 0, retired_pages = 0;
-  uint32_t free_blocks = 0, used = 0, steps = 0, poisoned = 0, prev = 0;
-  uint64_t cat_pages[kCategoryCount] = {};
-  uint32_t cat_count[kCategoryCount] = {};
-  for (uint32_t b = kHead; b != 0; prev = b, b = blocks_[b].phys_next) {
+  const Space& sp = sp_[w];
+  uint64_t expect = 0, free_pages = 0, retired_pages = 0, extent_pages = 0;
+  uint32_t free_blocks = 0, steps = 0, prev = 0, live = 0;
+  for (uint32_t b = sp.head; b != 0; prev = b, b = blocks_[b].phys_next) {
     const Block& B = blocks_[b];
-    if (++steps > block_capacity_ || B.phys_prev != prev || B.start != expect || B.size == 0)
+    if (++steps > block_capacity_ || B.phys_prev != prev || B.start != expect || B.size == 0 ||
+        B.space != w)
       return kBad;
     expect += B.size;
     if (B.state == kFree) {
@@ -946,67 +1312,122 @@ Error Allocator::audit() const {
       free_pages += B.size;
       free_blocks++;
     } else if (B.state == kUsed) {
-      used_pages += B.size;
-      used++;
+      *used_pages += B.size;
+      (*used)++;
+      live++;
       if (B.category >= kCategoryCount) return kBad;
       cat_pages[B.category] += B.size;
       cat_count[B.category]++;
       if (B.poisoned) {
-        poisoned++;
-        uint32_t i = retired_lower_bound(B.start);
-        if (i >= retired_count_ || retired_[i] >= B.start + B.size) return kBad;
+        (*poisoned)++;
+        // A retired page inside it (physically, through its extents).
+        bool found = false;
+        if (w == kPhys) {
+          uint32_t i = retired_lower_bound(B.start);
+          found = i < retired_count_ && retired_[i] < B.start + B.size;
+        } else {
+          for (uint32_t e = B.extent_head; e != 0 && !found; e = blocks_[e].link_next) {
+            uint32_t i = retired_lower_bound(blocks_[e].start);
+            found = i < retired_count_ && retired_[i] < blocks_[e].start + blocks_[e].size;
+          }
+        }
+        if (!found) return kBad;
       }
       if (B.owner_slot == 0 || B.owner_slot > limits_.max_owners ||
           owners_[B.owner_slot - 1].id != B.owner_id)
         return kBad;
-    } else if (B.state == kRetired) {
+      if (!live_at(sp, B.start) || sp.start_record[B.start] != b) return kBad;
+    } else if (B.state == kRetired && w == kPhys) {
       uint32_t i = retired_lower_bound(B.start);
       if (B.size != 1 || i >= retired_count_ || retired_[i] != B.start) return kBad;
       retired_pages++;
+    } else if (B.state == kExtentState && w == kPhys) {
+      uint32_t u = B.owner_id;
+      if (u == 0 || u >= block_capacity_ || blocks_[u].space != kRemap ||
+          blocks_[u].state != kUsed)
+        return kBad;
+      extent_pages += B.size;
     } else {
       return kBad;
     }
   }
-  if (expect != pages_ || free_pages != c_.free_pages || free_blocks != c_.free_blocks ||
-      used_pages != c_.used_pages || used != c_.live || retired_pages != c_.retired_block_pages ||
-      poisoned != c_.poisoned || used + retired_pages + free_blocks > block_capacity_ - 1)
+  if (expect != sp.pages || free_pages != sp.free_pages || free_blocks != sp.free_blocks)
     return kBad;
-  for (uint32_t c = 0; c < kCategoryCount; ++c)
-    if (cat_pages[c] != c_.category_pages[c] || cat_count[c] != c_.category_count[c]) return kBad;
-  // Free lists agree with the bitmaps and hold exactly the free blocks.
+  if (w == kPhys && (retired_pages != c_.retired_block_pages ||
+                     extent_pages != c_.remap_used_pages))
+    return kBad;
   uint64_t listed_pages = 0;
   uint32_t listed = 0;
   for (uint32_t fl = 0; fl < kFlCount; ++fl) {
-    if (((fl_bitmap_ >> fl) & 1) != (sl_bitmap_[fl] != 0)) return kBad;
+    if (((sp.fl_bitmap >> fl) & 1) != (sp.sl_bitmap[fl] != 0)) return kBad;
     for (uint32_t sl = 0; sl < kSlCount; ++sl) {
-      if (((sl_bitmap_[fl] >> sl) & 1) != (heads_[fl][sl] != 0)) return kBad;
+      if (((sp.sl_bitmap[fl] >> sl) & 1) != (sp.heads[fl][sl] != 0)) return kBad;
       uint32_t lp = 0;
-      for (uint32_t b = heads_[fl][sl]; b != 0; lp = b, b = blocks_[b].link_next) {
+      for (uint32_t b = sp.heads[fl][sl]; b != 0; lp = b, b = blocks_[b].link_next) {
         const Block& B = blocks_[b];
         uint32_t f, s;
         mapping(B.size, &f, &s);
-        if (++listed > free_blocks || B.state != kFree || B.link_prev != lp || f != fl || s != sl)
+        if (++listed > free_blocks || B.state != kFree || B.space != w || B.link_prev != lp ||
+            f != fl || s != sl)
           return kBad;
         listed_pages += B.size;
       }
     }
   }
   if (listed != free_blocks || listed_pages != free_pages) return kBad;
-  // Live-start index: a bit exactly at each live allocation's first page,
-  // the page table naming its record there, summary levels exact.
   uint64_t marked = 0;
-  for (uint32_t i = 0; i < level_words_[0]; ++i)
-    marked += uint64_t(__builtin_popcountll(live_bits_[i]));
-  if (marked != c_.live) return kBad;
-  if (pages_ % 64 != 0 && (live_bits_[level_words_[0] - 1] >> (pages_ % 64)) != 0) return kBad;
-  for (uint32_t l = 1; l < levels_; ++l)
-    for (uint32_t i = 0; i < level_words_[l - 1]; ++i) {
-      bool has = (live_bits_[level_offset_[l] + (i >> 6)] >> (i & 63)) & 1;
-      if (has != (live_bits_[level_offset_[l - 1] + i] != 0)) return kBad;
+  for (uint32_t i = 0; i < sp.level_words[0]; ++i)
+    marked += uint64_t(__builtin_popcountll(sp.live_bits[i]));
+  if (marked != live) return kBad;
+  if (sp.pages % 64 != 0 && (sp.live_bits[sp.level_words[0] - 1] >> (sp.pages % 64)) != 0)
+    return kBad;
+  for (uint32_t l = 1; l < sp.levels; ++l)
+    for (uint32_t i = 0; i < sp.level_words[l - 1]; ++i) {
+      bool has = (sp.live_bits[sp.level_offset[l] + (i >> 6)] >> (i & 63)) & 1;
+      if (has != (sp.live_bits[sp.level_offset[l - 1] + i] != 0)) return kBad;
     }
-  for (uint32_t b = kHead; b != 0; b = blocks_[b].phys_next)
-    if (blocks_[b].state == kUsed && (!live_at(blocks_[b].start) || start_record_[blocks_[b].start] != b))
-      return kBad;
+  return Error::kOk;
+}
+
+Error Allocator::audit() const {
+  if (!ready_) return Error::kNotInitialised;
+  constexpr Error kBad = Error::kInconsistent;
+  uint64_t used_pages = 0;
+  uint32_t used = 0, poisoned = 0;
+  uint64_t cat_pages[kCategoryCount] = {};
+  uint32_t cat_count[kCategoryCount] = {};
+  Error e = audit_space(kPhys, &used_pages, &used, &poisoned, cat_pages, cat_count);
+  if (e != Error::kOk) return e;
+  if (remap_pages_ != 0) {
+    e = audit_space(kRemap, &used_pages, &used, &poisoned, cat_pages, cat_count);
+    if (e != Error::kOk) return e;
+  } else if (blocks_[kRemapHead].size != 0 || c_.stitched != 0) {
+    return kBad;
+  }
+  if (used_pages != c_.used_pages || used != c_.live || poisoned != c_.poisoned) return kBad;
+  for (uint32_t c = 0; c < kCategoryCount; ++c)
+    if (cat_pages[c] != c_.category_pages[c] || cat_count[c] != c_.category_count[c]) return kBad;
+  // Stitched allocations: extents chained in order, each an extent block
+  // naming it, at most kMaxExtents, covering exactly its pages.
+  uint32_t stitched = 0, extents = 0;
+  for (uint32_t b = sp_[kRemap].head; remap_pages_ != 0 && b != 0; b = blocks_[b].phys_next) {
+    const Block& B = blocks_[b];
+    if (B.state != kUsed) continue;
+    stitched++;
+    uint64_t pages = 0;
+    uint32_t n = 0, lp = 0;
+    for (uint32_t x = B.extent_head; x != 0; lp = x, x = blocks_[x].link_next) {
+      const Block& X = blocks_[x];
+      if (++n > kMaxExtents || X.state != kExtentState || X.space != kPhys || X.owner_id != b ||
+          X.link_prev != lp)
+        return kBad;
+      pages += X.size;
+    }
+    if (n == 0 || pages != B.size) return kBad;
+    extents += n;
+  }
+  if (stitched != c_.stitched || extents != c_.extents || extents > limits_.max_extents)
+    return kBad;
   // Owners: lists and accounting.
   uint32_t owner_live = 0, owners = 0;
   for (uint32_t i = 0; i <= owner_hash_mask_; ++i) {
@@ -1020,8 +1441,7 @@ Error Allocator::audit() const {
     for (uint32_t b = o.head; b != 0; lp = b, b = blocks_[b].link_next) {
       const Block& B = blocks_[b];
       if (++n > o.count || B.state != kUsed || B.owner_slot != s || B.link_prev != lp) return kBad;
-      if (lookup(base_ + (uint64_t(B.start) << page_shift_), page_bytes_, nullptr) != Error::kOk)
-        return kBad;
+      if (lookup(block_addr(b), page_bytes_, nullptr) != Error::kOk) return kBad;
       pages += B.size;
       cp[B.category] += B.size;
     }
@@ -1031,13 +1451,16 @@ Error Allocator::audit() const {
     owner_live += n;
   }
   if (owner_live != c_.live || owners != c_.owners) return kBad;
-  // Retired pages: sorted, each in a retired block or a poisoned allocation.
+  // Retired pages: sorted, each in a retired block, a poisoned allocation
+  // or an extent of a poisoned stitched allocation.
   for (uint32_t i = 0; i < retired_count_; ++i) {
     if (i > 0 && retired_[i] <= retired_[i - 1]) return kBad;
     uint32_t b = locate(retired_[i]);
     if (b == 0) return kBad;
     const Block& B = blocks_[b];
-    if (!(B.state == kRetired || (B.state == kUsed && B.poisoned))) return kBad;
+    bool ok = B.state == kRetired || (B.state == kUsed && B.poisoned) ||
+              (B.state == kExtentState && blocks_[B.owner_id].poisoned);
+    if (!ok) return kBad;
   }
   return Error::kOk;
 }

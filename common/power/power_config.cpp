@@ -71,6 +71,9 @@ ConfigError validate(const PowerConfig& c) {
   if (m.link_l0_mw > 100000) return bad("model.link_l0_mw");
   if (m.link_l0s_mw > 100000) return bad("model.link_l0s_mw");
   if (m.link_l1_mw > 100000) return bad("model.link_l1_mw");
+  // Deeper link states never draw more: L0 >= L0s >= L1 >= down (0).
+  if (m.link_l0s_mw > m.link_l0_mw) return bad("model.link_l0s_mw");
+  if (m.link_l1_mw > m.link_l0s_mw) return bad("model.link_l1_mw");
   if (m.link_pj_per_byte > 10000) return bad("model.link_pj_per_byte");
   if (!in(c.governor_interval_ms, 1, 10000)) return bad("governor_interval_ms");
   if (!in(c.power_average_ms, 1, 60000)) return bad("power_average_ms");

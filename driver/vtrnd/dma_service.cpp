@@ -58,12 +58,7 @@ void DmaService::add_chip(Chip* chip) {
 }
 
 void DmaService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err) {
-  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-  resp.id = id;
-  resp.status = st;
-  std::string e = err;
-  resp.error = e.data();
-  reply_(cid, &resp);
+  drv::reply_error(reply_, cid, id, st, err);
 }
 
 DmaService::ChipDma* DmaService::ready_chip(uint64_t cid, uint64_t id, Chip* chip) {

@@ -17,6 +17,8 @@
 // scheduler and is retried on the next completion or tick.
 #pragma once
 
+#include "reply.h"
+
 #include <stdint.h>
 
 #include <functional>
@@ -40,7 +42,7 @@ struct DmaServiceOptions {
 
 class DmaService {
  public:
-  using ReplyFn = std::function<void(uint64_t cid, Vtrn__Api__Response* resp)>;
+  using ReplyFn = drv::ReplyFn;
 
   static constexpr uint32_t kMaxReadBytes = (4u << 20) - (64u << 10);
   static constexpr uint32_t kMaxBenchMs = 600'000;

@@ -399,12 +399,7 @@ void HbmService::free_owner(Chip* chip, uint64_t owner, FreeOwnerDone done) {
 // ---- client requests ------------------------------------------------------------------
 
 void HbmService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err) {
-  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-  resp.id = id;
-  resp.status = st;
-  std::string e = err;
-  resp.error = e.data();
-  reply_(cid, &resp);
+  drv::reply_error(reply_, cid, id, st, err);
 }
 
 void HbmService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) {
@@ -577,6 +572,15 @@ void HbmService::do_stats(uint64_t cid, uint64_t id, ChipHbm& ch) {
       s->fail_bad_argument = b.fail_bad_argument;
       s->fail_no_metadata = b.fail_no_metadata;
       s->ecc_uncorrectable = b.ecc_uncorrectable;
+      s->largest_contiguous_free_bytes = b.largest_contiguous_free_bytes;
+      s->contiguous_fragmentation = b.contiguous_fragmentation;
+      s->remap_base = b.remap_base;
+      s->remap_bytes = b.remap_bytes;
+      s->remap_used_bytes = b.remap_used_bytes;
+      s->stitched_allocations = b.stitched_allocations;
+      s->stitched_extents = b.stitched_extents;
+      s->stitches = b.stitches;
+      s->stitch_extents_max = b.stitch_extents_max;
       (*keep)[0].assign(b.category_bytes, b.category_bytes + std::min<size_t>(b.n_category_bytes, 16));
       (*keep32)[0].assign(b.category_allocations, b.category_allocations + std::min<size_t>(b.n_category_allocations, 16));
       (*keep)[1].assign(b.correctable_per_stack, b.correctable_per_stack + std::min<size_t>(b.n_correctable_per_stack, 16));
@@ -658,6 +662,8 @@ void HbmService::list_page(uint64_t cid, uint64_t id, ChipHbm& ch, uint64_t epoc
       x.owner_id = e.owner & 0xffffffffu;
       x.category = Vtrn__Api__HbmCategory(e.category < vtrn::hbm::kCategoryCount ? e.category : 0);
       x.poisoned = e.poisoned;
+      x.stitched = e.stitched;
+      x.extents = e.extents;
       acc->push_back(x);
     }
     if (b.more && b.next_addr > from && acc->size() < kMaxListEntries)

@@ -19,6 +19,8 @@
 // requests fail with CHIP_NOT_READY.
 #pragma once
 
+#include "reply.h"
+
 #include <stdint.h>
 
 #include <functional>
@@ -45,7 +47,7 @@ struct HbmServiceOptions {
 
 class HbmService {
  public:
-  using ReplyFn = std::function<void(uint64_t cid, Vtrn__Api__Response* resp)>;
+  using ReplyFn = drv::ReplyFn;
   using AllocDone = std::function<void(Vtrn__Api__Status status, uint64_t addr, const std::string& error)>;
   using FreeDone = std::function<void(Vtrn__Api__Status status, const std::string& error)>;
   using FreeOwnerDone =

@@ -264,12 +264,7 @@ const JobService::Job* JobService::find_any(uint64_t id) const {
 }
 
 void JobService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err) {
-  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-  resp.id = id;
-  resp.status = st;
-  std::string e = err;
-  resp.error = e.data();
-  reply_(cid, &resp);
+  drv::reply_error(reply_, cid, id, st, err);
 }
 
 void JobService::submit(uint64_t cid, uint64_t id, const Vtrn__Api__JobSubmitRequest& r) {

@@ -28,6 +28,8 @@
 // detached.
 #pragma once
 
+#include "reply.h"
+
 #include <stdint.h>
 
 #include <deque>
@@ -90,7 +92,7 @@ struct JobCounters {
 
 class JobService {
  public:
-  using ReplyFn = std::function<void(uint64_t cid, Vtrn__Api__Response* resp)>;
+  using ReplyFn = drv::ReplyFn;
 
   static constexpr uint32_t kMaxBuffers = 32;
   static constexpr uint32_t kMaxSteps = 16;

@@ -2,6 +2,7 @@
 // status reads and LinkControl forwarding (see link_service.h).
 #include "link_service.h"
 #include "proto_arena.h"
+#include "vtrn/drv/seqlock_retry.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,7 +32,6 @@ using vtrn::link::LinkState;
 constexpr uint64_t kSwitchBusyPollNs = 1'000'000;
 constexpr uint64_t kSwitchIdlePollNs = 10'000'000;
 constexpr uint32_t kControlTimeoutMs = 3000;
-constexpr int kSeqlockTries = 200;
 
 uint64_t mono_ns() {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -346,7 +346,8 @@ bool LinkService::read_chip(Chip* chip, abi::LinksBlock* out, std::string* err) 
     return false;
   }
   const auto* hdr = reinterpret_cast<const abi::LinksHeader*>(bar2);
-  for (int i = 0; i < kSeqlockTries; ++i) {
+  drv::SeqlockRetry retry;
+  do {
     const uint32_t s1 = __atomic_load_n(&hdr->seq, __ATOMIC_ACQUIRE);
     if (s1 & 1u) continue;
     memcpy(out, bar2, sizeof *out);
@@ -361,19 +362,14 @@ bool LinkService::read_chip(Chip* chip, abi::LinksBlock* out, std::string* err) 
       return false;
     }
     return true;
-  }
+  } while (retry.again());
   *err = "link status block is being rewritten continuously";
   return false;
 }
 
 void LinkService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st,
                               const std::string& err) {
-  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-  resp.id = id;
-  resp.status = st;
-  std::string e = err;
-  resp.error = e.data();
-  reply_(cid, &resp);
+  drv::reply_error(reply_, cid, id, st, err);
 }
 
 namespace {
@@ -447,6 +443,11 @@ void fill_port(Keep& k, uint32_t chip, const abi::PortStatus& s, const std::stri
   c->check_good_frames = s.check_good_frames;
   c->check_bad_frames = s.check_bad_frames;
   c->check_good_bytes = s.check_good_bytes;
+  c->ping_pending = s.ping_pending;
+  c->ping_done = s.ping_done;
+  c->ping_rtt_total_ns = s.ping_rtt_total_ns;
+  c->ping_rtt_min_ns = s.ping_rtt_min_ns;
+  c->ping_rtt_max_ns = s.ping_rtt_max_ns;
   p->counters = c;
 }
 
@@ -561,6 +562,7 @@ void LinkService::control(uint64_t cid, uint64_t id, const Vtrn__Api__LinkContro
   body.ber = r.ber;
   body.lane = r.lane;
   body.bytes = r.bytes;
+  body.count = r.count;
   Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
   req.body_case = VTRN__CTRL__REQUEST__BODY_LINK_CONTROL;
   req.link_control = &body;
@@ -625,7 +627,9 @@ void LinkService::topo(uint64_t cid, uint64_t id) {
         state = state_name(s->state);
         if (s->speed != 0) speed = speed_name(s->speed);
         t->width = s->width;
-        *up = *up && s->state == uint8_t(LinkState::kL0);
+        // ---- power: an idle link in L0s or L1 (ASPM) is up too ----
+        *up = *up && (s->state == uint8_t(LinkState::kL0) || s->state == uint8_t(LinkState::kL0s) ||
+                      s->state == uint8_t(LinkState::kL1));
       } else {
         *up = false;
       }

@@ -16,6 +16,8 @@
 // own one side of a local region and move frames over a socket).
 #pragma once
 
+#include "reply.h"
+
 #include <stdint.h>
 
 #include <functional>
@@ -72,7 +74,7 @@ class ShmFileMedium final : public LinkMedium {
 
 class LinkService {
  public:
-  using ReplyFn = std::function<void(uint64_t cid, Vtrn__Api__Response* resp)>;
+  using ReplyFn = drv::ReplyFn;
 
   LinkService(EventLoop* loop, const BoardSpec& board, std::string runtime_dir, ReplyFn reply);
   ~LinkService();

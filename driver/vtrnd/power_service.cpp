@@ -181,12 +181,7 @@ std::unique_ptr<PowerTelemetryMessage> PowerService::telemetry(const Chip& chip,
 
 void PowerService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st,
                                const std::string& err) {
-  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-  resp.id = id;
-  resp.status = st;
-  std::string e = err;
-  resp.error = e.data();
-  reply_(cid, &resp);
+  drv::reply_error(reply_, cid, id, st, err);
 }
 
 void PowerService::set(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__PowerSetRequest& r) {

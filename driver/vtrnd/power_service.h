@@ -15,6 +15,8 @@
 // D0, it is neither failed nor timed out here.
 #pragma once
 
+#include "reply.h"
+
 #include <stdint.h>
 
 #include <functional>
@@ -57,7 +59,7 @@ std::vector<const char*> clock_event_reason_names(uint64_t reasons);
 
 class PowerService {
  public:
-  using ReplyFn = std::function<void(uint64_t cid, Vtrn__Api__Response* resp)>;
+  using ReplyFn = drv::ReplyFn;
   static constexpr uint32_t kTimeoutMs = 5000;
 
   PowerService(EventLoop* loop, ReplyFn reply);

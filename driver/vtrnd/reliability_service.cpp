@@ -38,12 +38,7 @@ const char* fault_kind_name(Vtrn__Api__FaultKind k) {
 
 void ReliabilityService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st,
                                      const std::string& err) {
-  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-  resp.id = id;
-  resp.status = st;
-  std::string e = err;
-  resp.error = e.data();
-  reply_(cid, &resp);
+  drv::reply_error(reply_, cid, id, st, err);
 }
 
 void ReliabilityService::reply_inject(uint64_t cid, uint64_t id, const std::string& detail,

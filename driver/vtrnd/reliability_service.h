@@ -12,6 +12,8 @@
 // must latch; qemu-kill is a SIGKILL to the chip's QEMU.
 #pragma once
 
+#include "reply.h"
+
 #include <stdint.h>
 
 #include <functional>
@@ -40,7 +42,7 @@ class ResetHistoryMsg {
 
 class ReliabilityService {
  public:
-  using ReplyFn = std::function<void(uint64_t cid, Vtrn__Api__Response* resp)>;
+  using ReplyFn = drv::ReplyFn;
 
   static constexpr uint32_t kInjectTimeoutMs = 2000;
 

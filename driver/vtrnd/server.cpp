@@ -71,6 +71,7 @@ Daemon::~Daemon() {
   // The DMA service holds chip pointers; chips kill and reap any QEMU
   // still running in their destructors.
   // ---- jobs ----
+  collectives_.reset();  // ---- collectives (links) ----
   jobs_.reset();
   job_backend_.reset();
   // ---- end jobs ----
@@ -256,6 +257,11 @@ bool Daemon::start(std::string* err) {
   job_backend_ = std::make_unique<DaemonJobBackend>(&loop_, &chips_, dma_.get(), hbm_.get());
   jobs_ = std::make_unique<JobService>(&loop_, job_backend_.get(), JobServiceOptions{},
                                        [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); });
+  // ---- collectives (links): ring collectives as one job per chip ----
+  collectives_ = std::make_unique<CollectiveService>(
+      &loop_, job_backend_.get(), board_.chips, board_.board.model,
+      [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); });
+  // ---- end collectives ----
   for (auto& c : chips_) {
     // Chained after the other services' handlers: a chip that leaves READY
     // (reset, failure, stop) ends the jobs it held.
@@ -268,10 +274,12 @@ bool Daemon::start(std::string* err) {
       if (st.reset.recovering && !st.reset.last_reason.empty()) why += " (" + st.reset.last_reason + ")";
       else if (!st.error.empty()) why += " (" + st.error + ")";
       jobs_->on_chip_down(ch.id(), why);
+      if (collectives_) collectives_->on_chip_down(ch.id(), why);  // ---- collectives (links) ----
     };
     const uint32_t id = c->id();
     c->subscribe_events([this, id](const Vtrn__Ctrl__Event& ev) {
       if (jobs_) jobs_->on_event(id, ev);
+      if (collectives_) collectives_->on_event(id, ev);  // ---- collectives (links) ----
     });
   }
   // ---- end jobs ----
@@ -388,6 +396,7 @@ void Daemon::close_conn(uint64_t cid) {
   if (dma_) dma_->client_gone(cid);
   if (hbm_) hbm_->client_gone(cid);  // ---- HBM ----
   if (jobs_) jobs_->client_gone(cid);  // ---- jobs ----
+  if (collectives_) collectives_->client_gone(cid);  // ---- collectives (links) ----
   if (power_) power_->client_gone(cid);  // ---- power ----
 }
 
@@ -412,12 +421,7 @@ void Daemon::reply(uint64_t cid, Vtrn__Api__Response* resp) {
 }
 
 void Daemon::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err) {
-  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-  resp.id = id;
-  resp.status = st;
-  std::string e = err;
-  resp.error = e.data();
-  reply(cid, &resp);
+  drv::reply_error([this](uint64_t c, Vtrn__Api__Response* r) { reply(c, r); }, cid, id, st, err);
 }
 
 void Daemon::flush(uint64_t cid) {
@@ -498,6 +502,8 @@ void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
       case VTRN__API__REQUEST__BODY_JOB_LIST:
       case VTRN__API__REQUEST__BODY_JOB_SHOW:
       case VTRN__API__REQUEST__BODY_JOB_CANCEL: do_jobs(cid, *req); break;
+      // ---- collectives (links) ----
+      case VTRN__API__REQUEST__BODY_COLLECTIVE: collectives_->run(cid, req->id, *req->collective); break;
       // ---- end jobs ----
       // ---- power ----
       case VTRN__API__REQUEST__BODY_POWER_SET: {

@@ -22,6 +22,7 @@
 #include "link_service.h"  // ---- links ----
 #include "job_backend.h"  // ---- jobs ----
 #include "job_service.h"  // ---- jobs ----
+#include "collective_service.h"  // ---- collectives (links) ----
 #include "vtrn/drv/event_loop.h"
 #include "vtrn/drv/fd.h"
 #include "vtrn/drv/wire.h"
@@ -112,6 +113,7 @@ class Daemon {
   // ---- jobs: destroyed before the DMA and HBM services they use ----
   std::unique_ptr<DaemonJobBackend> job_backend_;
   std::unique_ptr<JobService> jobs_;
+  std::unique_ptr<CollectiveService> collectives_;  // ---- collectives (links) ----
   // ---- end jobs ----
   std::map<uint64_t, Conn> conns_;
   uint64_t next_conn_ = 1;

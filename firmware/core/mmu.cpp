@@ -59,6 +59,15 @@ constexpr uint64_t kSctlrC = 1ull << 2;
 constexpr uint64_t kSctlrI = 1ull << 12;
 constexpr uint64_t kSctlrWxn = 1ull << 19;
 
+// The remap window's tables (see fw/mmu.h): one level-2 table per GiB and
+// one level-3 table per 2 MiB of kRemapMaxBytes.
+constexpr unsigned kRemapL2Tables = unsigned((kRemapMaxBytes + kGiB - 1) / kGiB);
+constexpr unsigned kRemapL3Tables = unsigned(kRemapMaxBytes / k2MiB);
+alignas(4096) uint64_t g_remap_l2[kRemapL2Tables][kEntries];
+alignas(4096) uint64_t g_remap_l3[kRemapL3Tables][kEntries];
+uint64_t g_remap_base = 0;
+uint64_t g_remap_size = 0;
+
 alignas(4096) uint64_t g_l0[kEntries];
 alignas(4096) uint64_t g_l1[kL0Entries][kEntries];
 alignas(4096) uint64_t g_l2[kMaxL2Tables][kEntries];
@@ -298,6 +307,86 @@ void init_early(uint64_t platform_dtb_address) {
 }
 
 void share_with_secondaries() { __atomic_store_n(&g_shared, 1u, __ATOMIC_RELEASE); }
+
+void reserve_remap(uint64_t base, uint64_t size) {
+  if (g_remap_size != 0 || size == 0 || size > kRemapMaxBytes || (base & (kGiB - 1)) != 0 ||
+      (size & (k2MiB - 1)) != 0 || base >= kVaLimit || size > kVaLimit - base) {
+    panic(vtrn::hostif::kPanicPlatform,
+          "mmu: remap window [0x%llx, +0x%llx) is not one the tables can hold",
+          (unsigned long long)base, (unsigned long long)size);
+  }
+  for (unsigned i = 0; i < g_claim_count; ++i) {
+    const Claim& c = g_claims[i];
+    if (c.base < base + size && base < c.base + c.size) conflict(base, "remap window");
+  }
+  for (uint64_t g = 0; g < (size + kGiB - 1) / kGiB; ++g) {
+    uint64_t* e1 = l1_entry(base + g * kGiB);
+    if (*e1 & kDescValid) conflict(base + g * kGiB, "remap window");
+    uint64_t* l2 = g_remap_l2[g];
+    for (uint64_t b = 0; b < kEntries && g * kGiB + b * k2MiB < size; ++b) {
+      l2[b] = uint64_t(reinterpret_cast<uintptr_t>(g_remap_l3[g * kEntries + b])) | kDescValid |
+              kDescTable;
+    }
+    // The walker must see the level-2 table complete before the level-1
+    // entry that points to it.
+    asm volatile("dsb ishst" ::: "memory");
+    *e1 = uint64_t(reinterpret_cast<uintptr_t>(l2)) | kDescValid | kDescTable;
+  }
+  if (g_claim_count < sizeof g_claims / sizeof g_claims[0]) {
+    g_claims[g_claim_count++] = Claim{base, size, Memory::kNormalNoExec, "remap window"};
+  }
+  g_remap_base = base;
+  g_remap_size = size;
+  sync_tables();
+}
+
+namespace {
+uint64_t* remap_entry(uint64_t va) {
+  const uint64_t off = va - g_remap_base;
+  return &g_remap_l3[off >> 21][(off >> 12) & (kEntries - 1)];
+}
+}  // namespace
+
+bool remap(uint64_t va, uint64_t pa, uint64_t bytes) {
+  if (bytes == 0 || ((va | pa | bytes) & (kPage - 1)) != 0 || va < g_remap_base ||
+      va - g_remap_base > g_remap_size || bytes > g_remap_size - (va - g_remap_base) ||
+      pa >= kVaLimit || bytes > kVaLimit - pa)
+    return false;
+  for (uint64_t off = 0; off < bytes; off += kPage)
+    if (*remap_entry(va + off) & kDescValid) return false;
+  const uint64_t attrs = block_attrs(Memory::kNormalNoExec) | kDescValid | kDescTable;  // page
+  for (uint64_t off = 0; off < bytes; off += kPage) *remap_entry(va + off) = (pa + off) | attrs;
+  // Invalid entries are never cached in a TLB, so publishing the stores
+  // to the walkers of every core is enough.
+  asm volatile(
+      "dsb ish\n"
+      "isb" ::: "memory");
+  return true;
+}
+
+void unmap_remap(uint64_t va, uint64_t bytes) {
+  if (bytes == 0 || va < g_remap_base || va - g_remap_base > g_remap_size ||
+      bytes > g_remap_size - (va - g_remap_base))
+    panic(vtrn::hostif::kPanicAssert, "mmu: unmap of [0x%llx, +0x%llx) outside the remap window",
+          (unsigned long long)va, (unsigned long long)bytes);
+  for (uint64_t off = 0; off < bytes; off += kPage) *remap_entry(va + off) = 0;
+  // Break before the pages are made again: the invalid entries reach the
+  // walkers, then every core drops what it cached for them.
+  asm volatile("dsb ishst" ::: "memory");
+  const uint64_t pages = bytes / kPage;
+  if (!g_enabled) return;
+  if (pages > 64) {
+    asm volatile("tlbi vmalle1is" ::: "memory");
+  } else {
+    for (uint64_t off = 0; off < bytes; off += kPage) {
+      const uint64_t arg = (va + off) >> 12;  // VA[55:12], ASID 0
+      asm volatile("tlbi vae1is, %0" ::"r"(arg) : "memory");
+    }
+  }
+  asm volatile(
+      "dsb ish\n"
+      "isb" ::: "memory");
+}
 
 void enable_this_core() {
   FW_CHECK(g_enabled, "mmu: a secondary core started before core 0 built the tables");

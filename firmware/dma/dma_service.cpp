@@ -57,6 +57,20 @@ const Region* find_region(const FwHeader& h, RegionType type) {
 
 }  // namespace
 
+// ---- HBM ----
+void Service::set_remap_window(uint64_t base, uint64_t size) {
+  map_.remap = reinterpret_cast<uint8_t*>(uintptr_t(base));
+  map_.remap_base = base;
+  map_.remap_size = size;
+  if (region_ != nullptr) {
+    // Before READY: the host reads the header only after the release store
+    // of the firmware state.
+    region_->remap_base = base;
+    region_->remap_size = size;
+  }
+}
+// ---- end HBM ----
+
 void Service::init(const ServiceConfig& cfg) {
   char err[160];
   if (!check_geometry(cfg.queues, cfg.depth, err, sizeof err)) panic(kPanicBoard, "%s", err);
@@ -90,6 +104,7 @@ void Service::init(const ServiceConfig& cfg) {
   map_.hbm_base = hbm.base;
   map_.hbm_size = hbm.size;
   map_.policy = nullptr;
+  region_ = reinterpret_cast<vtrn::dma::DmaRegionHeader*>(cfg.bar2 + dma->offset);  // ---- HBM ----
 
   // Region table, then the capability; READY (a release store) publishes both.
   memcpy(header->regions, h.regions, sizeof h.regions);

@@ -70,20 +70,27 @@ uint64_t owner_from_key(uint32_t key) {
   return (uint64_t(key >> kOwnerIdBits) << 32) | (key & ((1u << kOwnerIdBits) - 1));
 }
 
-size_t Manager::arena_bytes(const vtrn::board::HbmGeometry& g, uint64_t base) {
+size_t Manager::arena_bytes(const vtrn::board::HbmGeometry& g, uint64_t base,
+                            const Remap& remap) {
   vtrn::hbm::Config c;
   c.geometry = g;
   c.base = base;
   c.limits = kLimits;
+  c.mapper = remap.mapper;
+  c.remap_base = remap.base;
+  c.remap_bytes = remap.bytes;
   return Allocator::arena_bytes(c);
 }
 
 Status Manager::init(const vtrn::board::HbmGeometry& g, uint64_t base, void* arena,
-                     size_t arena_size) {
+                     size_t arena_size, const Remap& remap) {
   vtrn::hbm::Config c;
   c.geometry = g;
   c.base = base;
   c.limits = kLimits;
+  c.mapper = remap.mapper;
+  c.remap_base = remap.base;
+  c.remap_bytes = remap.bytes;
   ready_ = false;
   const Status s = a_.init(c, arena, arena_size);
   if (s != Status::kOk) return s;
@@ -171,12 +178,22 @@ Status Manager::inject_ecc(uint64_t addr, bool uncorrectable, EccRecord* out) {
     *out = r;
     return r.result;
   }
-  if (addr < base_ || addr - base_ >= a_.total_bytes()) {
+  // A remap-window address stands for the physical page behind it (the
+  // page is what goes bad); an unallocated one has none.
+  uint64_t phys = addr;
+  if (a_.in_remap_window(addr)) {
+    r.result = a_.translate(addr, &phys);
+    if (r.result != Status::kOk) {
+      *out = r;
+      return r.result;
+    }
+  }
+  if (phys < base_ || phys - base_ >= a_.total_bytes()) {
     r.result = Status::kOutOfRange;
     *out = r;
     return r.result;
   }
-  const uint64_t off = addr - base_;
+  const uint64_t off = phys - base_;
   r.page_offset = off & ~(a_.page_bytes() - 1);
   r.stack = uint32_t(off / geometry_.bytes_per_stack);
   if (!uncorrectable) {
@@ -193,7 +210,7 @@ Status Manager::inject_ecc(uint64_t addr, bool uncorrectable, EccRecord* out) {
     } else if (r.result == Status::kAlreadyRetired) {
       // Still tell the caller which allocation (if any) holds the bad page.
       vtrn::hbm::AllocationInfo info;
-      if (a_.lookup(base_ + r.page_offset, a_.page_bytes(), &info) == Status::kOk) {
+      if (a_.lookup(addr & ~(a_.page_bytes() - 1), a_.page_bytes(), &info) == Status::kOk) {
         r.allocation_poisoned = info.poisoned;
         r.allocation_addr = info.addr;
         r.owner = owner_from_key(info.owner);
@@ -243,7 +260,10 @@ vtrn::dma::Status DmaPolicy::check(uint64_t addr, uint64_t length) const {
     case Access::kEccError: return vtrn::dma::kErrEcc;
     case Access::kNotAllocated: break;
   }
-  return m_->dma_unchecked() ? vtrn::dma::kOk : vtrn::dma::kErrNotAllocated;
+  // Unchecked DMA reaches unallocated HBM, never an unallocated part of the
+  // remap window: nothing is mapped there and the copy would fault.
+  const bool remap = m_->allocator().in_remap_window(addr);
+  return m_->dma_unchecked() && !remap ? vtrn::dma::kOk : vtrn::dma::kErrNotAllocated;
 }
 
 // ---- vtrn.ctrl handlers --------------------------------------------------------
@@ -420,6 +440,16 @@ bool Manager::serve_stats(Vtrn__Ctrl__Response* resp, pb::Arena& arena, char* er
   b->max_allocations = kLimits.max_allocations;
   b->max_owners = kLimits.max_owners;
   b->max_retired_pages = kLimits.max_retired_pages;
+  b->largest_contiguous_free_bytes = st.largest_contiguous_free_bytes;
+  b->contiguous_fragmentation = st.contiguous_fragmentation;
+  b->remap_base = st.remap_bytes != 0 ? a_.remap_base() : 0;
+  b->remap_bytes = st.remap_bytes;
+  b->remap_used_bytes = st.remap_used_bytes;
+  b->stitched_allocations = st.stitched_allocations;
+  b->stitched_extents = st.stitched_extents;
+  b->stitches = st.stitches;
+  b->stitch_extents_max = st.stitch_extents_max;
+  b->max_extents = kLimits.max_extents;
   resp->body_case = VTRN__CTRL__RESPONSE__BODY_HBM_STATS;
   resp->hbm_stats = b;
   return true;
@@ -449,6 +479,8 @@ bool Manager::serve_list(const Vtrn__Ctrl__HbmListRequest& r, Vtrn__Ctrl__Respon
     e->owner = owner_from_key(info.owner);
     e->category = uint32_t(info.category);
     e->poisoned = info.poisoned;
+    e->stitched = info.stitched;
+    e->extents = info.extents;
     ptrs[n++] = e;
     from = info.addr + info.bytes;
   }

@@ -4,12 +4,18 @@
 // The arena is a fixed .bss array rather than memory carved from RAM at
 // boot, so no other service can be handed the same bytes and the image's
 // size says what HBM management costs. kArenaBytes covers the allocator's
-// published bound (common/hbm/include/vtrn/hbm.h) with kLimits for up to
-// about 400 Ki pages: 25 GiB of 64 KiB pages, 1.6 GiB of 4 KiB pages. A
-// board asking for more stops the boot with a message saying so.
+// published bound (common/hbm/include/vtrn/hbm.h) with kLimits and a remap
+// window of 4x the HBM (capped at 1 GiB, whose index is 16 Ki pages of
+// 64 KiB or 256 Ki pages of 4 KiB): up to about 380 Ki pages of 64 KiB
+// (23 GiB of HBM), or 136 Ki pages of 4 KiB (530 MiB). A board asking for
+// more stops the boot with a message saying so.
+//
+// Stitching maps through fw::mmu's remap window (see vtrn/hbm.h for when
+// an allocation is stitched).
 #include "fw/hbm_service.h"
 
 #include "fw/log.h"
+#include "fw/mmu.h"
 #include "fw/panic.h"
 
 namespace fw::hbm {
@@ -17,6 +23,11 @@ namespace {
 
 constexpr size_t kArenaBytes = 2u << 20;
 alignas(64) uint8_t g_arena[kArenaBytes];
+
+bool mmu_map(void*, uint64_t va, uint64_t pa, uint64_t bytes) { return mmu::remap(va, pa, bytes); }
+void mmu_unmap(void*, uint64_t va, uint64_t bytes) { mmu::unmap_remap(va, bytes); }
+const vtrn::hbm::Mapper g_mapper{nullptr, &mmu_map, &mmu_unmap};
+uint64_t g_remap_bytes = 0;
 
 const char* owner_kind_name(uint64_t owner) {
   switch (uint32_t(owner >> 32)) {
@@ -36,7 +47,12 @@ void init(const vtrn::board::Chip& chip, uint64_t hbm_base, uint64_t hbm_size,
     panic(vtrn::hostif::kPanicBoard, "hbm: the board gives %llu MiB but the DMA range is %llu MiB",
           (unsigned long long)(g.total_bytes() >> 20), (unsigned long long)(hbm_size >> 20));
   }
-  const size_t need = Manager::arena_bytes(g, hbm_base);
+  // 4x the HBM, within what the static tables hold, whole 2 MiB.
+  uint64_t window = 4 * g.total_bytes();
+  if (window > mmu::kRemapMaxBytes) window = mmu::kRemapMaxBytes;
+  window &= ~((2ull << 20) - 1);
+  const Remap remap{&g_mapper, kRemapBase, window};
+  const size_t need = Manager::arena_bytes(g, hbm_base, remap);
   if (need == 0) {
     panic(vtrn::hostif::kPanicBoard,
           "hbm: %u stacks x %llu MiB in %u KiB pages at 0x%llx is not a geometry the allocator "
@@ -51,18 +67,26 @@ void init(const vtrn::board::Chip& chip, uint64_t hbm_base, uint64_t hbm_size,
           (unsigned long long)(g.total_bytes() >> 20), unsigned(g.page_bytes >> 10), need >> 10,
           kArenaBytes >> 10);
   }
-  const Status s = manager().init(g, hbm_base, g_arena, kArenaBytes);
+  mmu::reserve_remap(kRemapBase, window);
+  const Status s = manager().init(g, hbm_base, g_arena, kArenaBytes, remap);
   if (s != Status::kOk) {
     panic(vtrn::hostif::kPanicBoard, "hbm: allocator init failed: %s", vtrn::hbm::error_name(s));
   }
+  g_remap_bytes = window;
   header->capabilities = header->capabilities | vtrn::hostif::kCapHbm;
   log(kLogInfo,
       "hbm: %u stacks x %llu MiB (%u ch each) at 0x%llx, %u KiB pages, metadata %zu KiB; "
-      "limits %u allocations, %u owners, %u retired pages",
+      "limits %u allocations, %u owners, %u retired pages; remap window 0x%llx + %llu MiB",
       unsigned(g.stacks), (unsigned long long)(g.bytes_per_stack >> 20), unsigned(g.channels),
       (unsigned long long)hbm_base, unsigned(g.page_bytes >> 10), need >> 10,
       unsigned(kLimits.max_allocations), unsigned(kLimits.max_owners),
-      unsigned(kLimits.max_retired_pages));
+      unsigned(kLimits.max_retired_pages), (unsigned long long)kRemapBase,
+      (unsigned long long)(window >> 20));
+}
+
+void remap_window(uint64_t* base, uint64_t* bytes) {
+  *base = g_remap_bytes != 0 ? kRemapBase : 0;
+  *bytes = g_remap_bytes;
 }
 
 uint32_t service_events(bool (*send)(const EccRecord& r)) {

@@ -14,6 +14,7 @@
 
 #include "fw/log.h"
 #include "fw/pb_arena.h"
+#include "fw/power_service.h"  // ---- power: report_link ----
 #include "vtrn/link.h"
 #include "vtrn/links_abi.h"
 
@@ -28,20 +29,32 @@ using vtrn::link::LinkStatus;
 namespace abi = vtrn::links;
 
 constexpr uint32_t kMaxPayload = abi::kLinkMaxPayload;
-constexpr uint32_t kReplayFrames = 8;
-constexpr uint32_t kRxFrames = 8;
+// Window: frames in flight per direction before the sender needs an ACK.
+// The ring holds 32 slots of a 256 KiB region; a window of 16 keeps a
+// sender busy while the peer's loop turn comes around.
+constexpr uint32_t kReplayFrames = 16;
+constexpr uint32_t kRxFrames = 16;
 constexpr uint64_t kActivePollNs = 1'000'000;      // training, recovery
+// ivshmem-plain raises no interrupt, so a receiver learns of new frames only
+// by polling: after traffic the loop keeps polling without sleeping for this
+// long, or a stream would move one window per idle period (kIdlePollNs),
+// about 1 MB/s. A real idle link stops costing CPU once it has passed.
+constexpr uint64_t kLingerNs = 3'000'000;
 constexpr uint64_t kIdlePollNs = 20'000'000;       // Detect, idle L0: heartbeat only
 constexpr uint64_t kPublishEveryNs = 10'000'000;
 constexpr uint64_t kMaxSendBytes = 1ull << 30;
 constexpr uint32_t kPatternMagic = 0x54544c56;     // "VLTT"
+constexpr uint32_t kPingMagic = 0x49504c56;        // "VLPI": echo this back
+constexpr uint32_t kPongMagic = 0x4f504c56;        // "VLPO": the echo
+constexpr uint32_t kPingBytes = 64;
+constexpr uint32_t kMaxPings = 100000;
 
 Config port_config() {
   Config c;
   c.max_payload = kMaxPayload;
   c.replay_frames = kReplayFrames;
   c.rx_frames = kRxFrames;
-  c.frames_per_poll = 16;
+  c.frames_per_poll = 32;
   c.model_bandwidth = true;
   c.peer_timeout_ns = 1'500'000'000;
   c.ts_interval_ns = 1'000'000;
@@ -57,6 +70,18 @@ Config port_config() {
   c.downgrade_after = 2;
   return c;
 }
+
+// ---- power (firmware/power): link power states ----
+// ASPM idle timers come from the board per port (vtrn,l0s-idle-us,
+// vtrn,l1-idle-us; 0 = never); the link core counts nanoseconds. poll()
+// reports each running port's state and sent bytes to fw::power::report_link
+// (power model, BAR2 power block); a port never reported counts as down.
+Config with_idle_timers(Config c, const vtrn::board::LinkPort& b) {
+  c.l0s_idle_ns = uint64_t(b.l0s_idle_us) * 1000;
+  c.l1_idle_ns = uint64_t(b.l1_idle_us) * 1000;
+  return c;
+}
+// ---- end power ----
 
 struct Function {
   uint32_t slot = 0;
@@ -85,6 +110,12 @@ struct PortEntry {
   uint32_t gen_frame = 0;
   uint32_t check_expect = 0;
   uint64_t check_good = 0, check_bad = 0, check_good_bytes = 0;
+  // Round trips: one ping in flight at a time.
+  uint64_t ping_pending = 0, ping_done = 0;
+  bool ping_out = false;
+  uint32_t ping_seq = 0;
+  uint64_t ping_sent_ns = 0;
+  uint64_t ping_total = 0, ping_min = 0, ping_max = 0;
 };
 
 alignas(8) uint8_t g_storage[abi::kMaxPorts][(kReplayFrames + kRxFrames + 1) *
@@ -103,6 +134,7 @@ uint64_t g_next_poll = UINT64_MAX;
 uint32_t g_chip_id = 0;
 uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 uint64_t g_now = 0;  // time of the last init/poll: what serve() advances the port with
+uint64_t g_last_traffic = 0;  // last poll that moved frames or had some pending
 
 LinkSpeed speed_from_gtps(uint32_t g) {
   if (g >= 64) return LinkSpeed::k64GT;
@@ -124,7 +156,8 @@ bool training(const PortEntry& p) {
 // or its ACKs would come one idle period apart and throttle the sender to a
 // replay window per period.
 bool streaming(const PortEntry& p, uint64_t frames_before) {
-  return p.gen_pending > 0 || p.port.tx_outstanding() > 0 || p.port.rx_pending() > 0 ||
+  return p.gen_pending > 0 || p.ping_pending > 0 || p.ping_out || p.port.tx_outstanding() > 0 ||
+         p.port.rx_pending() > 0 ||
          p.frames_seen != frames_before;
 }
 
@@ -135,27 +168,51 @@ uint8_t peer_kind(const vtrn::board::LinkPort& b) {
 
 // Pattern frame n: magic, n, then bytes derived from n (the receiver
 // recomputes them).
+// Byte i (from 8 on) of pattern frame n is (n * 31 + i) mod 256: a ramp
+// starting at (n * 31 + 8) mod 256, cut out of one precomputed ramp with
+// memcpy/memcmp. A byte loop here cost more guest time per frame under TCG
+// than the link layer itself and capped `vtrn link send` well below what
+// the link moves.
+struct Ramp {
+  uint8_t b[256 + kMaxPayload];
+};
+constexpr Ramp make_ramp() {
+  Ramp r{};
+  for (uint32_t i = 0; i < sizeof r.b; ++i) r.b[i] = uint8_t(i);
+  return r;
+}
+constexpr Ramp kRamp = make_ramp();
+
 uint32_t fill_pattern(uint8_t* buf, uint32_t n, uint32_t len) {
   memcpy(buf, &kPatternMagic, 4);
   memcpy(buf + 4, &n, 4);
-  for (uint32_t i = 8; i < len; ++i) buf[i] = uint8_t(n * 31u + i);
+  if (len > 8) memcpy(buf + 8, &kRamp.b[(n * 31u + 8u) & 0xFFu], len - 8);
   return len;
 }
 
 bool check_pattern(const uint8_t* buf, uint32_t len, uint32_t* n) {
   uint32_t magic = 0;
-  if (len < 8) return false;
+  if (len < 8 || len > kMaxPayload) return false;
   memcpy(&magic, buf, 4);
   memcpy(n, buf + 4, 4);
   if (magic != kPatternMagic) return false;
-  for (uint32_t i = 8; i < len; ++i) {
-    if (buf[i] != uint8_t(*n * 31u + i)) return false;
-  }
-  return true;
+  return len == 8 || memcmp(buf + 8, &kRamp.b[(*n * 31u + 8u) & 0xFFu], len - 8) == 0;
 }
 
-void run_traffic(PortEntry& p) {
+void run_traffic(PortEntry& p, uint64_t now) {
   if (!p.port.up() && p.port.state() != LinkState::kRecovery) return;
+  if (p.ping_pending > 0 && !p.ping_out && p.port.tx_space() > 0) {
+    uint8_t ping[kPingBytes] = {};
+    const uint32_t seq = p.ping_seq + 1;
+    memcpy(ping, &kPingMagic, 4);
+    memcpy(ping + 4, &seq, 4);
+    if (p.port.send(ping, kPingBytes) == LinkStatus::kOk) {
+      p.ping_seq = seq;
+      p.ping_out = true;
+      p.ping_sent_ns = now;
+      --p.ping_pending;
+    }
+  }
   while (p.gen_pending > 0 && p.port.tx_space() > 0) {
     const uint32_t len = p.gen_pending < kMaxPayload ? uint32_t(p.gen_pending < 8 ? 8 : p.gen_pending)
                                                       : kMaxPayload;
@@ -169,11 +226,52 @@ void run_traffic(PortEntry& p) {
   }
 }
 
-void drain_rx(PortEntry& p) {
+const FrameClient* g_client = nullptr;  // ---- collectives ----
+
+// Frames are looked at in place (no copy out of the receive queue); a
+// client's frame it wants to keep stops the drain of that port.
+void drain_rx(PortEntry& p, uint64_t now) {
+  const uint8_t* f = nullptr;
   uint32_t len = 0;
-  while (p.port.receive(g_frame, sizeof g_frame, &len) == LinkStatus::kOk) {
+  while (p.port.peek(&f, &len) == LinkStatus::kOk) {
+    uint32_t magic = 0;
+    if (len >= 4) memcpy(&magic, f, 4);
+    // ---- collectives ----
+    if (g_client != nullptr && magic == g_client->magic) {
+      if (!g_client->on_frame(p.board.index, f, len, now)) break;
+      (void)p.port.discard();
+      continue;
+    }
+    // ---- end collectives ----
+    if (magic == kPingMagic) {
+      // Echo at once; a full window keeps the ping queued for the next poll.
+      uint8_t echo[kPingBytes];
+      const uint32_t n = len < kPingBytes ? len : kPingBytes;
+      memcpy(echo, f, n);
+      memcpy(echo, &kPongMagic, 4);
+      if (p.port.send(echo, n) != LinkStatus::kOk) break;
+      (void)p.port.discard();
+      continue;
+    }
+    if (magic == kPongMagic) {
+      uint32_t seq = 0;
+      if (len >= 8) memcpy(&seq, f + 4, 4);
+      if (p.ping_out && seq == p.ping_seq) {
+        const uint64_t rtt = now - p.ping_sent_ns;
+        p.ping_out = false;
+        ++p.ping_done;
+        p.ping_total += rtt;
+        if (p.ping_done == 1 || rtt < p.ping_min) p.ping_min = rtt;
+        if (rtt > p.ping_max) p.ping_max = rtt;
+        g_dirty = true;
+      }
+      (void)p.port.discard();
+      continue;
+    }
     uint32_t n = 0;
-    if (check_pattern(g_frame, len, &n) && n == p.check_expect) {
+    const bool good = check_pattern(f, len, &n);
+    (void)p.port.discard();
+    if (good && n == p.check_expect) {
       ++p.check_good;
       p.check_good_bytes += len;
     } else {
@@ -209,6 +307,11 @@ void fill_status(const PortEntry& p, abi::PortStatus* s) {
   s->check_good_frames = p.check_good;
   s->check_bad_frames = p.check_bad;
   s->check_good_bytes = p.check_good_bytes;
+  s->ping_pending = p.ping_pending + (p.ping_out ? 1 : 0);
+  s->ping_done = p.ping_done;
+  s->ping_rtt_total_ns = p.ping_total;
+  s->ping_rtt_min_ns = p.ping_min;
+  s->ping_rtt_max_ns = p.ping_max;
   if (!p.active) {
     s->state = uint8_t(LinkState::kDetect);
     s->reason = uint8_t(vtrn::link::LinkReason::kPeerAbsent);
@@ -350,7 +453,8 @@ void init(const vtrn::board::Chip& chip, uint8_t* block, uint64_t block_size, ui
       continue;
     }
     const Capabilities caps{p.max_speed, uint8_t(p.board.lanes), p.good_lanes};
-    if (p.port.init(&p.t, caps, cfg, g_storage[i], sizeof g_storage[i], now_ns) != LinkStatus::kOk) {
+    if (p.port.init(&p.t, caps, with_idle_timers(cfg, p.board),  // ---- power ----
+                    g_storage[i], sizeof g_storage[i], now_ns) != LinkStatus::kOk) {
       p.bad_region = true;
       log(kLogErr, "links: port %u: link layer rejected its configuration", unsigned(idx));
       continue;
@@ -375,14 +479,16 @@ void poll(uint64_t now_ns) {
   bool any_active = false;
   bool any_training = false;
   bool any_streaming = false;
+  // ---- collectives: queue the client's frames before the ports send ----
+  if (g_client != nullptr && g_client->pump(now_ns)) any_streaming = true;
   for (uint32_t i = 0; i < g_port_count; ++i) {
     PortEntry& p = g_ports[i];
     if (!p.active) continue;
     any_active = true;
-    run_traffic(p);
+    run_traffic(p, now_ns);
     p.port.poll(now_ns);
-    drain_rx(p);
-    run_traffic(p);
+    drain_rx(p, now_ns);
+    run_traffic(p, now_ns);
     const LinkState s = p.port.state();
     if (s != p.last_state) {
       const bool was_up = p.last_state == LinkState::kL0 || p.last_state == LinkState::kL0s ||
@@ -404,16 +510,58 @@ void poll(uint64_t now_ns) {
     const uint64_t before = p.frames_seen;
     const vtrn::link::Counters c = p.port.counters();
     p.frames_seen = c.tx_frames + c.rx_frames;
+    fw::power::report_link(i, uint32_t(c.state), c.tx_bytes);  // ---- power ----
     if (training(p)) any_training = true;
     if (streaming(p, before)) any_streaming = true;
   }
   if (g_dirty || now_ns - g_last_publish >= kPublishEveryNs) publish(now_ns);
-  g_next_poll = !any_active      ? UINT64_MAX
-                : any_streaming ? now_ns
+  if (any_streaming) g_last_traffic = now_ns;
+  const bool lingering = now_ns - g_last_traffic < kLingerNs;
+  g_next_poll = !any_active                    ? UINT64_MAX
+                : any_streaming || lingering ? now_ns
                 : now_ns + (any_training ? kActivePollNs : kIdlePollNs);
 }
 
 uint64_t next_poll_ns() { return g_dirty ? 0 : g_next_poll; }
+
+// ---- collectives ----
+void set_frame_client(const FrameClient* client) { g_client = client; }
+
+LinkStatus send_frame(uint32_t port, const void* data, uint32_t length) {
+  PortEntry* p = find_port(port);
+  if (p == nullptr || !p->active) return LinkStatus::kBadArgument;
+  const LinkStatus st = p->port.send(data, length);
+  if (st == LinkStatus::kOk) g_next_poll = 0;  // transmit on the next turn
+  return st;
+}
+
+uint32_t tx_space(uint32_t port) {
+  PortEntry* p = find_port(port);
+  if (p == nullptr || !p->active) return 0;
+  return p->port.tx_space();
+}
+
+uint32_t max_frame_payload() { return kMaxPayload; }
+
+bool port_runs(uint32_t port, uint32_t* state, char* why, size_t cap) {
+  PortEntry* p = find_port(port);
+  *state = uint32_t(LinkState::kDetect);
+  if (p == nullptr) {
+    snprintf(why, cap, "port %u does not exist on this chip", unsigned(port));
+    return false;
+  }
+  if (p->active) *state = uint32_t(p->port.state());
+  if (!p->active || p->board.peer.kind != vtrn::board::EndKind::kChip) {
+    snprintf(why, cap, "port %u is %s", unsigned(port),
+             !p->board.connected ? "not wired"
+             : p->board.peer.kind != vtrn::board::EndKind::kChip ? "wired to a switch, not a chip"
+             : !p->has_fn ? "wired but has no PCIe function"
+                          : "unusable (bad link region)");
+    return false;
+  }
+  return true;
+}
+// ---- end collectives ----
 
 uint32_t ports_up() {
   uint32_t n = 0;
@@ -488,6 +636,12 @@ bool serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena
         return bad_request(resp, error, error_cap, "link control: bytes must be 1..%u MiB",
                            unsigned(kMaxSendBytes >> 20));
       p->gen_pending += r->bytes;
+      break;
+    case VTRN__CTRL__LINK_ACTION__LINK_ACTION_PING:
+      if (r->count == 0 || r->count > kMaxPings || p->ping_pending + r->count > kMaxPings)
+        return bad_request(resp, error, error_cap, "link control: count must be 1..%u",
+                           unsigned(kMaxPings));
+      p->ping_pending += r->count;
       break;
     default:
       return bad_request(resp, error, error_cap, "link control: unknown action %u",

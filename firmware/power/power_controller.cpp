@@ -6,12 +6,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "vtrn/link.h"
 #include "vtrn_ctrl.pb-c.h"
 
 namespace fw::power {
 
 using vtrn::power::CoreState;
 using vtrn::power::DeviceState;
+using vtrn::power::LinkPowerState;
 using vtrn::power::Status;
 
 namespace {
@@ -75,6 +77,20 @@ constexpr uint32_t kMaxAutosuspendMs = 3600000;
 
 }  // namespace
 
+LinkPowerState link_power_state(uint32_t ltssm_state) {
+  using vtrn::link::LinkState;
+  switch (ltssm_state) {
+    case uint32_t(LinkState::kL0s): return LinkPowerState::kL0s;
+    case uint32_t(LinkState::kL1): return LinkPowerState::kL1;
+    case uint32_t(LinkState::kL0):
+    case uint32_t(LinkState::kPolling):
+    case uint32_t(LinkState::kConfiguration):
+    case uint32_t(LinkState::kRecovery):
+    case uint32_t(LinkState::kLoopback): return LinkPowerState::kL0;
+    default: return LinkPowerState::kDown;
+  }
+}
+
 bool read_board_extras(const void* fdt, size_t size, uint32_t chip_id, BoardPowerExtras* out,
                        char* error, size_t error_cap) {
   *out = BoardPowerExtras{};
@@ -109,6 +125,23 @@ bool read_board_extras(const void* fdt, size_t size, uint32_t chip_id, BoardPowe
                 &out->autosuspend_delay_ms, msg, sizeof msg)) {
     snprintf(error, error_cap, "chip %u: %s", unsigned(chip_id), msg);
     return false;
+  }
+  // Link power per state; the order L0 >= L0s >= L1 is checked with the
+  // defaults filled in (vtrn::power::validate names the field).
+  const struct {
+    const char* name;
+    bool* present;
+    uint32_t* value;
+  } kLinkPower[] = {
+      {"vtrn,link-l0-milliwatts", &out->has_link_l0_mw, &out->link_l0_mw},
+      {"vtrn,link-l0s-milliwatts", &out->has_link_l0s_mw, &out->link_l0s_mw},
+      {"vtrn,link-l1-milliwatts", &out->has_link_l1_mw, &out->link_l1_mw},
+  };
+  for (const auto& lp : kLinkPower) {
+    if (!read_u32(fdt, chip, lp.name, 0, 100000, lp.present, lp.value, msg, sizeof msg)) {
+      snprintf(error, error_cap, "chip %u: %s", unsigned(chip_id), msg);
+      return false;
+    }
   }
   const int zones = fdt_subnode_offset(fdt, chip, "thermal-zones");
   if (zones < 0) return true;
@@ -145,6 +178,9 @@ vtrn::power::PowerConfig config_from_chip(const vtrn::board::Chip& chip,
   c.model.hbm_stacks = chip.hbm.stacks;
   c.governor_interval_ms = chip.telemetry_period_ms;
   c.autosuspend_delay_ms = extras.autosuspend_delay_ms;
+  if (extras.has_link_l0_mw) c.model.link_l0_mw = extras.link_l0_mw;
+  if (extras.has_link_l0s_mw) c.model.link_l0s_mw = extras.link_l0s_mw;
+  if (extras.has_link_l1_mw) c.model.link_l1_mw = extras.link_l1_mw;
   if (extras.opp_count != 0) {
     c.opp_count = extras.opp_count;
     for (uint32_t i = 0; i < extras.opp_count; ++i) c.opps[i] = extras.opps[i];
@@ -177,7 +213,21 @@ vtrn::power::ConfigError Controller::init(const vtrn::power::PowerConfig& cfg, u
   transitions_ = 0;
   last_refresh_ns_ = now_ns;
   for (CoreSample& s : last_) s = CoreSample{};
+  link_event_count_ = 0;
+  for (LinkPowerState& l : link_noted_) l = LinkPowerState::kDown;
+  for (uint64_t& b : link_tx_seen_) b = 0;
   return pm_.init(cfg, this, now_ns);
+}
+
+void Controller::note_link(uint32_t port, LinkPowerState s, uint64_t tx_bytes, uint64_t now_ns) {
+  if (port >= pm_.config().port_count || port >= vtrn::power::kMaxPorts) return;
+  // The counter only grows; a smaller value (the port restarted) counts from 0.
+  const uint64_t sent = tx_bytes >= link_tx_seen_[port] ? tx_bytes - link_tx_seen_[port] : tx_bytes;
+  link_tx_seen_[port] = tx_bytes;
+  if (sent != 0) (void)pm_.add_link_bytes(port, sent);
+  if (s == link_noted_[port] || link_event_count_ == kMaxLinkEvents) return;
+  link_events_[link_event_count_++] = LinkEvent{now_ns, port, s};
+  link_noted_[port] = s;
 }
 
 void Controller::set_baseline(const CoreSample* samples, uint32_t n) {
@@ -191,13 +241,14 @@ void Controller::refresh(const CoreSample* samples, uint32_t n, uint64_t now_ns)
   const bool gated = pm_.device().state() == DeviceState::kD3hot;
   struct Event {
     uint64_t t;
-    uint32_t core;
-    CoreState state;
+    uint32_t index;  // core, or port for a link event
+    bool link;
+    uint32_t state;  // CoreState or LinkPowerState
   };
-  Event events[3 * vtrn::power::kMaxCores];
+  Event events[3 * vtrn::power::kMaxCores + kMaxLinkEvents];
   uint32_t event_count = 0;
   auto add_event = [&](uint64_t t, uint32_t core, CoreState st) {
-    events[event_count++] = Event{t, core, st};
+    events[event_count++] = Event{t, core, false, uint32_t(st)};
   };
   uint32_t intensity[vtrn::power::kMaxCores] = {};
   for (uint32_t i = 0; i < n && i < cores; ++i) {
@@ -236,6 +287,14 @@ void Controller::refresh(const CoreSample* samples, uint32_t n, uint64_t now_ns)
     add_event(t, i, now_state);
     prev = s;
   }
+  // Link changes of the window, clamped into it (the link layer's clock
+  // read can straddle the refresh's by a little).
+  for (uint32_t k = 0; k < link_event_count_; ++k) {
+    const LinkEvent& l = link_events_[k];
+    const uint64_t t = l.t < start ? start : l.t > now_ns ? now_ns : l.t;
+    events[event_count++] = Event{t, l.port, true, uint32_t(l.state)};
+  }
+  link_event_count_ = 0;
   // Every PowerManager call integrates all cores up to its timestamp, so the
   // events of all cores are applied in time order (stable: one core's
   // events keep their order at equal times).
@@ -252,7 +311,12 @@ void Controller::refresh(const CoreSample* samples, uint32_t n, uint64_t now_ns)
     events[b] = e;
   }
   for (uint32_t k = 0; k < event_count; ++k) {
-    (void)pm_.set_core_state(events[k].core, events[k].state, events[k].t);
+    const Event& e = events[k];
+    if (e.link) {
+      (void)pm_.set_link_state(e.index, LinkPowerState(e.state), e.t);
+    } else {
+      (void)pm_.set_core_state(e.index, CoreState(e.state), e.t);
+    }
   }
   if (activity_seen_) {
     activity_seen_ = false;

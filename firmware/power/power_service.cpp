@@ -40,6 +40,9 @@ using vtrn::power::PowerTelemetry;
 
 constexpr uint32_t kBootCoreIntensityPermille = 500;
 
+// The one service instance, for report_link() (set by init, boot core only).
+Service* g_service = nullptr;
+
 const char* reason_text(uint64_t r, char* buf, size_t cap) {
   static constexpr struct {
     uint64_t bit;
@@ -102,6 +105,7 @@ void Service::init(const ServiceConfig& cfg) {
   }
   attach_wakeup(cfg.gic, cfg.timer_intid);
   enabled_ = true;
+  g_service = this;
   publish(now);
   if (block_ != nullptr) {
     cfg.header->capabilities = cfg.header->capabilities | vtrn::hostif::kCapPower;
@@ -110,6 +114,8 @@ void Service::init(const ServiceConfig& cfg) {
   }
   const vtrn::power::OperatingPoint& top = pc.opps[0];
   const vtrn::power::OperatingPoint& low = pc.opps[pc.opp_count - 1];
+  log(kLogInfo, "power: %u ports, link L0/L0s/L1 %u/%u/%u mW", unsigned(pc.port_count),
+      unsigned(pc.model.link_l0_mw), unsigned(pc.model.link_l0s_mw), unsigned(pc.model.link_l1_mw));
   log(kLogInfo, "power: %u cores, %u pstates %u..%u MHz, %u zones (die throttle %d mC, tau %llu ms), "
       "autosuspend %u ms, core activity from %s",
       unsigned(pc.core_count), unsigned(pc.opp_count), unsigned(top.frequency_mhz),
@@ -215,6 +221,15 @@ void Service::refresh(uint64_t boot_idle_ns, uint64_t hbm_bytes) {
   refresh_total_ns_ += cost;
   ++refreshes_;
   report_changes();
+}
+
+void report_link(uint32_t port, uint32_t ltssm_state, uint64_t tx_bytes) {
+  if (g_service != nullptr) g_service->note_link(port, ltssm_state, tx_bytes);
+}
+
+void Service::note_link(uint32_t port, uint32_t ltssm_state, uint64_t tx_bytes) {
+  if (!enabled_) return;
+  ctl_.note_link(port, link_power_state(ltssm_state), tx_bytes, arch::now_ns());
 }
 
 void Service::note_activity() {

@@ -91,7 +91,12 @@ nlohmann::json port_json(const Vtrn__Api__LinkPortStatus& p) {
                      {"gen_sent_bytes", c.gen_sent_bytes},
                      {"check_good_frames", c.check_good_frames},
                      {"check_bad_frames", c.check_bad_frames},
-                     {"check_good_bytes", c.check_good_bytes}};
+                     {"check_good_bytes", c.check_good_bytes},
+                     {"ping_pending", c.ping_pending},
+                     {"ping_done", c.ping_done},
+                     {"ping_rtt_total_ns", c.ping_rtt_total_ns},
+                     {"ping_rtt_min_ns", c.ping_rtt_min_ns},
+                     {"ping_rtt_max_ns", c.ping_rtt_max_ns}};
   }
   return j;
 }
@@ -115,7 +120,7 @@ void run_ls(const LsOptions& o) {
   const Vtrn__Api__LinkListResponse& l = *resp->link_list;
   nlohmann::json ports = nlohmann::json::array();
   Table t({"chip", "port", "state", "speed", "width", "peer", "reason", "tx", "rx", "crc", "replays",
-           "retrains", "downgr", "ber"});
+           "retrains", "downgr", "l0s/l1", "ber"});
   for (size_t i = 0; i < l.n_ports; ++i) {
     const Vtrn__Api__LinkPortStatus& p = *l.ports[i];
     ports.push_back(port_json(p));
@@ -123,18 +128,22 @@ void run_ls(const LsOptions& o) {
     const std::string where = (p.on_switch ? "sw" : "") + std::to_string(p.chip);
     if (p.error[0] != '\0') {
       t.add({where, std::to_string(p.port), "-", "-", "-", "-", p.error, "-", "-", "-", "-", "-", "-",
-             "-"});
+             "-", "-"});
       continue;
     }
-    const std::string reason = !p.wired                        ? "not wired"
-                               : std::string(p.state) == "L0" ? "-"
-                                                              : std::string(p.reason);
+    // ---- power: an idle link resting in L0s or L1 is up, nothing to explain ----
+    const std::string st = p.state;
+    const std::string reason = !p.wired                                  ? "not wired"
+                               : st == "L0" || st == "L0s" || st == "L1" ? "-"
+                                                                         : std::string(p.reason);
     t.add({where, std::to_string(p.port), p.state, p.speed,
            p.width ? "x" + std::to_string(p.width) : "-", peer_text(p),
            p.disabled ? std::string("disabled") : reason,
            c ? format_bytes(c->tx_bytes) : "-", c ? format_bytes(c->rx_bytes) : "-",
            c ? std::to_string(c->crc_errors) : "-", c ? std::to_string(c->replays) : "-",
            c ? std::to_string(c->retrains) : "-", c ? std::to_string(c->downgrades) : "-",
+           // ---- power: ASPM entries (L0s / L1) ----
+           c ? std::to_string(c->l0s_entries) + "/" + std::to_string(c->l1_entries) : "-",
            ber_text(p.ber)});
   }
   if (o.json) {
@@ -155,6 +164,7 @@ struct ControlOptions {
   bool restore = false;
   std::string bytes;
   uint64_t send_bytes = 0;
+  uint32_t ping_count = 0;
   bool json = false;
 };
 
@@ -167,6 +177,7 @@ void run_control(const ControlOptions& o, Vtrn__Api__LinkAction action, const ch
   body.ber = o.ber > 0 ? o.ber : 0;
   body.lane = o.lane >= 0 ? uint32_t(o.lane) : 0;
   body.bytes = o.send_bytes;
+  body.count = o.ping_count;
   Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
   req.body_case = VTRN__API__REQUEST__BODY_LINK_CONTROL;
   req.link_control = &body;
@@ -306,6 +317,17 @@ void add_link_commands(CLI::App& app, Action* action) {
   s->add_flag("--json", sd->json, "Print one JSON document instead of text");
   s->callback([sd, action] {
     *action = [sd] { run_control(*sd, VTRN__API__LINK_ACTION__LINK_ACTION_SEND, "sending"); };
+  });
+
+  auto pg = std::make_shared<ControlOptions>();
+  CLI::App* pi = link->add_subcommand(
+      "ping", "Round trips through a link, one at a time (the peer echoes); times show in link ls --json");
+  pi->add_option("chip", pg->chip, "Chip id")->required()->check(chip_id_validator());
+  pi->add_option("port", pg->port, "Port")->required()->check(CLI::Range(0u, 15u));
+  pi->add_option("--count", pg->ping_count, "Round trips")->check(CLI::Range(1u, 100000u))->default_val(100);
+  pi->add_flag("--json", pg->json, "Print one JSON document instead of text");
+  pi->callback([pg, action] {
+    *action = [pg] { run_control(*pg, VTRN__API__LINK_ACTION__LINK_ACTION_PING, "pinging"); };
   });
 
   auto tp = std::make_shared<TopoOptions>();

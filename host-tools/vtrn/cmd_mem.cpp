@@ -94,6 +94,15 @@ void run_stats(const ChipOnly& o) {
       {"retired_bytes", s.retired_bytes},
       {"largest_free_bytes", s.largest_free_bytes},
       {"fragmentation", s.fragmentation},
+      {"largest_contiguous_free_bytes", s.largest_contiguous_free_bytes},
+      {"contiguous_fragmentation", s.contiguous_fragmentation},
+      {"remap_base", s.remap_base},
+      {"remap_bytes", s.remap_bytes},
+      {"remap_used_bytes", s.remap_used_bytes},
+      {"stitched_allocations", s.stitched_allocations},
+      {"stitched_extents", s.stitched_extents},
+      {"stitches", s.stitches},
+      {"stitch_extents_max", s.stitch_extents_max},
       {"live_allocations", s.live_allocations},
       {"free_blocks", s.free_blocks},
       {"owners", s.owners},
@@ -117,19 +126,30 @@ void run_stats(const ChipOnly& o) {
     print_json(doc);
     return;
   }
-  char frag[16];
+  // Both figures: "largest free" is the largest request that would succeed
+  // (stitching included), "contiguous" the largest single free block.
+  char frag[16], cfrag[16];
   snprintf(frag, sizeof frag, "%.1f%%", s.fragmentation * 100.0);
+  snprintf(cfrag, sizeof cfrag, "%.1f%%", s.contiguous_fragmentation * 100.0);
   std::cout << "chip " << o.chip << ": HBM " << s.stacks << " x " << format_bytes(s.bytes_per_stack) << " at "
             << hex(s.hbm_base) << ", " << format_bytes(s.page_bytes) << " pages, " << s.channels
             << " channels per stack\n";
-  Table t({"total", "used", "free", "largest free", "fragmentation", "allocations", "alloc failures", "retired pages"});
+  Table t({"total", "used", "free", "largest free", "fragmentation", "largest contiguous", "contiguous frag",
+           "allocations", "alloc failures", "retired pages"});
   t.add({format_bytes(s.total_bytes), format_bytes(s.used_bytes), format_bytes(s.free_bytes),
-         format_bytes(s.largest_free_bytes), frag, std::to_string(s.live_allocations), std::to_string(failures),
-         std::to_string(s.retired_pages)});
+         format_bytes(s.largest_free_bytes), frag, format_bytes(s.largest_contiguous_free_bytes), cfrag,
+         std::to_string(s.live_allocations), std::to_string(failures), std::to_string(s.retired_pages)});
   std::cout << t.render() << "\n" << ct.render() << "\n" << st.render();
   std::cout << "failures: " << s.fail_no_memory << " no memory, " << s.fail_quota << " quota (firmware), "
             << s.vtrnd_quota_refusals << " quota (vtrnd), " << s.fail_bad_argument << " bad argument, "
             << s.fail_no_metadata << " table full\n";
+  if (s.remap_bytes)
+    std::cout << "stitching: remap window " << hex(s.remap_base) << " + " << format_bytes(s.remap_bytes) << ", "
+              << s.stitched_allocations << " stitched live (" << s.stitched_extents << " extents, "
+              << format_bytes(s.remap_used_bytes) << "), " << s.stitches << " stitched since boot, at most "
+              << s.stitch_extents_max << " extents\n";
+  else
+    std::cout << "stitching: off (the firmware has no remap window)\n";
   std::cout << "client quota: " << (s.client_quota_bytes ? format_bytes(s.client_quota_bytes) : "none")
             << "; poisoned allocations: " << s.poisoned_allocations << "; uncorrectable ECC since boot: "
             << s.ecc_uncorrectable << "\n";
@@ -153,7 +173,7 @@ void run_ls(const ChipOnly& o) {
   drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_HBM_LIST);
   const Vtrn__Api__HbmListResponse& l = *resp->hbm_list;
   nlohmann::json rows = nlohmann::json::array();
-  Table t({"addr", "bytes", "owner", "category", "state"});
+  Table t({"addr", "bytes", "owner", "category", "placement", "state"});
   for (size_t i = 0; i < l.n_allocations; ++i) {
     const Vtrn__Api__HbmAllocationInfo& a = *l.allocations[i];
     rows.push_back({{"addr", a.addr},
@@ -162,8 +182,11 @@ void run_ls(const ChipOnly& o) {
                     {"owner_kind", a.owner_kind == 0 ? "firmware" : a.owner_kind == 1 ? "client" : a.owner_kind == 2 ? "job" : "unknown"},
                     {"owner_id", a.owner_id},
                     {"category", category_name(uint32_t(a.category))},
-                    {"poisoned", bool(a.poisoned)}});
+                    {"poisoned", bool(a.poisoned)},
+                    {"stitched", bool(a.stitched)},
+                    {"extents", a.extents}});
     t.add({hex(a.addr), format_bytes(a.bytes), owner_name(a.owner_kind, a.owner_id), category_name(uint32_t(a.category)),
+           a.stitched ? "stitched x" + std::to_string(a.extents) : "contiguous",
            a.poisoned ? "POISONED (ECC)" : "ok"});
   }
   if (o.json) {

@@ -154,6 +154,19 @@ std::string render_telemetry(const nlohmann::json& chips) {
     for (const auto& k : p.at("cores")) s += (s.empty() ? "" : " ") + k.at("state").get<std::string>();
     return s.empty() ? std::string("-") : s;
   });
+  power_row("link power state", [](const nlohmann::json& p) {
+    std::string s;
+    for (const auto& l : p.at("links")) s += (s.empty() ? "" : " ") + l.at("state").get<std::string>();
+    return s.empty() ? std::string("-") : s;
+  });
+  power_row("link power", [&num](const nlohmann::json& p) {
+    std::string ports;
+    for (const auto& l : p.at("links")) {
+      ports += (ports.empty() ? "" : " ") + num(l.at("power_w").get<double>(), "%.2f");
+    }
+    return num(p.at("link_power_w").get<double>(), "%.2f W") +
+           (ports.empty() ? std::string() : " (" + ports + ")");
+  });
   power_row("telemetry refresh cost", [](const nlohmann::json& p) {
     return format_ns(p.at("refresh_ns").get<uint64_t>()) + " (max " +
            format_ns(p.at("refresh_max_ns").get<uint64_t>()) + ")";

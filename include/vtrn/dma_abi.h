@@ -144,7 +144,12 @@ struct DmaRegionHeader {
   uint64_t hbm_size;
   uint32_t max_chain_descs; // kMaxChainDescs
   uint32_t reserved0;
-  uint64_t reserved[2];
+  // ---- HBM ---- the remap window of stitched HBM allocations (common/hbm):
+  // descriptors may also address [remap_base, + remap_size); 0/0 when the
+  // firmware does not stitch (these were reserved, zero, before).
+  uint64_t remap_base;
+  uint64_t remap_size;
+  // ---- end HBM ----
 };
 static_assert(sizeof(DmaRegionHeader) == 64);
 

@@ -80,7 +80,15 @@ struct PortStatus {
   uint64_t check_good_frames;
   uint64_t check_bad_frames;
   uint64_t check_good_bytes;
-  uint8_t reserved1[512 - 264 - 8 * kStateCount - 40];
+  // Round trips (ctrl LINK_ACTION_PING): ping frames this end still has to
+  // send one at a time, and the echoes it got back with their times (chip
+  // clock, from queueing the ping to reading the echo).
+  uint64_t ping_pending;
+  uint64_t ping_done;
+  uint64_t ping_rtt_total_ns;
+  uint64_t ping_rtt_min_ns;
+  uint64_t ping_rtt_max_ns;
+  uint8_t reserved1[512 - 264 - 8 * kStateCount - 80];
 };
 static_assert(offsetof(PortStatus, peer_id) == 16);
 static_assert(offsetof(PortStatus, good_lanes) == 32);

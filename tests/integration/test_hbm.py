@@ -5,7 +5,11 @@ client's allocations die with its connection), DMA allowed only inside a
 live allocation, the ECC model (correctable errors counted per stack; an
 uncorrectable one retires the page, poisons the allocation and makes DMA
 to it fail with the ECC status), and the retired-page store surviving
-`vtrn down` / `vtrn up` and `vtrn reset` while a damaged store is ignored.
+`vtrn down` / `vtrn up` and `vtrn reset` while a damaged store is ignored,
+and stitching: with HBM fragmented into holes smaller than a request, the
+request gets a remap-window address backed by several HBM extents (the
+firmware's MMU maps them), DMA and a GEMM job's kernels use it, and an
+uncorrectable error at a stitched address poisons it.
 
 vtrnd runs with VTRN_HBM_DMA_UNCHECKED=0 (DMA needs a live allocation) and a
 64 MiB client quota. One chip keeps the file fast; the default board gives
@@ -295,6 +299,79 @@ class HbmOnRealChip(h.SessionTestCase):
         self.assertEqual(self.stats()["retired_pages"], 0)
         with open(os.path.join(self.s.runtime_dir, "vtrnd.log")) as f:
             self.assertIn("retired-page store ignored", f.read())
+
+    def test_stitched_allocation_serves_dma_jobs_and_ecc(self):
+        piece = 2 * MiB
+        clients, held = [], {}  # addr -> client
+        try:
+            # Fill HBM with 2 MiB pieces (several clients, each under the
+            # quota), then free every other one: 2 MiB holes.
+            full = False
+            while not full and len(clients) < 8:
+                cl = h.ApiClient(self.s)
+                clients.append(cl)
+                for _ in range(QUOTA_MIB * MiB // piece):
+                    try:
+                        held[h.hbm_alloc(cl, 0, piece)[0]] = cl
+                    except h.ApiError as e:
+                        full = "out of memory" in e.error or "stitch" in e.error
+                        break
+            st = self.stats()
+            self.assertGreater(st["remap_bytes"], 0, "the firmware has no remap window")
+            remap = (st["remap_base"], st["remap_base"] + st["remap_bytes"])
+            contiguous = sorted(a for a in held if not remap[0] <= a < remap[1])
+            self.assertGreater(len(contiguous), 64)
+            for a in contiguous[::2]:
+                h.hbm_free(held.pop(a), 0, a)
+            st = self.stats()
+            want = 8 * MiB
+            self.assertLess(st["largest_contiguous_free_bytes"], want)
+            self.assertGreaterEqual(st["largest_free_bytes"], want)
+            self.assertLess(st["fragmentation"], st["contiguous_fragmentation"])
+
+            with h.ApiClient(self.s) as c:
+                addr, nbytes = h.hbm_alloc(c, 0, want)
+                self.assertEqual(nbytes, want)
+                self.assertTrue(remap[0] <= addr < remap[1], hex(addr))
+                a = self.live()[addr]
+                self.assertTrue(a["stitched"])
+                self.assertGreaterEqual(a["extents"], 4)
+                self.assertEqual(self.stats()["stitched_allocations"], st["stitched_allocations"] + 1)
+                # DMA across extent boundaries (2 MiB apart) and back.
+                data = os.urandom(3 * MiB)
+                c.dma_write(0, addr + MiB, data[:2 * MiB])
+                c.dma_write(0, addr + 3 * MiB, data[2 * MiB:])
+                self.assertEqual(c.dma_read(0, addr + MiB, 2 * MiB)[0], data[:2 * MiB])
+                self.assertEqual(c.dma_read(0, addr + 3 * MiB, MiB)[0], data[2 * MiB:])
+                with self.assertRaises(h.ApiError) as e:
+                    c.dma_write(0, addr + want - 16, b"y" * 32)
+                self.assertIn("not allocated", e.exception.error)
+
+                # A job whose buffers are bigger than any hole: A is 2.25 MiB.
+                before = self.stats()["stitches"]
+                r = self.s.vtrn("run", "gemm", "--m", 768, "--n", 32, "--k", 768, "--seed", 5, "--json",
+                                timeout=180)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                doc = json.loads(r.stdout)
+                self.assertTrue(doc["verified"], doc)
+                self.assertGreater(self.stats()["stitches"], before)
+
+                # An uncorrectable error at a stitched address: the physical
+                # page behind it is retired, the allocation poisoned, DMA refused.
+                bad = addr + 5 * MiB + 3
+                e = inject_ecc(c, 0, bad, True)
+                self.assertTrue(e["page_retired"] and e["allocation_poisoned"], e)
+                self.assertEqual(e["allocation_addr"], addr)
+                self.assertTrue(st["hbm_base"] <= e["page_addr"] < st["hbm_base"] + st["total_bytes"], e)
+                self.assertTrue(self.live()[addr]["poisoned"])
+                self.assertIn(e["page_addr"], self.stats()["retired_addrs"])
+                with self.assertRaises(h.ApiError) as err:
+                    c.dma_read(0, addr, 4096)
+                self.assertIn("retired page", err.exception.error)
+                h.hbm_free(c, 0, addr)
+        finally:
+            for cl in clients:
+                cl.close()
 
 
 if __name__ == "__main__":

@@ -9,6 +9,14 @@ cap holds the average power under it; D3hot with DMA queued, then D0 (and
 autosuspend with a transparent resume), completes every transfer with the
 bytes intact; `vtrn top` fits 80 columns; the Prometheus exporter's output
 parses under a strict reading of the text exposition format.
+
+Then the default two-chip board (vtrn-dev2, two links): idle links enter
+L0s and then L1 on their own, the link layer and the power block count the
+entries and the modeled link power drops to the L1 figure; traffic wakes a
+link through an L1 exit that is not a retrain, with every byte verified by
+the peer. And the same verified GEMM takes longer at the lowest operating
+point than at the highest, by about the ratio of their clocks (DVFS pacing
+really slows kernels). Ratios only, never absolute times.
 """
 
 import json
@@ -424,6 +432,216 @@ class PowerTests(h.SessionTestCase):
                     good.rstrip("\n")):                                   # no final newline
             with self.assertRaises((AssertionError, ValueError), msg=bad):
                 parse_prometheus(bad)
+
+
+# ---- the default board: link power states and DVFS on kernels -------------
+
+WIRED = ((0, 0), (0, 1), (1, 0), (1, 1))  # chip c port p <-> chip 1-c port 1-p
+UNWIRED = (2, 3)
+LINK_L0_W, LINK_L0S_W, LINK_L1_W = 1.2, 0.6, 0.1  # vtrn,chip binding defaults
+
+
+def figure(text):
+    """Measured figures go to stderr: ctest -V shows them, nothing asserts them."""
+    sys.stderr.write(f"figure: {text}\n")
+
+
+class DefaultBoardPowerTests(h.SessionTestCase):
+    session_name = "power-dev2"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.metrics_port = free_port()
+        r = cls.s.vtrn("up", "--boot-timeout-ms", 30000, timeout=120,
+                       env={"VTRN_METRICS_PORT": str(cls.metrics_port)})
+        if r.returncode != 0:
+            cls.s.cleanup()
+            raise AssertionError(f"vtrn up exited {r.returncode}: {r.stderr}")
+        cls.s.remember_pids()
+
+    @classmethod
+    def tearDownClass(cls):
+        problems = h.down_and_check(cls.s)
+        super().tearDownClass()
+        if problems:
+            raise AssertionError("after vtrn down: " + "; ".join(problems))
+
+    def link_ports(self):
+        return {(p["chip"], p["port"]): p for p in self.s.vtrn_json("link", "ls")["ports"]}
+
+    def power(self, chip):
+        return self.s.vtrn_json("telemetry", chip)["chips"][0]["power"]
+
+    def wait_links(self, what, pred, timeout=30, interval=0.05):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = self.link_ports()
+            if pred(last):
+                return last
+            time.sleep(interval)
+        self.fail(f"timed out after {timeout} s waiting for {what}: " +
+                  "; ".join(f"{k}: {last[k]['state']}" for k in WIRED))
+
+    def wait_power(self, chip, what, pred, timeout=10, interval=0.1):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = self.power(chip)
+            if pred(last):
+                return last
+            time.sleep(interval)
+        self.fail(f"timed out after {timeout} s waiting for {what}; links: {last['links']}")
+
+    def all_in(self, state):
+        return lambda ps: all(ps[k]["state"] == state for k in WIRED)
+
+    def scrape(self):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as r:
+            return parse_prometheus(r.read().decode())
+
+    # ---- link power states ----------------------------------------------------
+
+    def test_idle_links_rest_in_l1_and_traffic_wakes_them_without_a_retrain(self):
+        ps = self.wait_links("every wired port in L1", self.all_in("L1"))
+        for k in WIRED:
+            c = ps[k]["counters"]
+            self.assertGreaterEqual(c["l0s_entries"], 1, k)
+            self.assertGreaterEqual(c["l1_entries"], 1, k)
+        # The power block follows: wired ports in L1 at the L1 figure, the
+        # unwired ones down and drawing nothing.
+        for chip in (0, 1):
+            p = self.wait_power(chip, "a whole window of L1",
+                                lambda q: all(q["links"][i]["state"] == "L1" and
+                                              abs(q["links"][i]["power_w"] - LINK_L1_W) < 0.002
+                                              for i in (0, 1)))
+            for i in (0, 1):
+                link = p["links"][i]
+                self.assertGreaterEqual(link["l0s_entries"], 1)
+                self.assertGreaterEqual(link["l1_entries"], 1)
+                self.assertGreater(link["l0_ns"], 0)
+                self.assertGreater(link["l1_ns"], 0)
+                if link["l0s_entries"] == 1 and link["l1_entries"] == 1:
+                    # One pass since boot: the residencies are the delays,
+                    # at the link poll's granularity (L0 includes training).
+                    figure(f"chip {chip} port {i}: L0 {link['l0_ns'] / 1e6:.1f} ms before L0s, "
+                           f"L0s {link['l0s_ns'] / 1e6:.1f} ms before L1 (board: 1 ms / 100 ms idle)")
+            for i in UNWIRED:
+                self.assertEqual(p["links"][i]["state"], "down")
+                self.assertEqual(p["links"][i]["power_w"], 0)
+                self.assertEqual(p["links"][i]["energy_uj"], 0)
+            self.assertAlmostEqual(p["link_power_w"], 2 * LINK_L1_W, delta=0.004)
+        table = self.s.vtrn("telemetry", 0)
+        self.assertEqual(table.returncode, 0, table.stderr)
+        self.assertRegex(table.stdout, r"link power state\s+L1 L1 down down")
+        fams = self.scrape()
+        for chip, port in WIRED:
+            lbl = (("chip", str(chip)), ("port", str(port)))
+            self.assertEqual(fams["vtrn_link_power_state"]["samples"][lbl + (("state", "L1"),)], 1)
+            self.assertGreaterEqual(fams["vtrn_link_low_power_entries_total"]["samples"][lbl + (("state", "L1"),)], 1)
+            self.assertAlmostEqual(fams["vtrn_link_power_watts"]["samples"][lbl], LINK_L1_W, delta=0.002)
+
+        # Traffic from chip 0 port 0 to chip 1 port 1 while the link sleeps.
+        before = ps
+        sent = 512 << 10  # the emulated link moves about 1 MB/s: a few refresh windows
+        p0 = self.power(0)
+        self.s.vtrn_json("link", "send", 0, 0, "--bytes", sent)
+        peak_w, t0 = 0.0, time.monotonic()
+        while time.monotonic() - t0 < 60:
+            q = self.power(0)
+            peak_w = max(peak_w, q["links"][0]["power_w"])
+            after = self.link_ports()
+            if after[(1, 1)]["counters"]["check_good_bytes"] >= before[(1, 1)]["counters"]["check_good_bytes"] + sent:
+                break
+            time.sleep(0.03)
+        transfer_s = time.monotonic() - t0
+        # A transfer shorter than a refresh window shows in the next one.
+        settle = time.monotonic() + 0.35
+        while time.monotonic() < settle:
+            peak_w = max(peak_w, self.power(0)["links"][0]["power_w"])
+            time.sleep(0.03)
+        rx = after[(1, 1)]["counters"]
+        self.assertEqual(rx["check_good_bytes"] - before[(1, 1)]["counters"]["check_good_bytes"], sent)
+        self.assertEqual(rx["check_bad_frames"], before[(1, 1)]["counters"]["check_bad_frames"])
+        for k in ((0, 0), (1, 1)):
+            c, b = after[k]["counters"], before[k]["counters"]
+            self.assertEqual(after[k]["last_recovery"], "L1 exit", k)
+            self.assertEqual(c["retrains"], b["retrains"], f"{k}: the L1 exit counted as a retrain")
+            self.assertEqual(c["link_downs"], b["link_downs"], k)
+        # The link ran in L0 for the transfer, drawing more than in L1.
+        p1 = self.power(0)
+        self.assertGreater(p1["links"][0]["l0_ns"], p0["links"][0]["l0_ns"])
+        self.assertGreater(peak_w, LINK_L1_W, "no refresh window saw the link above its L1 power")
+        figure(f"link 0.0->1.1: {sent >> 10} KiB in {transfer_s:.2f} s, peak port power "
+               f"{peak_w:.3f} W (L0 {LINK_L0_W} W, L0s {LINK_L0S_W} W, L1 {LINK_L1_W} W)")
+        # Idle again: back through L0s into L1, counted once more.
+        ps = self.wait_links("the woken link back in L1",
+                             lambda q: all(q[k]["state"] == "L1" for k in ((0, 0), (1, 1))))
+        for k in ((0, 0), (1, 1)):
+            self.assertGreater(ps[k]["counters"]["l0s_entries"], before[k]["counters"]["l0s_entries"], k)
+            self.assertGreater(ps[k]["counters"]["l1_entries"], before[k]["counters"]["l1_entries"], k)
+        p2 = self.wait_power(0, "the woken port in L1 in the power block",
+                             lambda q: q["links"][0]["state"] == "L1")
+        figure(f"port 0.0 woken: L0 {(p2['links'][0]['l0_ns'] - p0['links'][0]['l0_ns']) / 1e6:.0f} ms "
+               f"(transfer and L1 exit), then L0s "
+               f"{(p2['links'][0]['l0s_ns'] - p0['links'][0]['l0s_ns']) / 1e6:.0f} ms before L1")
+
+    def test_link_ls_table_shows_low_power_entries(self):
+        self.wait_links("every wired port in L1", self.all_in("L1"))
+        r = self.s.vtrn("link", "ls", 0)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        head, *rows = r.stdout.rstrip("\n").split("\n")
+        # Peer and reason cells may hold spaces: count from the right, where
+        # the l0s/l1 column comes just before the bit-error rate.
+        self.assertEqual(head.split()[-2:], ["l0s/l1", "ber"])
+        for row in rows:
+            cells = row.split()
+            if cells[1] in ("0", "1"):
+                l0s, l1 = map(int, cells[-2].split("/"))
+                self.assertGreaterEqual(l0s, 1, row)
+                self.assertGreaterEqual(l1, 1, row)
+
+    # ---- DVFS on kernels ----------------------------------------------------------
+
+    def run_gemm(self):
+        # One NeuronCore, long enough (about 0.2 s at full speed) that the
+        # unpaced part of the chip time (dispatch, waking the executor and
+        # core 0 again) is small next to the paced kernel chunks.
+        doc = self.s.vtrn_json("run", "gemm", "--chip", 0, "--cores", 1, "--m", 384, "--n", 256,
+                               "--k", 256, "--dtype", "fp32", "--seed", 5, timeout=180)
+        self.assertTrue(doc["verified"], doc)
+        self.assertGreater(doc["job"]["chip_run_ns"], 0)
+        return doc["job"]["chip_run_ns"]
+
+    def at_pstate(self, pstate):
+        r = self.s.vtrn_json("power", 0, "--pstate", pstate)
+        self.wait_power(0, f"pstate {pstate}", lambda q: q["pstate"] == pstate, timeout=5)
+        return r["frequency_mhz"]
+
+    def test_kernel_time_scales_with_the_operating_point(self):
+        status = self.s.vtrn_json("power", 0)
+        lowest = status["pstate_count"] - 1
+        f_max = self.power(0)["max_frequency_mhz"]
+        fast, slow = [], []
+        try:
+            # Interleaved, so a slow spell of the host hits both sides.
+            for _ in range(3):
+                self.assertEqual(self.at_pstate(0), f_max)
+                fast.append(self.run_gemm())
+                q = self.power(0)
+                self.assertNotIn("sw_thermal_slowdown", q["clock_event_reason_names"])
+                f_min = self.at_pstate(lowest)
+                slow.append(self.run_gemm())
+        finally:
+            self.s.vtrn("power", 0, "--pstate", 0)
+        expected = f_max / f_min
+        ratio = sum(slow) / sum(fast)
+        figure(f"GEMM chip time at {f_min} MHz / at {f_max} MHz: {ratio:.2f} (clock ratio "
+               f"{expected:.2f}; runs {[round(t / 1e6) for t in fast]} / {[round(t / 1e6) for t in slow]} ms)")
+        self.assertGreater(ratio, 1.5, "the lowest operating point did not slow the kernel")
+        self.assertLess(abs(ratio / expected - 1), 0.35,
+                        f"time ratio {ratio:.2f} is not within 35% of the clock ratio {expected:.2f}")
 
 
 if __name__ == "__main__":

@@ -127,6 +127,8 @@ void assert_default_chip(const Chip& c, uint32_t id, uint32_t cores = 4) {
     assert_int_equal(c.ports[i].max_speed_gtps, 32);
     assert_int_equal(c.ports[i].lanes, 16);
     assert_int_equal(c.ports[i].faulty_lane_mask, 0);
+    assert_int_equal(c.ports[i].l0s_idle_us, vtrn::board::kDefaultL0sIdleUs);
+    assert_int_equal(c.ports[i].l1_idle_us, vtrn::board::kDefaultL1IdleUs);
   }
   assert_int_equal(c.power_domain_count, 2);
   assert_int_equal(c.power_domains[0].index, 0);
@@ -424,6 +426,12 @@ const BadValue kBadValues[] = {
     {"/chips/chip@1/ports/port@2", "vtrn,faulty-lanes", 0x10000, Error::kBadProperty,
      "/chips/chip@1/ports/port@2: vtrn,faulty-lanes: 0x10000 names lanes beyond the 16 of "
      "vtrn,lanes"},
+    {"/chips/chip@1/ports/port@2", "vtrn,l0s-idle-us", 10000001, Error::kBadProperty,
+     "/chips/chip@1/ports/port@2: vtrn,l0s-idle-us: 10000001 out of range 0..10000000"},
+    {"/chips/chip@1/ports/port@2", "vtrn,l1-idle-us", 10000001, Error::kBadProperty,
+     "/chips/chip@1/ports/port@2: vtrn,l1-idle-us: 10000001 out of range 0..10000000"},
+    {"/chips/chip@1/ports/port@2", "vtrn,l1-idle-us", 999, Error::kBadProperty,
+     "/chips/chip@1/ports/port@2: vtrn,l1-idle-us: 999 is shorter than vtrn,l0s-idle-us (1000)"},
     {"/chips/chip@1/power-domains/domain@1", "reg", 8, Error::kBadProperty,
      "/chips/chip@1/power-domains/domain@1: reg: 8 out of range 0..7"},
     {"/chips/chip@1/power-domains/domain@1", "vtrn,cores", 0x10, Error::kBadProperty,
@@ -478,6 +486,34 @@ void test_boundary_values_are_accepted(void**) {
   assert_int_equal(g_chip.ports[2].faulty_lane_mask, 0x1);
   assert_int_equal(g_chip.power_domains[1].core_mask, 0xf0);
   assert_int_equal(g_chip.thermal_zones[1].critical_mc, 150000);
+}
+
+// Link idle timers are per port: 0 turns a state off, L1 may equal L0s
+// (and may be on with L0s off), and the limits themselves are accepted.
+void test_link_idle_timers_are_set_per_port_and_zero_turns_them_off(void**) {
+  set_u32("/chips/chip@1/ports/port@1", "vtrn,l0s-idle-us", 0);
+  set_u32("/chips/chip@1/ports/port@1", "vtrn,l1-idle-us", 0);
+  set_u32("/chips/chip@1/ports/port@2", "vtrn,l0s-idle-us", 10000000);
+  set_u32("/chips/chip@1/ports/port@2", "vtrn,l1-idle-us", 10000000);
+  set_u32("/chips/chip@1/ports/port@3", "vtrn,l0s-idle-us", 0);
+  set_u32("/chips/chip@1/ports/port@3", "vtrn,l1-idle-us", 1);
+  Result r = chip1();
+  assert_string_equal(r.message, "");
+  assert_int_equal(g_chip.ports[0].l0s_idle_us, vtrn::board::kDefaultL0sIdleUs);
+  assert_int_equal(g_chip.ports[0].l1_idle_us, vtrn::board::kDefaultL1IdleUs);
+  assert_int_equal(g_chip.ports[1].l0s_idle_us, 0);
+  assert_int_equal(g_chip.ports[1].l1_idle_us, 0);
+  assert_int_equal(g_chip.ports[2].l0s_idle_us, 10000000);
+  assert_int_equal(g_chip.ports[2].l1_idle_us, 10000000);
+  assert_int_equal(g_chip.ports[3].l0s_idle_us, 0);
+  assert_int_equal(g_chip.ports[3].l1_idle_us, 1);
+}
+
+void test_link_idle_timer_with_two_cells_is_rejected(void**) {
+  const uint32_t two[2] = {0, 0};
+  set_raw("/chips/chip@1/ports/port@2", "vtrn,l0s-idle-us", two, sizeof(two));
+  expect(chip1(), Error::kBadProperty,
+         "/chips/chip@1/ports/port@2: vtrn,l0s-idle-us: length 8, expected 4 (one u32 cell)");
 }
 
 void test_stack_bytes_must_be_a_page_multiple(void**) {
@@ -813,6 +849,8 @@ int main() {
       BOARD_TEST(test_name_with_embedded_nul_is_rejected),
       BOARD_TEST(test_unterminated_compatible_is_rejected),
       BOARD_TEST(test_boundary_values_are_accepted),
+    BOARD_TEST(test_link_idle_timers_are_set_per_port_and_zero_turns_them_off),
+    BOARD_TEST(test_link_idle_timer_with_two_cells_is_rejected),
       BOARD_TEST(test_stack_bytes_must_be_a_page_multiple),
       BOARD_TEST(test_stack_bytes_out_of_range_is_rejected),
       BOARD_TEST(test_duplicate_domain_name_is_rejected),

@@ -28,9 +28,17 @@
 //    five points over 50..70%), and for vtrn::hbm the second-largest free
 //    block's share of the free bytes is printed: the fragmentation can
 //    never be below it (see the fragmentation note in vtrn/hbm.h).
+//    With stitching (vtrn/hbm.h) two figures: "allocatable" (the largest
+//    request that would succeed now, the definition) and
+//    "contiguous" (the largest single free block), from the same run.
+//    Every churn op is also timed: ops that stitch or free a stitched
+//    allocation are their own latency row, with the mapper's page-table
+//    writes included (a flat table of 8-byte entries, one per page, as
+//    the firmware's level-3 table).
 //  - worst case: Allocator::worst_case_hbm_bytes for the churn's own
 //    maxima (live bytes, live count) and its largest request, next to the
-//    HBM the churn actually ran in.
+//    HBM the churn actually ran in, with the remap window the sizing rule
+//    asks for and the bound without stitching.
 //
 // glibc is told to serve everything from its heap (M_MMAP_THRESHOLD above
 // the largest size, M_TRIM_THRESHOLD maximal); no buffer is ever touched.
@@ -65,7 +73,25 @@ namespace {
 using namespace vtrn::hbm::bench;
 using Clock = std::chrono::steady_clock;
 
-Config hbm_config(uint64_t total) {
+// The bench's page tables: one 8-byte entry per page of the remap window,
+// written on map and cleared on unmap (the work the firmware's MMU does,
+// without the TLB maintenance).
+struct FlatTable {
+  std::vector<uint64_t> pte;
+  uint64_t base = 0;
+  static bool map(void* ctx, uint64_t va, uint64_t pa, uint64_t bytes) {
+    auto* t = static_cast<FlatTable*>(ctx);
+    uint64_t* e = t->pte.data() + (va - t->base) / kPage;
+    for (uint64_t off = 0; off < bytes; off += kPage) *e++ = (pa + off) | 3;
+    return true;
+  }
+  static void unmap(void* ctx, uint64_t va, uint64_t bytes) {
+    auto* t = static_cast<FlatTable*>(ctx);
+    memset(t->pte.data() + (va - t->base) / kPage, 0, bytes / kPage * sizeof(uint64_t));
+  }
+};
+
+Config hbm_config(uint64_t total, FlatTable* table, vtrn::hbm::Mapper* mapper) {
   Config c;
   c.geometry.stacks = 2;
   c.geometry.bytes_per_stack = total / 2;
@@ -74,6 +100,13 @@ Config hbm_config(uint64_t total) {
   // Not 0: the runners use address 0 for "no buffer in this slot".
   c.base = kDeviceBase;
   c.limits.max_allocations = 1024;
+  // The remap window right after 64 GiB of device addresses: far from the
+  // HBM, 4x its size (the default).
+  c.remap_base = kDeviceBase + 64 * 1024 * kMiB;
+  table->base = c.remap_base;
+  table->pte.assign(4 * total / kPage, 0);
+  *mapper = vtrn::hbm::Mapper{table, &FlatTable::map, &FlatTable::unmap};
+  c.mapper = mapper;
   return c;
 }
 
@@ -244,25 +277,51 @@ void summarise(std::vector<double>& samples, Frag* f) {
   f->max = samples.back();
 }
 
-Frag churn_hbm(const std::vector<Op>& churn) {
-  Config c = hbm_config(kFragHbm);
+struct ChurnHbm {
+  Frag alloc;   // allocatable: the largest request that would succeed
+  Frag contig;  // the largest single free block
+  Pcts lat_plain, lat_stitched;  // ns per churn op, stitched ones apart
+  uint64_t plain_ops = 0, stitched_ops = 0;
+  Stats last;
+  uint32_t max_stitched_live = 0;
+};
+
+ChurnHbm churn_hbm(const std::vector<Op>& churn) {
+  FlatTable table;
+  vtrn::hbm::Mapper mapper;
+  Config c = hbm_config(kFragHbm, &table, &mapper);
   HbmRunner run(c, slot_count(churn));
-  std::vector<double> samples;
-  Frag f;
+  std::vector<double> samples, samples_c;
+  std::vector<uint32_t> plain, stitched;
+  ChurnHbm r;
+  Frag& f = r.alloc;
   Stats s;
   double occ = 0, live = 0, second = 0;
   for (size_t i = 0; i < churn.size(); ++i) {
-    run.step(churn[i]);
+    const Op& op = churn[i];
+    bool was_stitched = op.size == 0 && run.alloc.in_remap_window(run.addr[op.slot]);
+    auto t0 = Clock::now();
+    run.step(op);
+    auto t1 = Clock::now();
+    uint32_t ns = uint32_t(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+    if (was_stitched || (op.size != 0 && run.alloc.in_remap_window(run.addr[op.slot])))
+      stitched.push_back(ns);
+    else
+      plain.push_back(ns);
     run.alloc.stats(&s);
     f.max_live_bytes = std::max(f.max_live_bytes, s.used_bytes);
     f.max_live = std::max(f.max_live, s.live_allocations);
+    r.max_stitched_live = std::max(r.max_stitched_live, s.stitched_allocations);
     if (sample_point(i, churn.size())) {
       samples.push_back(s.fragmentation);
+      samples_c.push_back(s.contiguous_fragmentation);
       double o = double(s.used_bytes) / double(s.total_bytes);
       occ += o;
       live += s.live_allocations;
       f.band_sum[band_of(o)] += s.fragmentation;
       f.band_n[band_of(o)]++;
+      r.contig.band_sum[band_of(o)] += s.contiguous_fragmentation;
+      r.contig.band_n[band_of(o)]++;
       TopTwo t;
       run.alloc.for_each_block(top_two, &t);
       if (s.free_bytes) second += double(t.second) / double(s.free_bytes);
@@ -270,12 +329,22 @@ Frag churn_hbm(const std::vector<Op>& churn) {
   }
   f.mean_second = second / double(samples.size());
   run.alloc.stats(&s);
+  r.last = s;
   f.final_frag = s.fragmentation;
   f.failures = run.failures;
   summarise(samples, &f);
   f.mean_occupancy = occ / double(f.samples);
   f.mean_live = live / double(f.samples);
-  return f;
+  r.contig.final_frag = s.contiguous_fragmentation;
+  r.contig.failures = run.failures;
+  summarise(samples_c, &r.contig);
+  r.contig.mean_occupancy = f.mean_occupancy;
+  r.contig.mean_live = f.mean_live;
+  r.plain_ops = plain.size();
+  r.stitched_ops = stitched.size();
+  if (!plain.empty()) r.lat_plain = percentiles(plain);
+  if (!stitched.empty()) r.lat_stitched = percentiles(stitched);
+  return r;
 }
 
 // glibc's fragmentation from outside: free space is what lies between live
@@ -401,7 +470,9 @@ int main(int argc, char** argv) {
   }
   // 1 GiB of HBM for the speed trace: it never runs out, so both allocators
   // do the same work on every op.
-  Config speed_config = hbm_config(1024 * kMiB);
+  FlatTable speed_table;
+  vtrn::hbm::Mapper speed_mapper;
+  Config speed_config = hbm_config(1024 * kMiB, &speed_table, &speed_mapper);
 
   if (only) {
     std::vector<Op> trace = make_trace(seed, ops);
@@ -425,7 +496,8 @@ int main(int argc, char** argv) {
 
   std::vector<Op> churn = make_churn(seed + 1, churn_ops, Lifetime::kRandom);
   Frag frag_glibc = churn_glibc(churn);  // first: a fresh heap (see the top)
-  Frag frag_hbm = churn_hbm(churn);
+  ChurnHbm ch = churn_hbm(churn);
+  const Frag& frag_hbm = ch.alloc;
 
   std::vector<Op> trace = make_trace(seed, ops);
   uint32_t slots = slot_count(trace);
@@ -447,6 +519,10 @@ int main(int argc, char** argv) {
   wc.max_live_allocations = frag_hbm.max_live;
   wc.max_request_bytes = kMaxBytes;
   uint64_t bound = Allocator::worst_case_hbm_bytes(kPage, wc);
+  uint64_t bound_contig = Allocator::worst_case_contiguous_hbm_bytes(kPage, wc);
+  uint64_t bound_remap = Allocator::worst_case_remap_bytes(kPage, wc);
+  const Stats& ls = ch.last;
+  double mean_extents = ls.stitches ? double(ls.stitch_extents_total) / double(ls.stitches) : 0;
 
   if (json) {
     auto row = [](const Result& r) {
@@ -473,8 +549,21 @@ int main(int argc, char** argv) {
            (unsigned long long)kFragHbm, churn.size());
     print_frag_json("vtrn::hbm", frag_hbm);
     printf(",");
+    print_frag_json("vtrn::hbm contiguous", ch.contig);
+    printf(",");
     print_frag_json("glibc malloc", frag_glibc);
-    printf("],\"worst_case_hbm_bytes\":%llu}}\n", (unsigned long long)bound);
+    printf("],\"stitches\":%llu,\"stitch_extents_mean\":%.2f,\"stitch_extents_max\":%u,"
+           "\"stitched_live_max\":%u,\"churn_ops_plain\":%llu,\"churn_ops_stitched\":%llu,",
+           (unsigned long long)ls.stitches, mean_extents, ls.stitch_extents_max,
+           ch.max_stitched_live, (unsigned long long)ch.plain_ops,
+           (unsigned long long)ch.stitched_ops);
+    print_pcts_json("churn_latency_plain", ch.lat_plain);
+    printf(",");
+    print_pcts_json("churn_latency_stitched", ch.lat_stitched);
+    printf(",\"worst_case_hbm_bytes\":%llu,\"worst_case_contiguous_hbm_bytes\":%llu,"
+           "\"worst_case_remap_bytes\":%llu}}\n",
+           (unsigned long long)bound, (unsigned long long)bound_contig,
+           (unsigned long long)bound_remap);
     return 0;
   }
   printf("trace: %zu ops, sizes log-uniform 4 KiB..16 MiB, 90..110 live, seed %llu; load %.2f\n",
@@ -500,15 +589,19 @@ int main(int argc, char** argv) {
          churn.size(), (unsigned long long)(kFragHbm / kMiB));
   printf("%-14s %8s %8s %8s %8s %8s %10s %9s %9s\n", "allocator", "final", "mean", "median", "p90",
          "max", "occupancy", "live", "failures");
-  for (auto [name, f] : {std::pair{"vtrn::hbm", &frag_hbm}, std::pair{"glibc malloc", &frag_glibc}})
-    printf("%-14s %7.1f%% %7.1f%% %7.1f%% %7.1f%% %7.1f%% %9.1f%% %9.1f %9llu\n", name,
+  for (auto [name, f] : {std::pair<const char*, const Frag*>{"hbm allocatable", &frag_hbm},
+                         std::pair<const char*, const Frag*>{"hbm contiguous", &ch.contig},
+                         std::pair<const char*, const Frag*>{"glibc malloc", &frag_glibc}})
+    printf("%-15s%7.1f%% %7.1f%% %7.1f%% %7.1f%% %7.1f%% %9.1f%% %9.1f %9llu\n", name,
            100 * f->final_frag, 100 * f->mean, 100 * f->median, 100 * f->p90, 100 * f->max,
            100 * f->mean_occupancy, f->mean_live, (unsigned long long)f->failures);
   printf("\nmean fragmentation by occupancy at the sample (samples in brackets)\n%-14s", "allocator");
   for (int b = 0; b < kBands; ++b) printf(" %14s", kBandNames[b]);
   printf("\n");
-  for (auto [name, f] : {std::pair{"vtrn::hbm", &frag_hbm}, std::pair{"glibc malloc", &frag_glibc}}) {
-    printf("%-14s", name);
+  for (auto [name, f] : {std::pair<const char*, const Frag*>{"hbm allocatable", &frag_hbm},
+                         std::pair<const char*, const Frag*>{"hbm contiguous", &ch.contig},
+                         std::pair<const char*, const Frag*>{"glibc malloc", &frag_glibc}}) {
+    printf("%-15s", name);
     for (int b = 0; b < kBands; ++b) {
       if (f->band_n[b] == 0) printf(" %14s", "-");
       else printf("  %6.1f%% (%4llu)", 100 * f->band_sum[b] / double(f->band_n[b]),
@@ -516,13 +609,27 @@ int main(int argc, char** argv) {
     }
     printf("\n");
   }
-  printf("vtrn::hbm: the second-largest free block alone holds %.1f%% of the free bytes on average\n",
+  printf("vtrn::hbm: the second-largest free block alone holds %.1f%% of the free bytes on average\n"
+         "(the floor of the contiguous figure; stitching is what lifts the allocatable one above it)\n",
          100 * frag_hbm.mean_second);
+  printf("\nstitching in the churn: %llu allocations stitched (%.2f%% of the churn's ops), "
+         "extents mean %.2f, max %u (limit %u); at most %u stitched live at once\n",
+         (unsigned long long)ls.stitches, 100.0 * double(ch.stitched_ops) / double(churn.size()),
+         mean_extents, ls.stitch_extents_max, vtrn::hbm::kMaxExtents, ch.max_stitched_live);
+  printf("churn op latency ns (one clock pair per op, mapper included)\n%-22s %9s %8s %8s %9s %10s\n",
+         "ops", "count", "p50", "p99", "p99.99", "max");
+  printf("%-22s %9llu %8.0f %8.0f %9.0f %10.0f\n", "contiguous", (unsigned long long)ch.plain_ops,
+         ch.lat_plain.p50, ch.lat_plain.p99, ch.lat_plain.p9999, ch.lat_plain.max);
+  printf("%-22s %9llu %8.0f %8.0f %9.0f %10.0f\n", "stitched (alloc+free)",
+         (unsigned long long)ch.stitched_ops, ch.lat_stitched.p50, ch.lat_stitched.p99,
+         ch.lat_stitched.p9999, ch.lat_stitched.max);
   printf("\nworst case (vtrn/hbm.h): HBM that no order of these requests can exhaust, for at most\n"
          "%llu MiB and %u allocations live (the churn's maxima) and requests up to %llu MiB:\n"
-         "%llu MiB (%.1fx the live bytes); the churn ran in %llu MiB\n",
+         "%llu MiB (%.1fx the live bytes) with stitching, with a remap window of %llu MiB;\n"
+         "%llu MiB without stitching; the churn ran in %llu MiB\n",
          (unsigned long long)(wc.max_live_bytes / kMiB), wc.max_live_allocations,
          (unsigned long long)(kMaxBytes / kMiB), (unsigned long long)(bound / kMiB),
-         double(bound) / double(wc.max_live_bytes), (unsigned long long)(kFragHbm / kMiB));
+         double(bound) / double(wc.max_live_bytes), (unsigned long long)(bound_remap / kMiB),
+         (unsigned long long)(bound_contig / kMiB), (unsigned long long)(kFragHbm / kMiB));
   return 0;
 }

@@ -95,42 +95,58 @@ void test_arena_bytes_follows_published_bound(void**) {
   c.limits.max_allocations = 4096;
   c.limits.max_owners = 256;
   c.limits.max_retired_pages = 256;
-  // 36 * (2 * (A + R) + 2) + 72 * O + 4 * H + 4 * R + 4 * P + 8 * W with
-  // H = 512, P = 65,536 pages, W = 1024 + 16 + 1 bitmap words.
-  size_t records = 36 * (2 * (4096 + 256) + 2);
+  c.limits.max_extents = 4096;
+  // 40 * (2 * (A + E + R) + 3) + 72 * O + 4 * H + 4 * R + 4 * P + 8 * W with
+  // H = 512, P = 65,536 pages, W = 1024 + 16 + 1 bitmap words (no remap
+  // window without a mapper).
+  size_t records = 40 * (2 * (4096 + 4096 + 256) + 3);
   assert_int_equal(Allocator::arena_bytes(c),
                    records + 72 * 256 + 4 * 512 + 4 * 256 + 4 * 65536 + 8 * (1024 + 16 + 1));
-  assert_int_equal(Allocator::arena_bytes(c), 605392);  // the example in vtrn/hbm.h
+  assert_int_equal(Allocator::arena_bytes(c), 967936);  // the example in vtrn/hbm.h
   // Pages not a multiple of 64 round each level up; sections round up to 8.
   c = make_config(1, 100 * kPage);
   c.limits.max_allocations = 1;
   c.limits.max_owners = 1;
   c.limits.max_retired_pages = 1;
-  assert_int_equal(Allocator::arena_bytes(c), 216 + 72 + 8 + 8 + 400 + 8 * (2 + 1));
+  c.limits.max_extents = 1;
+  assert_int_equal(Allocator::arena_bytes(c), 360 + 72 + 8 + 8 + 400 + 8 * (2 + 1));
   c.geometry.stacks = 0;
   assert_int_equal(Allocator::arena_bytes(c), 0);
 }
 
 void test_worst_case_hbm_follows_published_formula(void**) {
-  // P >= M + R + (N + R) * g(n + a - 1), g(r) = r + 2^(msb(r) - 5) - 1 for
-  // r >= 32 pages: the two examples in vtrn/hbm.h.
+  // With stitching: P >= M + R + ceil(n * max(32K, 33B) / 32K),
+  // B = K (N - 1) + R + 1, K = 64; the two examples in vtrn/hbm.h.
   WorstCase w;
   w.max_live_bytes = 224 * kMiB;
   w.max_live_allocations = 128;
   w.max_request_bytes = 16 * kMiB;
-  assert_int_equal(Allocator::worst_case_hbm_bytes(kPage, w),
+  assert_int_equal(Allocator::worst_case_hbm_bytes(kPage, w), (57344 + 536514) * kPage);
+  // Without: P >= M + R + (N + R) * g(n + a - 1), g(r) = r + 2^(msb(r) - 5) - 1
+  // for r >= 32 pages.
+  assert_int_equal(Allocator::worst_case_contiguous_hbm_bytes(kPage, w),
                    (57344 + 128 * (4096 + 127)) * kPage);
-  assert_int_equal(Allocator::worst_case_hbm_bytes(kPage, w), 2448949248ull);
+  assert_int_equal(Allocator::worst_case_contiguous_hbm_bytes(kPage, w), 2448949248ull);
+  // The remap window that is never the limit: the contiguous bound, R = 0.
+  assert_int_equal(Allocator::worst_case_remap_bytes(kPage, w), 2448949248ull);
   w.max_alignment = 2 * kMiB;
   w.retired_pages = 256;
-  assert_int_equal(Allocator::worst_case_hbm_bytes(kPage, w),
+  // Alignment costs the stitched bound nothing: it is the window's affair.
+  assert_int_equal(Allocator::worst_case_hbm_bytes(kPage, w), (57344 + 256 + 553410) * kPage);
+  assert_int_equal(Allocator::worst_case_contiguous_hbm_bytes(kPage, w),
                    (57344 + 256 + 384 * (4607 + 127)) * kPage);
-  // Below 32 pages a class is one size: no rounding; sizes round to pages.
+  assert_int_equal(Allocator::worst_case_remap_bytes(kPage, w),
+                   (57344 + 128 * (4607 + 127)) * kPage);
+  // Small: below 32 pages a class is one size; sizes round to pages. At
+  // most 64 free blocks (B = 1 + R) means every free page can be taken.
   w = WorstCase{};
   w.max_live_bytes = 10 * kPage - 1;
   w.max_live_allocations = 3;
   w.max_request_bytes = 5 * kPage + 1;
-  assert_int_equal(Allocator::worst_case_hbm_bytes(kPage, w), (10 + 3 * 6) * kPage);
+  assert_int_equal(Allocator::worst_case_contiguous_hbm_bytes(kPage, w), (10 + 3 * 6) * kPage);
+  assert_int_equal(Allocator::worst_case_hbm_bytes(kPage, w), (10 + 13) * kPage);  // B = 129
+  w.max_live_allocations = 1;
+  assert_int_equal(Allocator::worst_case_hbm_bytes(kPage, w), (10 + 6) * kPage);    // B = 1
   // Invalid arguments and overflow give 0.
   assert_int_equal(Allocator::worst_case_hbm_bytes(3 * kPage, w), 0);
   w.max_alignment = 4 * kMiB;
@@ -141,6 +157,7 @@ void test_worst_case_hbm_follows_published_formula(void**) {
   w.max_live_allocations = 1u << 24;
   w.max_request_bytes = 1ull << 62;
   assert_int_equal(Allocator::worst_case_hbm_bytes(kPage, w), 0);
+  assert_int_equal(Allocator::worst_case_contiguous_hbm_bytes(kPage, w), 0);
 }
 
 void test_allocation_rounds_size_up_to_page(void**) {

@@ -385,6 +385,32 @@ void test_loopback_slave_echoes_master_frames(void**) {
   stream_all(r, s, 20, 5000);
 }
 
+void test_held_frame_stays_queued_and_holds_back_the_sender(void**) {
+  Rig r;
+  bring_up(r);
+  const uint32_t cap = r.cfg_b.rx_frames;
+  for (uint32_t n = 0; n < cap + 4; ++n) {
+    std::vector<uint8_t> p = payload(n, 100);
+    if (r.a.port.send(p.data(), 100) != LinkStatus::kOk) break;
+  }
+  r.run(20);
+  // Nobody reads b: it holds rx_frames frames, the rest stay with a.
+  assert_int_equal(r.b.port.rx_pending(), cap);
+  const uint8_t* f = nullptr;
+  uint32_t len = 0;
+  assert_int_equal(r.b.port.peek(&f, &len), LinkStatus::kOk);
+  std::vector<uint8_t> p0 = payload(0, 100);
+  assert_int_equal(len, 100);
+  assert_memory_equal(f, p0.data(), 100);
+  assert_int_equal(r.b.port.peek(&f, &len), LinkStatus::kOk);  // still the same frame
+  assert_memory_equal(f, p0.data(), 100);
+  assert_int_equal(r.b.port.discard(), LinkStatus::kOk);
+  assert_int_equal(r.b.port.peek(&f, &len), LinkStatus::kOk);
+  std::vector<uint8_t> p1 = payload(1, 100);
+  assert_memory_equal(f, p1.data(), 100);
+  assert_int_equal(r.b.port.counters().crc_errors, 0);
+}
+
 // Fake-clock nanoseconds to move `count` 1000-byte frames a->b.
 uint64_t paced_transfer_ns(const Capabilities& c, uint32_t count) {
   Rig r;
@@ -575,6 +601,7 @@ void test_peer_view_reports_header_faults(void**) {
 int main() {
   const CMUnitTest tests[] = {
       cmocka_unit_test(test_training_negotiates_common_speed_and_width),
+      cmocka_unit_test(test_held_frame_stays_queued_and_holds_back_the_sender),
       cmocka_unit_test(test_width_is_largest_power_of_two_of_common_good_lanes),
       cmocka_unit_test(test_faulty_lane_gives_narrower_link),
       cmocka_unit_test(test_no_common_lane_keeps_link_down_with_reason),

@@ -193,6 +193,15 @@ void test_validate_names_the_offending_field(void**) {
   e = validate(c);
   assert_string_equal(e.field, "zones.critical_mc");
   assert_int_equal(e.index, 1);
+  // A deeper link power state may not draw more than a shallower one.
+  c = dev_board_config(2, 4);
+  c.model.link_l0s_mw = c.model.link_l0_mw + 1;
+  assert_string_equal(validate(c).field, "model.link_l0s_mw");
+  c = dev_board_config(2, 4);
+  c.model.link_l1_mw = c.model.link_l0s_mw + 1;
+  assert_string_equal(validate(c).field, "model.link_l1_mw");
+  c.model.link_l1_mw = c.model.link_l0s_mw;
+  assert_true(validate(c).ok());
   c = dev_board_config(0, 4);
   assert_string_equal(validate(c).field, "core_count");
   PowerManager pm;

@@ -1,7 +1,10 @@
 // Host unit tests of fw::hbm::Manager (firmware/hbm): owner mapping, the
 // access check the DMA policy uses, the ECC model, lifespans and quotas,
 // and the vtrn.ctrl handlers, including that the largest answers fit one
-// control slot. The allocator itself has its own tests in common/hbm.
+// control slot, and stitching through a checked shadow map standing in for
+// fw::mmu (a stitched allocation listed, counted and hit by ECC at its
+// remap-window address). The allocator itself has its own tests in
+// common/hbm.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +18,7 @@ extern "C" {
 #include <algorithm>
 #include <vector>
 
+#include "../../../common/hbm/test/hbm_shadow_map.h"
 #include "fw/hbm_manager.h"
 #include "vtrn/hostif.h"
 
@@ -371,6 +375,79 @@ void test_largest_stats_and_retired_answers_fit_one_control_slot(void** state) {
   assert_true(vtrn__ctrl__response__get_packed_size(&resp) <= vtrn::hostif::kCtrlMaxPayload);
 }
 
+constexpr uint64_t kRemapBase = 0x60'0000'0000ull;
+
+void test_stitched_allocation_is_listed_counted_and_retired_through_its_remap_address(void**) {
+  vtrn::hbm::test::ShadowMap shadow;
+  shadow.page = kPage;
+  shadow.hbm_base = kBase;
+  shadow.hbm_bytes = 2 * kStack;
+  shadow.remap_base = kRemapBase;
+  shadow.remap_bytes = 8 * kStack;
+  const vtrn::hbm::Mapper mapper = shadow.mapper();
+  const fw::hbm::Remap remap{&mapper, kRemapBase, 8 * kStack};
+  Fixture f;
+  const size_t need = Manager::arena_bytes(geometry(), kBase, remap);
+  assert_true(need > Manager::arena_bytes(geometry(), kBase));
+  f.arena.assign(need / 8 + 1, 0);
+  assert_int_equal(f.m.init(geometry(), kBase, f.arena.data(), f.arena.size() * 8, remap), Status::kOk);
+  // 1 MiB pieces over all of HBM, every other one freed: 1 MiB holes.
+  std::vector<uint64_t> pieces;
+  uint64_t a = 0;
+  while (f.m.alloc(kClient1, 0, 1 << 20, 0, &a) == Status::kOk) pieces.push_back(a);
+  assert_int_equal(pieces.size(), 2 * kStack >> 20);
+  for (size_t i = 0; i < pieces.size(); i += 2) assert_int_equal(f.m.free(kClient1, pieces[i]), Status::kOk);
+  uint64_t s = 0;
+  assert_int_equal(f.m.alloc(kClient2, 0, 3 << 20, 0, &s), Status::kOk);
+  assert_true(s >= kRemapBase && s < kRemapBase + 8 * kStack);
+  assert_int_equal(shadow.mapped_bytes, 3 << 20);
+  assert_int_equal(f.m.check(s + (2 << 20), 4096), Access::kOk);
+  // Listed as stitched; the stats show both fragmentation figures.
+  Vtrn__Ctrl__HbmListRequest lr = VTRN__CTRL__HBM_LIST_REQUEST__INIT;
+  lr.from_addr = kRemapBase;
+  lr.max = 4;
+  Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
+  req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_LIST;
+  req.hbm_list = &lr;
+  Vtrn__Ctrl__Response resp = serve(&f, req);
+  assert_int_equal(resp.hbm_list->n_allocations, 1);
+  assert_int_equal(resp.hbm_list->allocations[0]->addr, s);
+  assert_true(resp.hbm_list->allocations[0]->stitched);
+  assert_int_equal(resp.hbm_list->allocations[0]->extents, 3);
+  f.pb.reset();
+  Vtrn__Ctrl__HbmStatsRequest sr = VTRN__CTRL__HBM_STATS_REQUEST__INIT;
+  req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_STATS;
+  req.hbm_stats = &sr;
+  resp = serve(&f, req);
+  assert_int_equal(resp.hbm_stats->remap_base, kRemapBase);
+  assert_int_equal(resp.hbm_stats->remap_bytes, 8 * kStack);
+  assert_int_equal(resp.hbm_stats->stitched_allocations, 1);
+  assert_int_equal(resp.hbm_stats->stitched_extents, 3);
+  assert_int_equal(resp.hbm_stats->largest_contiguous_free_bytes, 1 << 20);
+  assert_true(resp.hbm_stats->largest_free_bytes > resp.hbm_stats->largest_contiguous_free_bytes);
+  assert_true(resp.hbm_stats->fragmentation < resp.hbm_stats->contiguous_fragmentation);
+  // ECC at the remap address: the physical page behind it is retired.
+  fw::hbm::EccRecord r;
+  assert_int_equal(f.m.inject_ecc(s + (2 << 20) + 100, true, &r), Status::kOk);
+  assert_true(r.page_retired && r.allocation_poisoned);
+  assert_int_equal(r.allocation_addr, s);
+  assert_int_equal(r.owner, kClient2);
+  assert_true(r.page_offset < 2 * kStack);
+  assert_int_equal(f.m.check(s, 16), Access::kEccError);
+  assert_int_equal(f.m.check(kBase + r.page_offset, 16), Access::kEccError);
+  assert_int_equal(f.m.inject_ecc(kRemapBase + 7 * kStack, true, &r), Status::kNotFound);
+  // Unchecked DMA never reaches an unmapped part of the remap window.
+  f.m.set_dma_unchecked(true);
+  const fw::hbm::DmaPolicy policy(&f.m);
+  assert_int_equal(policy.check(kRemapBase + 7 * kStack, 64), vtrn::dma::kErrNotAllocated);
+  assert_int_equal(policy.check(kBase + kPage, 64), vtrn::dma::kOk);  // a freed 1 MiB hole
+  f.m.set_dma_unchecked(false);
+  assert_int_equal(f.m.free_owner(kClient2), 3 << 20);
+  assert_int_equal(shadow.mapped_bytes, 0);
+  assert_int_equal(shadow.violations, 0);
+  assert_int_equal(f.m.allocator().audit(), Status::kOk);
+}
+
 void test_uninitialised_manager_refuses_everything(void**) {
   Manager m;
   uint64_t a = 0;
@@ -406,6 +483,7 @@ int main() {
       cmocka_unit_test_setup_teardown(test_import_then_export_round_trips_the_retired_list, setup, teardown),
       cmocka_unit_test_setup_teardown(test_list_pages_through_allocations_in_address_order, setup, teardown),
       cmocka_unit_test_setup_teardown(test_largest_stats_and_retired_answers_fit_one_control_slot, setup, teardown),
+      cmocka_unit_test(test_stitched_allocation_is_listed_counted_and_retired_through_its_remap_address),
       cmocka_unit_test(test_uninitialised_manager_refuses_everything),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);

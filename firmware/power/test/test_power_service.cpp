@@ -195,6 +195,135 @@ void test_board_extras_reject_a_truncated_operating_point_table(void**) {
   assert_non_null(strstr(err, "no chip with reg 7"));
 }
 
+// A board tree whose chip@0 sets the three link power properties.
+std::vector<uint8_t> link_power_tree(uint32_t l0_mw, uint32_t l0s_mw, uint32_t l1_mw) {
+  std::vector<uint8_t> buf(2048);
+  void* f = buf.data();
+  assert_int_equal(fdt_create(f, int(buf.size())), 0);
+  assert_int_equal(fdt_finish_reservemap(f), 0);
+  assert_int_equal(fdt_begin_node(f, ""), 0);
+  assert_int_equal(fdt_begin_node(f, "chips"), 0);
+  assert_int_equal(fdt_begin_node(f, "chip@0"), 0);
+  assert_int_equal(fdt_property_u32(f, "reg", 0), 0);
+  assert_int_equal(fdt_property_u32(f, "vtrn,link-l0-milliwatts", l0_mw), 0);
+  assert_int_equal(fdt_property_u32(f, "vtrn,link-l0s-milliwatts", l0s_mw), 0);
+  assert_int_equal(fdt_property_u32(f, "vtrn,link-l1-milliwatts", l1_mw), 0);
+  assert_int_equal(fdt_end_node(f), 0);
+  assert_int_equal(fdt_end_node(f), 0);
+  assert_int_equal(fdt_end_node(f), 0);
+  assert_int_equal(fdt_finish(f), 0);
+  buf.resize(fdt_totalsize(f));
+  return buf;
+}
+
+void test_board_link_power_per_state_reaches_the_model(void**) {
+  const std::vector<uint8_t> t = link_power_tree(2000, 900, 50);
+  BoardPowerExtras e;
+  char err[160] = {};
+  assert_true(fw::power::read_board_extras(t.data(), t.size(), 0, &e, err, sizeof err));
+  const vtrn::power::PowerConfig c = fw::power::config_from_chip(two_core_chip(), e);
+  assert_true(vtrn::power::validate(c).ok());
+  assert_int_equal(c.model.link_l0_mw, 2000);
+  assert_int_equal(c.model.link_l0s_mw, 900);
+  assert_int_equal(c.model.link_l1_mw, 50);
+  // Absent properties keep the binding's defaults.
+  const vtrn::power::PowerConfig d = fw::power::config_from_chip(two_core_chip(), BoardPowerExtras{});
+  assert_int_equal(d.model.link_l0_mw, 1200);
+  assert_int_equal(d.model.link_l0s_mw, 600);
+  assert_int_equal(d.model.link_l1_mw, 100);
+}
+
+void test_board_link_power_out_of_range_or_out_of_order_is_refused(void**) {
+  std::vector<uint8_t> t = link_power_tree(100001, 600, 100);
+  BoardPowerExtras e;
+  char err[160] = {};
+  assert_false(fw::power::read_board_extras(t.data(), t.size(), 0, &e, err, sizeof err));
+  assert_string_equal(err, "chip 0: vtrn,link-l0-milliwatts: 100001 out of range 0..100000");
+  // L1 above L0s: readable, but the configuration is refused naming the field.
+  t = link_power_tree(1200, 600, 700);
+  assert_true(fw::power::read_board_extras(t.data(), t.size(), 0, &e, err, sizeof err));
+  const vtrn::power::ConfigError ce = vtrn::power::validate(fw::power::config_from_chip(two_core_chip(), e));
+  assert_false(ce.ok());
+  assert_string_equal(ce.field, "model.link_l1_mw");
+}
+
+void test_ltssm_states_map_to_link_power_states(void**) {
+  using vtrn::power::LinkPowerState;
+  // vtrn::link::LinkState values: 0 Detect .. 8 Loopback.
+  const LinkPowerState want[] = {LinkPowerState::kDown, LinkPowerState::kL0, LinkPowerState::kL0,
+                                 LinkPowerState::kL0,   LinkPowerState::kL0, LinkPowerState::kL0s,
+                                 LinkPowerState::kL1,   LinkPowerState::kDown, LinkPowerState::kL0};
+  for (uint32_t s = 0; s < sizeof want / sizeof want[0]; ++s) {
+    assert_int_equal(uint32_t(fw::power::link_power_state(s)), uint32_t(want[s]));
+  }
+  assert_int_equal(uint32_t(fw::power::link_power_state(200)), uint32_t(LinkPowerState::kDown));
+}
+
+// Link changes inside a window are charged from their own timestamps, and
+// the cores' replay of the same window stays exact.
+void test_link_states_are_replayed_in_time_within_the_window(void**) {
+  using vtrn::power::LinkPowerState;
+  Controller c;
+  assert_true(c.init(hot_config(), 0).ok());
+  Sim sim;
+  c.set_baseline(sim.s, 2);
+  c.note_link(0, LinkPowerState::kL0, 0, 10 * kMs);
+  c.note_link(0, LinkPowerState::kL0, 0, 20 * kMs);  // a repeat: no event
+  c.note_link(0, LinkPowerState::kL0s, 0, 30 * kMs);
+  c.note_link(0, LinkPowerState::kL1, 0, 60 * kMs);
+  c.note_link(0, LinkPowerState::kL1, 0, 90 * kMs);
+  c.note_link(9, LinkPowerState::kL0, 0, 90 * kMs);  // no such port: ignored
+  sim.run(c, 100 * kMs, 500, 250);
+  vtrn::power::PowerTelemetry t;
+  c.snapshot(&t);
+  assert_int_equal(t.cores[0].running_ns, 50 * kMs);
+  assert_int_equal(t.cores[1].running_ns, 25 * kMs);
+  const vtrn::power::PowerTelemetryLink& l = t.links[0];
+  assert_int_equal(l.state, uint32_t(LinkPowerState::kL1));
+  assert_int_equal(l.down_ns, 10 * kMs);
+  assert_int_equal(l.l0_ns, 20 * kMs);
+  assert_int_equal(l.l0s_ns, 30 * kMs);
+  assert_int_equal(l.l1_ns, 40 * kMs);
+  assert_int_equal(l.l0s_entries, 1);
+  assert_int_equal(l.l1_entries, 1);
+  // 1.2 W x 20 ms + 0.6 W x 30 ms + 0.1 W x 40 ms = 46 mJ over 100 ms.
+  assert_int_equal(l.energy_uj, 46000);
+  assert_int_equal(l.power_mw, 460);
+  assert_int_equal(t.links[1].down_ns, 100 * kMs);
+  // The next window in L1 alone draws the L1 power; sent bytes add energy.
+  c.note_link(0, LinkPowerState::kL1, 1000000, 150 * kMs);  // 40 pJ/B -> 40 uJ
+  sim.run(c, 100 * kMs, 0, 0);
+  c.snapshot(&t);
+  assert_int_equal(t.links[0].energy_uj, 46000 + 10000 + 40);
+  assert_int_equal(t.links[0].power_mw, 100);  // 10.04 mJ over 100 ms, truncated to mW
+  assert_int_equal(t.link_power_mw, t.links[0].power_mw);
+}
+
+void test_link_change_queue_overflow_catches_up_at_the_next_report(void**) {
+  using vtrn::power::LinkPowerState;
+  Controller c;
+  assert_true(c.init(hot_config(), 0).ok());
+  Sim sim;
+  c.set_baseline(sim.s, 2);
+  // Far more changes than the queue holds within one window.
+  for (uint32_t i = 0; i <= 200; ++i) {
+    c.note_link(1, i % 2 ? LinkPowerState::kL0s : LinkPowerState::kL0, 0, i * 100000);
+  }
+  sim.run(c, 100 * kMs, 0, 0);
+  vtrn::power::PowerTelemetry t;
+  c.snapshot(&t);
+  assert_true(t.links[1].l0s_entries >= 1);
+  assert_true(t.links[1].l0s_entries <= 64);
+  assert_int_equal(t.links[1].down_ns + t.links[1].l0_ns + t.links[1].l0s_ns, 100 * kMs);
+  // The queue kept the first 64 changes (the last of them L0s); the port
+  // really ended in L0 (i = 200), which the next report records.
+  assert_int_equal(t.links[1].state, uint32_t(LinkPowerState::kL0s));
+  c.note_link(1, LinkPowerState::kL0, 0, 110 * kMs);
+  sim.run(c, 100 * kMs, 0, 0);
+  c.snapshot(&t);
+  assert_int_equal(t.links[1].state, uint32_t(LinkPowerState::kL0));
+}
+
 void test_replayed_activity_gives_window_utilization(void**) {
   Controller c;
   assert_true(c.init(hot_config(), 0).ok());
@@ -365,6 +494,11 @@ int main() {
       cmocka_unit_test(test_config_extras_override_operating_points_and_zone_parameters),
       cmocka_unit_test(test_board_extras_are_read_from_the_chip_node),
       cmocka_unit_test(test_board_extras_reject_a_truncated_operating_point_table),
+      cmocka_unit_test(test_board_link_power_per_state_reaches_the_model),
+      cmocka_unit_test(test_board_link_power_out_of_range_or_out_of_order_is_refused),
+      cmocka_unit_test(test_ltssm_states_map_to_link_power_states),
+      cmocka_unit_test(test_link_states_are_replayed_in_time_within_the_window),
+      cmocka_unit_test(test_link_change_queue_overflow_catches_up_at_the_next_report),
       cmocka_unit_test(test_replayed_activity_gives_window_utilization),
       cmocka_unit_test(test_d3hot_request_quiesces_after_in_flight_work_and_d0_restores),
       cmocka_unit_test(test_autosuspend_after_idle_and_transparent_resume),

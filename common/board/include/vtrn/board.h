@@ -26,6 +26,18 @@ inline constexpr size_t kMessageLen = 160;
 inline constexpr uint32_t kMaxSwitches = 16;
 inline constexpr uint32_t kMaxSwitchPorts = 256;
 inline constexpr uint32_t kMaxLinks = 2048;
+// Link idle timers (vtrn,link-port). The defaults are sized for the demo
+// firmware, whose idle links are polled every 20 ms: L0s after 1 ms is
+// entered at the first idle poll after traffic, so a few back-to-back
+// transfers never leave L0 in between but an idle link saves power at once;
+// L1 after 100 ms costs a Recovery (a few ms of training sets) to leave, so
+// it waits until the link has been quiet for several polls and a burst of
+// commands typed or scripted one after another does not pay that exit each
+// time. Real PCIe ASPM uses microseconds; the ratio (L1 about 100x the L0s
+// delay) is what matters here.
+inline constexpr uint32_t kDefaultL0sIdleUs = 1000;
+inline constexpr uint32_t kDefaultL1IdleUs = 100000;
+inline constexpr uint32_t kMaxLinkIdleUs = 10000000;  // 10 s
 
 // Closed list; values are stable (they appear in logs and tests).
 enum class Error : uint32_t {
@@ -74,6 +86,12 @@ struct LinkPort {
   uint32_t max_speed_gtps = 0;   // vtrn,max-speed-gtps: 1..128 GT/s per lane
   uint32_t lanes = 0;            // vtrn,lanes: 1, 2, 4, 8 or 16
   uint32_t faulty_lane_mask = 0; // vtrn,faulty-lanes (optional, default 0): bit n = lane n bad
+  // Link power management (ASPM style): idle time before the port enters
+  // L0s / L1, in microseconds; 0 = never. vtrn,l0s-idle-us and
+  // vtrn,l1-idle-us (optional, defaults below): 0..kMaxLinkIdleUs, and L1
+  // not sooner than L0s when both are on.
+  uint32_t l0s_idle_us = 0;
+  uint32_t l1_idle_us = 0;
   // Wiring, from /links (parse_chip fills it; all false/zero for a port no
   // link names, which then never leaves Detect).
   bool connected = false;        // a /links entry names this port

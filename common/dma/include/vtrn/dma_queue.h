@@ -47,6 +47,13 @@ struct AddressMap {
   uint64_t hbm_base = 0;           // chip physical address of hbm[0]
   uint64_t hbm_size = 0;
   const HbmPolicy* policy = nullptr;
+  // ---- HBM ---- the remap window of stitched HBM allocations: device
+  // addresses mapped onto HBM pages (the firmware's MMU does it, so the
+  // engine-side pointer is the address itself); only with a policy.
+  uint8_t* remap = nullptr;        // engine-side mapping of remap_base
+  uint64_t remap_base = 0;
+  uint64_t remap_size = 0;
+  // ---- end HBM ----
 };
 
 // Resolves and checks one descriptor (already copied out of shared memory).

@@ -4,19 +4,34 @@
 // It hands out device addresses (uint64) over the HBM stacks that the board
 // DTB describes, in bounded time: a two-level segregated fit (TLSF) with
 // bitmaps finds a block in O(1), splits it, and on free coalesces with both
-// address neighbours in O(1). It is not a memory mapper and never touches
-// the memory it manages: the host DMA writes HBM directly, and page
-// retirement must work on memory that is known bad, so every piece of
-// metadata (block headers included) lives out of band, in one arena that
-// the caller provides and that is sized by arena_bytes() from the geometry
-// and the limits.
+// address neighbours in O(1). It never touches the memory it manages: the
+// host DMA writes HBM directly, and page retirement must work on memory
+// that is known bad, so every piece of metadata (block headers included)
+// lives out of band, in one arena that the caller provides and that is
+// sized by arena_bytes() from the geometry and the limits.
 // There is no heap, no exception, no RTTI and no lock: the caller
 // serialises calls (the firmware's HBM service runs on one core).
+//
+// Two windows of device addresses. An allocation that fits one free block
+// gets device address == physical address in the identity window
+// [base, base + total): the common path, one TLSF search. Only when no
+// single free block holds the request is it stitched, as accelerators'
+// memory managers do with their MMUs: a range of the remap window
+// [remap_base, remap_base + remap_bytes) (a second TLSF over that window)
+// is covered by at most kMaxExtents physical extents, taken largest first
+// (the head of the highest non-empty size class each time, the last one
+// split to the exact remainder), and the caller's Mapper maps them there
+// (the firmware: its page tables; tests: a checked shadow map). Alignment
+// is the remap range's, not the extents'. Owner, quota and category see
+// the allocation once; lookup, check_range, free and ECC accept either
+// window (a remap address is translated through its extents; the page is
+// retired physically and the stitched allocation poisoned).
 //
 // Units. The allocation granule is the board's HBM page (vtrn,page-bytes,
 // 4 KiB..2 MiB): sizes are rounded up to it, every block starts on it, and
 // it is the unit that ECC retirement removes, so a retired page always lies
-// inside exactly one block. The default board uses 4 KiB pages.
+// inside exactly one block. The default board (vtrn-dev2) uses 64 KiB
+// pages; the benchmark and most tests use 4 KiB.
 // Alignments are powers of two from one page up to kMaxAlignment (2 MiB);
 // a smaller one is the page. Stacks are laid out back to back from
 // Config::base (which must be kMaxAlignment-aligned), so a block may span
@@ -28,92 +43,105 @@
 // request of p pages, where good_fit(p) = p below 32 pages and
 // p + 2^(floor(log2 p) - 5) - 1 above (under 1/32 more).
 //
-// Fragmentation (1 - largest free / total free) on the churn: sizes
-// 4 KiB..16 MiB log-uniform, ~100 live, 50..70% of 320 MiB, a uniformly
-// random buffer dies: 61..64% here (mean over the run, churn seeds 43..45)
-// and 59% for glibc on the same trace. The goal was under 12%; it is not
-// met. bench/hbm_frag_policies measured the alternatives on the same trace
-// over an exact free map: first fit 54..55%, best fit 60..63%, small
-// buffers (< 1 MiB) best fit from the top of their block 60..62%
-// (segregating small from large hardly matters: the large buffers hold
-// almost all the bytes), best fit with sizes rounded to 8, 4 or 1 classes
-// per octave 62..64%, 64..65%, 65..67% (rounding makes a hole reusable by
-// its class but raises the occupancy), next fit 89%, worst fit 93%. First
-// fit, the best of them, would need a max-tree over the pages to run in
-// bounded time (17 levels at 80 Ki pages, random updates that miss the
-// cache), several times the cost of a whole TLSF operation, for a figure
-// still 4.5x over the goal; not taken.
-// Why no non-moving placement gets near 12% on this trace: the figure is
-// at least the second-largest free block's share of the free bytes, which
-// is 14..17% on average for every policy above (19% with power-of-two
-// classes), over the goal by itself. It cannot be made small. With random lifetimes a free merges into
-// the largest free block G only when the dying buffer borders G: 1..2% of
-// frees, 6..7.5% of freed bytes. For the figure to stay low G must persist,
-// so G hands out about as many bytes as it gets back, and ~93% of the
-// allocated bytes must fit in the other free blocks. The bytes of
-// log-uniform sizes are spread evenly over 4 KiB..16 MiB, so that needs
-// another free block of ~0.93 * 16 MiB = 15 MiB most of the time: 11.6% of
-// the 128 MiB free at 60% occupancy before any other hole, and every real
-// policy leaves many. Only moving live buffers (the API hands out addresses,
-// so no) or lifetimes with structure help: oldest-first deaths give 30..36%,
-// newest-first 0% on the same sizes. Category or lifetime placement has
-// nothing to use on this trace (one category, memoryless deaths).
+// Fragmentation is 1 - largest free / total free, where "largest free" is
+// the largest allocation that would succeed now: max(largest contiguous
+// free block, min(largest free range of the remap window, what the stitch
+// path can gather from the kMaxExtents first blocks it would take)). On the
+// issue's churn (sizes 4 KiB..16 MiB log-uniform, ~100 live, 50..70% of
+// 320 MiB, a uniformly random buffer dies; hbm_bench, churn seed 43) it is
+// 0.0% at every occupancy from 50 to 70% (mean and p90; the free space is
+// in fewer than 64 blocks nearly always), against the goal of 12%; 33 of
+// the churn's ~100,000 allocations were stitched (those that found no
+// single block; without stitching 25 of them failed), 2 extents each at
+// most, 1.4 us median and 3.3 us worst per stitched allocate or free
+// natively (a flat 8-byte page-table entry written per 4 KiB page). The
+// contiguous figure, the largest single free block, stays what it was:
+// 59..65% by occupancy band (glibc 56..61% on the same trace). No non-moving placement gets it down
+// (bench/hbm_frag_policies: first fit 54..55%, best fit 60..63%, next fit
+// 89%, worst fit 93%): with random lifetimes it is at least the
+// second-largest free block's share of the free bytes, 14..17% on average
+// for every policy, because a free merges into the largest free block
+// only when the dying buffer borders it (1..2% of frees). Stitching does
+// not change where blocks go; it makes the holes usable together.
 //
-// Worst-case HBM, the published bound of the placement: a workload that
-// never has more than M pages live (each size rounded up to the page) in
-// at most N allocations, asks for at most n pages at alignments of at most
-// a pages, and retires at most R pages, never sees kNoMemory, whatever the
-// order of its requests and frees, on HBM of
-//   P >= M + R + (N + R) * good_fit(n + a - 1) pages.
-// Why: before a request at most N - 1 allocations are live and at most R
-// retired pages lie outside them; a free block is always followed by one of
-// those or by the end, so at most N + R free blocks hold the >= P - M - R
-// free pages, and the largest of them reaches good_fit(n + a - 1).
-// worst_case_hbm_bytes() computes it (O(1)). The trace tester runs an
-// adversarial trace (it frees so as to leave holes just too small for its
-// next request) on HBM of exactly that size and checks that nothing fails;
-// the same trace runs out on 2/5 of it, so the bound is within 2.5x of
-// what a simple adversary already forces.
-// Example at the scale: M = 224 MiB (70% of 320 MiB), N = 128,
+// Worst-case HBM, the published bound. A workload that never has more than
+// M pages live (each size rounded up to the page) in at most N
+// allocations, asks for at most n pages at alignments of at most a pages,
+// and retires at most R pages, never sees kNoMemory, whatever the order of
+// its requests and frees, on HBM of
+//   P >= M + R + ceil(n * max(32 K, 33 B) / (32 K)) pages,
+//   K = kMaxExtents, B = K (N - 1) + R + 1,
+// provided the remap window is at least M + N * good_fit(n + a - 1) pages
+// (worst_case_remap_bytes(): the window is a placement of its own without
+// retired pages, so the contiguous bound below with R = 0 keeps it from
+// being what fails) and Limits::max_extents >= K * N.
+// Why: the N - 1 other allocations are at most K extents each, so at most
+// B free blocks hold the >= P - M - R free pages; if B <= K the stitch can
+// take all of them; else the K largest hold >= K / B of the free pages,
+// and the stitch's i-th block is in the size class of the i-th largest,
+// more than 32/33 of it. Alignment costs nothing here: it is the window's.
+// worst_case_hbm_bytes() computes it (O(1)).
+// Without stitching (Config::mapper unset) the contiguous bound applies:
+//   P >= M + R + (N + R) * good_fit(n + a - 1) pages
+// (at most N + R free blocks, and the largest must reach good_fit(n + a - 1));
+// worst_case_contiguous_hbm_bytes() computes it.
+// Examples at the scale: M = 224 MiB (70% of 320 MiB), N = 128,
 // n = 16 MiB = 4,096 pages of 4 KiB, a = 1 page, R = 0:
-//   57,344 + 128 * (4,096 + 127) = 597,888 pages = 2,335.5 MiB (10.4 * M);
-// with 2 MiB alignments and R = 256 it is 57,600 + 384 * 4,734 pages =
-// 7,326 MiB. It is a guarantee, not the typical need: hbm_bench prints it
-// for its churn's own maxima, which runs in 320 MiB with 31 failed
-// requests in 200,000 operations. Robson showed that an allocator that
-// never moves blocks can be forced to need about M * log2(n) / 2 when the
-// number of blocks is not limited (n in units of the smallest block), so a
-// multiple of M is inherent to the approach, not to this placement.
+//   stitched 57,344 + 536,514 = 593,858 pages = 2,319.8 MiB (10.4 * M),
+//   contiguous 57,344 + 128 * (4,096 + 127) = 597,888 pages = 2,335.5 MiB;
+// with 2 MiB alignments and R = 256: stitched 57,600 + 553,410 pages =
+// 2,386.8 MiB, contiguous 57,600 + 384 * 4,734 pages = 7,326 MiB.
+// So stitching removes the alignment and retirement terms from the bound,
+// not the N * n term: an adversary that makes every allocation K extents
+// with a hole between each still needs ~N * n free, and Robson showed
+// that any allocator that never moves blocks can be forced to about
+// M * log2(n) / 2 when the number of blocks is not limited. The trace
+// tester runs an adversarial trace (frees that leave holes just too small
+// for its next request) on HBM of exactly each bound and checks that
+// nothing fails; on 2/5 of the contiguous bound the same trace runs out
+// without stitching and is served in full with it. It is a guarantee, not
+// the typical need: hbm_bench prints the bounds for its churn's own
+// maxima, which runs in 320 MiB with no failure.
 //
 // Bounded time. allocate, free, lookup, check_range, next_allocation,
 // set_quota: O(1) apart from one owner-table probe and a walk of at most
-// L = ceil(log64(pages)) words of the live-start bitmap (L <= 6; 3 for
+// L = ceil(log64(pages)) words of a live-start bitmap (L <= 6; 3 for
 // 64 Ki pages). There is no tree: free finds its record through a
-// page-indexed table, lookup through the bitmap. free of a poisoned
-// allocation adds O(max_retired_pages) to split the range around its
-// retired pages. free_all(owner) costs one free per allocation the owner
-// holds. retire_page walks at most 2 * max_retired_pages + 1 blocks.
-// stats() scans the top free list for the exact largest block; audit() is
-// O(blocks + pages / 64) and meant for tests and a debug command.
+// page-indexed table, lookup through the bitmap. A stitched allocate adds
+// O(kMaxExtents) TLSF operations and map calls (undone in as many on
+// failure); its free, kMaxExtents frees and one unmap; its lookup is the
+// same bitmap walk in the remap window, plus a walk of at most kMaxExtents
+// extents for translate() and the ECC calls. free of a poisoned allocation
+// adds O(max_retired_pages) to split the range around its retired pages.
+// free_all(owner) costs one free per allocation the owner holds.
+// retire_page walks at most 2 * (max_retired_pages + max_extents) + 1
+// blocks. stats() scans the top free list of each window and at most
+// kMaxExtents blocks; audit() is O(blocks + pages / 64) and meant for tests
+// and a debug command.
 //
-// Worst-case metadata (P = pages of HBM = HBM bytes /
-// page bytes, A = max_allocations, R = max_retired_pages, O = max_owners,
-// H = the power of two >= 2 * O, W = words of the bitmap: W_0 = ceil(P/64),
+// Worst-case metadata (P = pages of HBM = HBM bytes / page bytes, V =
+// pages of the remap window (0 without stitching), A = max_allocations,
+// E = max_extents, R = max_retired_pages, O = max_owners, H = the power of
+// two >= 2 * O, W(x) = words of a bitmap over x pages: W_0 = ceil(x/64),
 // W_k+1 = ceil(W_k/64) until a level has one word, W = sum of the W_k,
-// which is < P/63 + 6):
-//   arena   = 36 * (2 * (A + R) + 2) + 72 * O + 4 * H + 4 * R + 4 * P + 8 * W
+// which is < x/63 + 6, and 0 for x = 0):
+//   arena   = 40 * (2 * (A + E + R) + 3) + 72 * O + 4 * H + 4 * R
+//             + 4 * P + 8 * W(P) + 4 * V + 8 * W(V)
 //             bytes, each section rounded up to 8 (arena_bytes() computes it);
-//   object  = sizeof(Allocator), 4,008 bytes (x86-64 and AArch64), fixed.
+//   object  = sizeof(Allocator), 7,784 bytes (x86-64 and AArch64), fixed.
 // The block records do not depend on the HBM size: a record exists per
-// block, not per page, and there are at most 2 * (A + R) + 1 blocks (every
-// free block is followed by a non-free one or the end, and non-free blocks
-// are live allocations or retired pages outside them). What scales with the
-// HBM is 4 bytes a page for the start-page -> record table plus one bit a
-// page (and 1/64 of that per level) for the bitmap: 4.13 bytes a page,
-// 0.1% of the HBM at 4 KiB pages. The HBM size has to satisfy
-// total_bytes / page_bytes < 2^31.
-// Example: A = 4096, R = 256, O = 256, 256 MiB of 4 KiB pages (P = 65,536)
-// -> 313,416 + 18,432 + 2,048 + 1,024 + 262,144 + 8,328 = 605,392 bytes.
+// block, not per page; there are at most 2 * (A + E + R) + 2 blocks (in
+// each window every free block is followed by a non-free one or the end;
+// non-free blocks are live allocations, extents and retired pages outside
+// allocations), plus record 0. What scales with the HBM is 4 bytes a page
+// for the start-page -> record table plus one bit a page (and 1/64 of that
+// per level) for the bitmap: 4.13 bytes a page of each window, 0.1% of the
+// HBM at 4 KiB pages, 0.5% with the default remap window of 4x the HBM.
+// Both windows must have fewer than 2^31 pages.
+// Example: A = 4096, E = 4096, R = 256, O = 256, 256 MiB of 4 KiB pages
+// (P = 65,536), no remap window -> 675,960 + 18,432 + 2,048 + 1,024 +
+// 262,144 + 8,328 = 967,936 bytes; a 1 GiB remap window (V = 262,144)
+// adds 1,048,576 + 33,288 bytes.
 #pragma once
 
 #include <stddef.h>
@@ -163,10 +191,31 @@ enum class Category : uint8_t {
 inline constexpr uint32_t kCategoryCount = 5;
 const char* category_name(Category c);
 
+// Physical extents one stitched allocation may be made of. 64 keeps the
+// stitch path's work (64 TLSF removals, at most one split, 64 map calls)
+// and the firmware's per-allocation unmap small, while the 64 largest free
+// blocks hold nearly all the free bytes on the churn trace (the figures
+// above; a few extents are the norm).
+inline constexpr uint32_t kMaxExtents = 64;
+
 struct Limits {
   uint32_t max_allocations = 4096;  // live allocations at once
   uint32_t max_owners = 256;        // owners known at once (with allocations or a quota)
   uint32_t max_retired_pages = 256; // size of the retired-page table
+  uint32_t max_extents = 4096;      // physical extents of all live stitched allocations
+};
+
+// How stitched allocations reach the page tables. map() makes
+// [va, va + bytes) translate to [pa, pa + bytes) (both page-aligned) and
+// returns false when it cannot (page tables full): the allocation is then
+// undone and fails with kNoMemory. unmap() removes the translation and must
+// not return before no core can still reach the old pages through it (the
+// physical pages are reused right after). A table of plain functions: the
+// firmware's MMU and the tests' shadow map both fill it.
+struct Mapper {
+  void* ctx = nullptr;
+  bool (*map)(void* ctx, uint64_t va, uint64_t pa, uint64_t bytes) = nullptr;
+  void (*unmap)(void* ctx, uint64_t va, uint64_t bytes) = nullptr;
 };
 
 struct Config {
@@ -174,6 +223,14 @@ struct Config {
   uint64_t base = 0;                // device address of stack 0, byte 0; 2 MiB-aligned
   Limits limits;
   uint64_t default_quota = kNoQuota;  // quota of an owner first seen in allocate()
+  // Stitching is on when mapper is set (both functions). The remap window
+  // [remap_base, remap_base + remap_bytes) holds the device addresses of
+  // stitched allocations; it must be 2 MiB-aligned, a multiple of the page,
+  // and overlap neither the HBM nor anything else the device addresses.
+  // remap_bytes 0 means 4x the HBM (the sizing rule is in the bound above).
+  const Mapper* mapper = nullptr;
+  uint64_t remap_base = 0;
+  uint64_t remap_bytes = 0;
 };
 
 struct AllocationInfo {
@@ -182,6 +239,15 @@ struct AllocationInfo {
   uint32_t owner = 0;
   Category category = Category::kTensors;
   bool poisoned = false; // holds at least one retired page
+  bool stitched = false; // addr lies in the remap window, backed by extents
+  uint32_t extents = 1;  // physical extents behind it (1 when not stitched)
+};
+
+// One physical extent of an allocation (extents()).
+struct Extent {
+  uint64_t device_addr = 0;  // where the extent appears in the allocation
+  uint64_t phys_addr = 0;    // the HBM pages behind it
+  uint64_t bytes = 0;
 };
 
 struct OwnerUsage {
@@ -196,8 +262,22 @@ struct Stats {
   uint64_t used_bytes = 0;           // live allocations (poisoned ones included)
   uint64_t free_bytes = 0;           // in free blocks
   uint64_t retired_bytes = 0;        // retired pages outside live allocations
+  // The largest allocation that would succeed now: max(largest contiguous
+  // free block, min(largest free range of the remap window, sum of the
+  // kMaxExtents free blocks the stitch path would take)).
   uint64_t largest_free_bytes = 0;
   double fragmentation = 0.0;        // 1 - largest_free / free, 0 when nothing is free
+  uint64_t largest_contiguous_free_bytes = 0;
+  double contiguous_fragmentation = 0.0;  // 1 - largest contiguous / free
+  uint64_t remap_bytes = 0;               // size of the remap window (0: no stitching)
+  uint64_t remap_used_bytes = 0;          // device addresses of live stitched allocations
+  uint64_t remap_largest_free_bytes = 0;
+  uint64_t stitch_free_bytes = 0;         // what stitching could gather now (the min above)
+  uint32_t stitched_allocations = 0;      // live
+  uint32_t stitched_extents = 0;          // live, over all stitched allocations
+  uint64_t stitches = 0;                  // allocate() calls served by stitching
+  uint64_t stitch_extents_total = 0;      // extents over those calls (mean = / stitches)
+  uint32_t stitch_extents_max = 0;        // most extents one stitched allocation had
   uint32_t live_allocations = 0;
   uint32_t free_blocks = 0;
   uint32_t owners = 0;
@@ -233,9 +313,11 @@ struct RetireOutcome {
 };
 
 // One block of the address map, for tests and debug dumps.
-enum class BlockState : uint8_t { kFree = 1, kUsed = 2, kRetired = 3 };
+// kUsed: a contiguous allocation, or in the remap window a stitched one;
+// kExtent: physical pages of a stitched allocation.
+enum class BlockState : uint8_t { kFree = 1, kUsed = 2, kRetired = 3, kExtent = 4 };
 struct BlockInfo {
-  uint64_t addr = 0;
+  uint64_t addr = 0;     // device address; for_each_block walks the identity window
   uint64_t bytes = 0;
   BlockState state = BlockState::kFree;
 };
@@ -257,6 +339,13 @@ class Allocator {
   // alignment not a power of two or > kMaxAlignment, a count or size of 0)
   // or the bound does not fit in 64 bits.
   [[nodiscard]] static uint64_t worst_case_hbm_bytes(uint64_t page_bytes, const WorstCase& w);
+  // The same bound for an allocator without stitching (Config::mapper
+  // unset): every request needs one free block of good_fit(n + a - 1).
+  [[nodiscard]] static uint64_t worst_case_contiguous_hbm_bytes(uint64_t page_bytes,
+                                                                const WorstCase& w);
+  // The remap window with which the window is never what makes a stitched
+  // request fail (the sizing rule above); retired_pages is ignored.
+  [[nodiscard]] static uint64_t worst_case_remap_bytes(uint64_t page_bytes, const WorstCase& w);
 
   // Validates the geometry (1..kMaxStacks stacks, page a power of two in
   // 4 KiB..2 MiB, bytes_per_stack a multiple of it, fewer than 2^31 pages),
@@ -285,7 +374,8 @@ class Allocator {
   Error remove_owner(uint32_t owner);
   Error owner_usage(uint32_t owner, OwnerUsage* out) const;
 
-  // The live allocation that contains all of [addr, addr + len).
+  // The live allocation that contains all of [addr, addr + len); addr may
+  // lie in either window.
   Error lookup(uint64_t addr, uint64_t len, AllocationInfo* out) const;
   // lookup() then kPoisoned if that allocation holds a retired page: the
   // check a DMA descriptor or a job buffer goes through.
@@ -309,6 +399,18 @@ class Allocator {
   // already retired are skipped. Normally called right after init().
   Error import_retired(const uint64_t* pages, uint32_t count);
 
+  // The physical extents of the live allocation that starts at addr, in
+  // device-address order (one for a contiguous allocation); count_out
+  // receives how many. kTooManyRetired is not used here: a cap below the
+  // count gives kBadArgument with count_out set.
+  Error extents(uint64_t addr, Extent* out, uint32_t cap, uint32_t* count_out) const;
+  // The physical address behind a device address inside a live
+  // allocation (itself for the identity window).
+  Error translate(uint64_t addr, uint64_t* phys_out) const;
+  [[nodiscard]] bool in_remap_window(uint64_t addr) const {
+    return remap_pages_ != 0 && addr >= remap_base_ && addr - remap_base_ < remap_bytes();
+  }
+
   void stats(Stats* out) const;
   // Visits every block in address order (O(number of blocks)).
   void for_each_block(void (*fn)(const BlockInfo&, void*), void* ctx) const;
@@ -322,6 +424,8 @@ class Allocator {
   [[nodiscard]] uint64_t page_bytes() const { return page_bytes_; }
   [[nodiscard]] uint64_t total_bytes() const { return uint64_t(pages_) * page_bytes_; }
   [[nodiscard]] uint64_t base() const { return base_; }
+  [[nodiscard]] uint64_t remap_base() const { return remap_base_; }
+  [[nodiscard]] uint64_t remap_bytes() const { return uint64_t(remap_pages_) << page_shift_; }
 
  private:
   static constexpr uint32_t kSlBits = 5;                 // 32 second-level lists
@@ -330,10 +434,39 @@ class Allocator {
 
   struct Block;
   struct Owner;
+  static constexpr uint32_t kMaxLevels = 6;  // 64^6 > 2^31 pages
 
-  uint32_t find_free(uint32_t pages) const;
-  void list_insert(uint32_t b);
-  void list_remove(uint32_t b);
+  // One window of device addresses with its own TLSF free lists and
+  // live-start index: 0 is the identity window over the HBM, 1 the remap
+  // window of stitched allocations. Block records say which one they are in.
+  struct Space {
+    uint64_t base = 0;
+    uint32_t pages = 0;
+    uint32_t head = 0;  // record of the block at page 0
+    uint64_t free_pages = 0;   // maintained by list_insert/list_remove
+    uint32_t free_blocks = 0;
+    uint32_t fl_bitmap = 0;
+    uint32_t sl_bitmap[kFlCount] = {};
+    uint32_t heads[kFlCount][kSlCount] = {};
+    // Live allocations by first page: a bit per page in a bitmap with
+    // summary levels (a bit per non-empty word below), and the record of
+    // the allocation starting at each page, valid only where the bit is set.
+    uint64_t* live_bits = nullptr;
+    uint32_t level_offset[kMaxLevels] = {};  // first word of each level
+    uint32_t level_words[kMaxLevels] = {};
+    uint32_t levels = 0;
+    uint32_t* start_record = nullptr;
+  };
+  static constexpr uint32_t kPhys = 0;
+  static constexpr uint32_t kRemap = 1;
+
+  uint32_t find_free(const Space& sp, uint32_t pages) const;
+  uint32_t find_fit(const Space& sp, uint32_t pages, uint32_t align) const;
+  uint32_t place(uint32_t b, uint32_t pages, uint32_t align);
+  uint32_t stitch(uint32_t pages, uint32_t align);
+  void undo_extents(uint32_t first);
+  void list_insert(Space& sp, uint32_t b);
+  void list_remove(Space& sp, uint32_t b);
   uint32_t record_new();
   void record_release(uint32_t b);
   void link_after(uint32_t a, uint32_t b);
@@ -341,7 +474,13 @@ class Allocator {
   void release(uint32_t b, bool drop_owner);
   uint32_t free_block(uint32_t b);
   uint32_t carve_page(uint32_t free_b, uint32_t page);
+  void carve_retired(uint32_t f, uint32_t start, uint32_t end);
   uint32_t locate(uint32_t page) const;
+  uint32_t live_record(uint64_t addr, uint64_t len) const;
+  uint64_t block_addr(uint32_t b) const;
+  bool phys_page_of(uint64_t addr, uint32_t* page) const;
+  Error audit_space(uint32_t space, uint64_t* used_pages, uint32_t* used, uint32_t* poisoned,
+                    uint64_t* cat_pages, uint32_t* cat_count) const;
 
   uint32_t owner_find(uint32_t id) const;
   uint32_t owner_get(uint32_t id, Error* err);
@@ -349,15 +488,16 @@ class Allocator {
   uint32_t owner_home(uint32_t id) const;
   void owner_erase(uint32_t id);
 
-  void live_mark(uint32_t page);
-  void live_unmark(uint32_t page);
-  [[nodiscard]] bool live_at(uint32_t page) const;
-  uint32_t live_at_or_before(uint32_t page) const;
-  uint32_t live_at_or_after(uint32_t page) const;
+  static void live_mark(Space& sp, uint32_t page);
+  static void live_unmark(Space& sp, uint32_t page);
+  [[nodiscard]] static bool live_at(const Space& sp, uint32_t page);
+  static uint32_t live_at_or_before(const Space& sp, uint32_t page);
+  static uint32_t live_at_or_after(const Space& sp, uint32_t page);
 
   uint32_t retired_lower_bound(uint32_t page) const;
   void fill_info(uint32_t b, AllocationInfo* out) const;
   bool to_page(uint64_t addr, uint32_t* page) const;
+  uint32_t space_of(uint64_t addr) const { return in_remap_window(addr) ? kRemap : kPhys; }
 
   bool ready_ = false;
   uint64_t base_ = 0;
@@ -379,28 +519,23 @@ class Allocator {
   uint32_t* retired_ = nullptr;     // sorted page numbers
   uint32_t retired_count_ = 0;
 
-  // Live allocations by first page: a bit per page in a bitmap with
-  // summary levels (a bit per non-empty word below), and the record of the
-  // allocation starting at each page, valid only where the bit is set.
-  static constexpr uint32_t kMaxLevels = 6;  // 64^6 > 2^31 pages
-  uint64_t* live_bits_ = nullptr;
-  uint32_t level_offset_[kMaxLevels] = {};  // first word of each level
-  uint32_t level_words_[kMaxLevels] = {};
-  uint32_t levels_ = 0;
-  uint32_t* start_record_ = nullptr;
-
-  uint32_t fl_bitmap_ = 0;
-  uint32_t sl_bitmap_[kFlCount] = {};
-  uint32_t heads_[kFlCount][kSlCount] = {};
+  Mapper mapper_;
+  uint64_t remap_base_ = 0;
+  uint32_t remap_pages_ = 0;        // 0: stitching off
+  Space sp_[2];
 
   // Everything init() resets in one assignment.
   struct Counters {
     uint64_t used_pages = 0;
-    uint64_t free_pages = 0;        // maintained by list_insert/list_remove
     uint64_t retired_block_pages = 0;
     uint32_t live = 0;
-    uint32_t free_blocks = 0;       // maintained by list_insert/list_remove
     uint32_t owners = 0;
+    uint32_t stitched = 0;          // live stitched allocations
+    uint32_t extents = 0;           // their extents
+    uint64_t remap_used_pages = 0;
+    uint64_t stitches = 0;
+    uint64_t stitch_extents_total = 0;
+    uint32_t stitch_extents_max = 0;
     uint32_t poisoned = 0;
     uint64_t allocs = 0;
     uint64_t frees = 0;

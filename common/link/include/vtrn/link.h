@@ -229,6 +229,13 @@ class Port {
   [[nodiscard]] LinkStatus send(const void* data, uint32_t length);
   // Pops the oldest delivered frame.
   [[nodiscard]] LinkStatus receive(void* buf, uint32_t capacity, uint32_t* length);
+  // The oldest delivered frame in place (valid until discard() or the next
+  // poll()), so a user can look at it, use it without a copy, or leave it
+  // queued: a frame left there keeps its receive credit, so the sender is
+  // held back instead of the frame being lost.
+  [[nodiscard]] LinkStatus peek(const uint8_t** data, uint32_t* length) const;
+  // Pops the oldest delivered frame without copying it.
+  [[nodiscard]] LinkStatus discard();
   // Frames queued by send() and not yet acknowledged.
   [[nodiscard]] uint32_t tx_outstanding() const { return next_seq_ - acked_; }
   [[nodiscard]] uint32_t tx_space() const { return cfg_.replay_frames - tx_outstanding(); }

@@ -76,8 +76,8 @@ struct PowerModelConfig {
   uint32_t hbm_self_refresh_mw = 150;        // per stack in D3hot, 0..100000
   uint32_t hbm_pj_per_byte = 30;             // access energy, 0..10000
   uint32_t link_l0_mw = 1200;                // per port in L0 without traffic, 0..100000
-  uint32_t link_l0s_mw = 600;                // per port in L0s, 0..100000
-  uint32_t link_l1_mw = 100;                 // per port in L1, 0..100000
+  uint32_t link_l0s_mw = 600;                // per port in L0s, 0..link_l0_mw
+  uint32_t link_l1_mw = 100;                 // per port in L1, 0..link_l0s_mw
   uint32_t link_pj_per_byte = 40;            // transfer energy, 0..10000
 };
 

@@ -33,8 +33,11 @@ enum class CoreState : uint32_t {
 };
 inline constexpr uint32_t kCoreStateCount = 3;
 
-// Link power states as the link layer reports them (LTSSM Detect/Polling/
-// Configuration/Recovery/Disabled all count as kDown: no SerDes power model).
+// Link power states as the link layer reports them. The firmware maps the
+// LTSSM (fw::power::link_power_state): L0s and L1 as such; L0 and every
+// state in which the SerDes runs (Polling, Configuration, Recovery,
+// Loopback) as kL0; Detect and Disabled as kDown. Ordered by draw:
+// validate() requires link_l0_mw >= link_l0s_mw >= link_l1_mw.
 enum class LinkPowerState : uint32_t {
   kDown = 0,
   kL0 = 1,

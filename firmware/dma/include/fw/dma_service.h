@@ -58,11 +58,16 @@ class Service {
   // ---- HBM ----
   // Every HBM range of a descriptor is checked by `policy` (boot time, before READY).
   void set_hbm_policy(const vtrn::dma::HbmPolicy* policy) { map_.policy = policy; }
+  // Descriptors may also address the remap window of stitched allocations
+  // (mapped by fw::mmu, so addresses are usable as they are); published to
+  // the host in the DMA region header. Boot time, before READY.
+  void set_remap_window(uint64_t base, uint64_t size);
   // ---- end HBM ----
 
  private:
   Scheduler sched_;
   vtrn::dma::AddressMap map_;
+  vtrn::dma::DmaRegionHeader* region_ = nullptr;  // ---- HBM ---- for set_remap_window
   bool enabled_ = false;
 };
 

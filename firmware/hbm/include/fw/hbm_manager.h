@@ -54,7 +54,17 @@ constexpr uint64_t job_owner(uint32_t job) { return (uint64_t(kOwnerKindJob) << 
 uint64_t owner_from_key(uint32_t key);
 
 // Limits of the metadata the firmware reserves (see arena_bytes).
-inline constexpr vtrn::hbm::Limits kLimits{4096, 256, 256};
+// 1,024 extents: stitched allocations are the exception (a few extents
+// each on the churn), and each extent costs two block records.
+inline constexpr vtrn::hbm::Limits kLimits{4096, 256, 256, 1024};
+
+// The remap window of stitched allocations and who maps it (the firmware:
+// fw::mmu; host tests: a shadow map). mapper == nullptr: no stitching.
+struct Remap {
+  const vtrn::hbm::Mapper* mapper = nullptr;
+  uint64_t base = 0;
+  uint64_t bytes = 0;
+};
 inline constexpr uint32_t kMaxListEntries = 64;  // per HbmListResponse (fits one ctrl slot)
 
 // One ECC error as the model handled it; also the Event sent to the host.
@@ -88,9 +98,11 @@ class Manager {
   Manager& operator=(const Manager&) = delete;
 
   // Arena bytes init() needs for this geometry with kLimits; 0 if invalid.
-  [[nodiscard]] static size_t arena_bytes(const vtrn::board::HbmGeometry& g, uint64_t base);
+  [[nodiscard]] static size_t arena_bytes(const vtrn::board::HbmGeometry& g, uint64_t base,
+                                         const Remap& remap = Remap{});
   // HBM of geometry g starts at chip address `base` (2 MiB aligned).
-  Status init(const vtrn::board::HbmGeometry& g, uint64_t base, void* arena, size_t arena_size);
+  Status init(const vtrn::board::HbmGeometry& g, uint64_t base, void* arena, size_t arena_size,
+              const Remap& remap = Remap{});
   [[nodiscard]] bool ready() const { return ready_; }
 
   // The cross-service API (fw/hbm_service.h forwards to these).

@@ -41,8 +41,18 @@ void fill_telemetry(vtrn::hostif::Telemetry* t);
 // Boot: panics (kPanicBoard) when the board's HBM needs more metadata than
 // the static arena holds, or the allocator refuses the geometry; then sets
 // kCapHbm in `header` (READY publishes it).
+// It also reserves the remap window of stitched allocations in fw::mmu
+// (kRemapBase, 4x the HBM up to mmu::kRemapMaxBytes) and wires the
+// allocator's Mapper to it.
 void init(const vtrn::board::Chip& chip, uint64_t hbm_base, uint64_t hbm_size,
           vtrn::hostif::FwHeader* header);
+// Device addresses of stitched allocations: 0x60_0000_0000 lies above QEMU
+// virt's high ECAM (0x40_1000_0000 + 256 MiB) and below its high PCIe MMIO
+// window (0x80_0000_0000), in no RAM, inside the firmware's 40-bit VA;
+// init() also checks it against every identity mapping made so far.
+inline constexpr uint64_t kRemapBase = 0x60'0000'0000ull;
+// The window after init() (bytes 0 before).
+void remap_window(uint64_t* base, uint64_t* bytes);
 // Logs every ECC record not yet seen and hands each to `send` (an Event to
 // the host); returns how many were handled. `send` may be null.
 uint32_t service_events(bool (*send)(const EccRecord& r));

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "vtrn/board.h"
+#include "vtrn/link.h"
 #include "vtrn_ctrl.pb-c.h"
 
 namespace hal::pcie {
@@ -52,6 +53,32 @@ uint64_t next_poll_ns();
 
 // Ports in L0 (or L0s/L1), for logs and telemetry.
 uint32_t ports_up();
+
+// ---- collectives: other users of the ports' frames ----
+// One client besides the test traffic (firmware/collectives). Frames whose
+// first four bytes are `magic` go to on_frame, which returns true when it
+// took the frame and false to leave it at the head of the port's receive
+// queue (offered again on a later poll; the sender is held back by the link
+// layer's credits meanwhile). pump runs at the start of every poll to queue
+// what the client wants to send; while it returns true the loop keeps
+// polling without sleeping.
+struct FrameClient {
+  uint32_t magic;
+  bool (*on_frame)(uint32_t port, const uint8_t* data, uint32_t length, uint64_t now_ns);
+  bool (*pump)(uint64_t now_ns);
+};
+void set_frame_client(const FrameClient* client);
+// Queues one frame on board port `port` (kOk, kFull: window full, kDown,
+// kTooLarge, kBadArgument: no such running port).
+vtrn::link::LinkStatus send_frame(uint32_t port, const void* data, uint32_t length);
+// Frames port `port` accepts now without kFull (0 for a port not running).
+uint32_t tx_space(uint32_t port);
+// Largest frame payload of a port.
+uint32_t max_frame_payload();
+// True when `port` runs a link to a chip; else false with one line in why.
+// Either way *state is the port's LinkState number (Detect when not running).
+bool port_runs(uint32_t port, uint32_t* state, char* why, size_t cap);
+// ---- end collectives ----
 
 // LinkControl (ctrl field 60). False for requests of other services.
 bool serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena& arena,

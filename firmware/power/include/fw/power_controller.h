@@ -16,6 +16,10 @@
 // gives them). The manager integrates energy event by event, so a window's
 // counters are replayed in a fixed order (gated, then idle, then running),
 // which gives exact residency, utilization and energy for the window.
+// Link power states arrive as timestamped changes from the link layer's
+// poll and are queued until the refresh, then replayed in time order with
+// the cores' events: applying one at once would integrate every core up to
+// that moment at its previous window's state.
 #pragma once
 
 #include <stddef.h>
@@ -46,6 +50,9 @@ struct BoardPowerExtras {
   uint32_t opp_count = 0;  // 0: the dev-board table
   vtrn::power::OperatingPoint opps[vtrn::power::kMaxOperatingPoints] = {};
   uint32_t autosuspend_delay_ms = 0;
+  // Per-port link power by state (vtrn,link-l0-milliwatts ...); false: default.
+  bool has_link_l0_mw = false, has_link_l0s_mw = false, has_link_l1_mw = false;
+  uint32_t link_l0_mw = 0, link_l0s_mw = 0, link_l1_mw = 0;
   struct Zone {
     bool has_ambient = false;
     int32_t ambient_mc = 0;
@@ -55,6 +62,12 @@ struct BoardPowerExtras {
     uint32_t capacitance_mj_per_c = 0;  // 0: default
   } zones[vtrn::power::kMaxThermalZones];
 };
+
+// The link layer's LTSSM state (a vtrn::link::LinkState value) as a link
+// power state: L0s and L1 as themselves; L0 and every state in which the
+// SerDes runs (Polling, Configuration, Recovery, Loopback) as L0; Detect,
+// Disabled and any unknown value as down.
+[[nodiscard]] vtrn::power::LinkPowerState link_power_state(uint32_t ltssm_state);
 
 // Reads the optional power properties of chip `chip_id` from a board DTB.
 // Returns false with one line in `error` when a present property is
@@ -89,6 +102,17 @@ class Controller final : private vtrn::power::DeviceHooks {
   // HBM traffic (DMA copies, kernels): access energy.
   void add_hbm_bytes(uint64_t bytes) { pm_.add_hbm_bytes(bytes); }
 
+  // What the link layer saw on `port` (its position in the chip's port
+  // list, as in the links block) at now_ns: its power state and the data
+  // bytes it has sent since boot. A change of state is queued for the next
+  // refresh(); the same state again costs nothing, so the link layer may
+  // report every port on every poll. Sent bytes are charged at once
+  // (transfer energy has no duration). When the queue is full the change is
+  // not recorded and the next report of that port records it, a little
+  // late. Ports beyond the configured count are ignored.
+  void note_link(uint32_t port, vtrn::power::LinkPowerState s, uint64_t tx_bytes,
+                 uint64_t now_ns);
+
   // A resume trigger and busy mark: a host control request, a DMA doorbell
   // with descriptors queued, a job. Resumes an autosuspended device; after a
   // host D3hot request the work waits for the host's D0.
@@ -120,8 +144,21 @@ class Controller final : private vtrn::power::DeviceHooks {
   void start_quiesce() override { quiesce_pending_ = true; }
   void start_resume() override { resume_pending_ = true; }
 
+  struct LinkEvent {
+    uint64_t t = 0;
+    uint32_t port = 0;
+    vtrn::power::LinkPowerState state = vtrn::power::LinkPowerState::kDown;
+  };
+  // At most a few changes per port per window at the links service's
+  // poll rate; 64 leaves room for every port to toggle L0/L0s several times.
+  static constexpr uint32_t kMaxLinkEvents = 64;
+
   vtrn::power::PowerManager pm_;
   CoreSample last_[vtrn::power::kMaxCores] = {};
+  LinkEvent link_events_[kMaxLinkEvents] = {};
+  uint32_t link_event_count_ = 0;
+  vtrn::power::LinkPowerState link_noted_[vtrn::power::kMaxPorts] = {};  // last queued
+  uint64_t link_tx_seen_[vtrn::power::kMaxPorts] = {};
   uint64_t last_refresh_ns_ = 0;
   bool in_flight_ = false;
   bool activity_seen_ = false;

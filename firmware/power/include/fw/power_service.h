@@ -59,6 +59,14 @@ void pace(uint32_t core, uint64_t busy_ns);
 // speed). Exposed for tests and for executors that account time.
 [[nodiscard]] uint64_t pace_delay_ns(uint64_t busy_ns);
 
+// Link layer -> power model. Boot core only (fw::links calls it from its
+// poll): the LTSSM state (a vtrn::link::LinkState value) of the port at
+// position `port` of the chip's port list (the links block's order) and the
+// data bytes that port has sent since boot. Report every running port on
+// every poll; only a change of state is recorded (Controller::note_link).
+// A port never reported stays down. Does nothing before Service::init().
+void report_link(uint32_t port, uint32_t ltssm_state, uint64_t tx_bytes);
+
 struct ServiceConfig {
   vtrn::hostif::FwHeader* header = nullptr;  // BAR2 header, region table published
   uint8_t* bar2 = nullptr;
@@ -94,6 +102,8 @@ class Service {
              char* error, size_t error_cap);
   [[nodiscard]] int32_t die_temperature_mc() const { return ctl_.hottest_mc(); }
   [[nodiscard]] bool enabled() const { return enabled_; }
+  // report_link() lands here.
+  void note_link(uint32_t port, uint32_t ltssm_state, uint64_t tx_bytes);
 
  private:
   void sample(CoreSample* out, uint32_t* n, uint64_t now_ns, uint64_t boot_idle_ns) const;

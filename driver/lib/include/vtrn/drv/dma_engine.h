@@ -184,10 +184,16 @@ class DmaEngine {
   [[nodiscard]] uint64_t hbm_size() const { return hdr_.hbm_size; }
   // True when [addr, addr + len) lies inside the HBM range DMA may use
   // (overflow-safe).
+  // ---- HBM ---- or inside the remap window of stitched allocations.
   [[nodiscard]] bool hbm_contains(uint64_t addr, uint64_t len) const {
+    if (hdr_.remap_size != 0 && addr >= hdr_.remap_base && addr - hdr_.remap_base < hdr_.remap_size)
+      return len <= hdr_.remap_size - (addr - hdr_.remap_base);
     return addr >= hdr_.hbm_base && addr - hdr_.hbm_base <= hdr_.hbm_size &&
            len <= hdr_.hbm_size - (addr - hdr_.hbm_base);
   }
+  [[nodiscard]] uint64_t remap_base() const { return hdr_.remap_base; }
+  [[nodiscard]] uint64_t remap_size() const { return hdr_.remap_size; }
+  // ---- end HBM ----
   [[nodiscard]] uint64_t window_size() const { return window_size_; }
   [[nodiscard]] uint8_t* window() const { return window_; }
 
