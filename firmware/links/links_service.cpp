@@ -261,7 +261,7 @@ void drain_rx(PortEntry& p, uint64_t now) {
         p.ping_out = false;
         ++p.ping_done;
         p.ping_total += rtt;
-        if (p.ping_done == 1 || rtt < p.ping_min) p.ping_min = rtt;
+        if (p.ping_min == 0 || rtt < p.ping_min) p.ping_min = rtt;
         if (rtt > p.ping_max) p.ping_max = rtt;
         g_dirty = true;
       }
@@ -641,6 +641,9 @@ bool serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena
       if (r->count == 0 || r->count > kMaxPings || p->ping_pending + r->count > kMaxPings)
         return bad_request(resp, error, error_cap, "link control: count must be 1..%u",
                            unsigned(kMaxPings));
+      // min/max describe the latest batch: a batch on an idle port starts
+      // them afresh (done and the total stay cumulative).
+      if (p->ping_pending == 0 && !p->ping_out) p->ping_min = p->ping_max = 0;
       p->ping_pending += r->count;
       break;
     default:

@@ -86,7 +86,7 @@ struct PortStatus {
   uint64_t ping_pending;
   uint64_t ping_done;
   uint64_t ping_rtt_total_ns;
-  uint64_t ping_rtt_min_ns;
+  uint64_t ping_rtt_min_ns;  // of the latest batch (reset when a batch starts on an idle port)
   uint64_t ping_rtt_max_ns;
   uint8_t reserved1[512 - 264 - 8 * kStateCount - 80];
 };
