@@ -27,7 +27,6 @@
 namespace tools {
 namespace {
 
-constexpr uint64_t kPieceBytes = 2u << 20;  // per DmaWrite / DmaRead frame
 
 using Clock = std::chrono::steady_clock;
 
@@ -127,17 +126,7 @@ void run_copy(const CopyOptions& o) {
   if (chained && n > UINT32_MAX) throw CliError(Exit::kFailed, "a chained copy moves at most 4 GiB");
 
   const auto t0 = Clock::now();
-  for (uint64_t off = 0; off < n; off += kPieceBytes) {
-    Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
-    Vtrn__Api__DmaWriteRequest w = VTRN__API__DMA_WRITE_REQUEST__INIT;
-    w.chip = o.chip;
-    w.hbm_addr = addr + off;
-    w.data.data = data.data() + off;
-    w.data.len = std::min<uint64_t>(kPieceBytes, n - off);
-    req.body_case = VTRN__API__REQUEST__BODY_DMA_WRITE;
-    req.dma_write = &w;
-    (void)conn.call(&req, VTRN__API__RESPONSE__BODY_DMA_WRITE);
-  }
+  (void)dma_write_hbm(conn, o.chip, addr, data.data(), n);
   const uint64_t write_ns = since_ns(t0);
   uint64_t copy_ns = 0;
   if (chained) {
@@ -156,23 +145,7 @@ void run_copy(const CopyOptions& o) {
     copy_ns = since_ns(t1);
   }
   const auto t2 = Clock::now();
-  std::vector<uint8_t> back;
-  back.reserve(n);
-  for (uint64_t off = 0; off < n; off += kPieceBytes) {
-    Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
-    Vtrn__Api__DmaReadRequest r = VTRN__API__DMA_READ_REQUEST__INIT;
-    r.chip = o.chip;
-    r.hbm_addr = dst + off;
-    r.length = uint32_t(std::min<uint64_t>(kPieceBytes, n - off));
-    req.body_case = VTRN__API__REQUEST__BODY_DMA_READ;
-    req.dma_read = &r;
-    drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_DMA_READ);
-    const ProtobufCBinaryData& d = resp->dma_read->data;
-    if (d.len != r.length)
-      throw CliError(Exit::kFailed, "DMA read at " + hex(r.hbm_addr) + " returned " + std::to_string(d.len) +
-                                        " bytes, asked for " + std::to_string(r.length));
-    back.insert(back.end(), d.data, d.data + d.len);
-  }
+  const std::vector<uint8_t> back = dma_read_hbm(conn, o.chip, dst, n);
   const uint64_t read_ns = since_ns(t2);
   const uint64_t total_ns = since_ns(t0);
   uint64_t mismatch = n;
@@ -346,13 +319,13 @@ void run_bench(const BenchOptions& o) {
 
 // ---- stats / reset ----------------------------------------------------------------
 
-struct ChipOnly {
+struct DmaChipOptions {
   uint32_t chip = 0;
   int32_t queue = -1;
   bool json = false;
 };
 
-void run_stats(const ChipOnly& o) {
+void run_dma_stats(const DmaChipOptions& o) {
   DaemonConnection conn = DaemonConnection::open();
   drv::ResponsePtr resp = dma_stats(conn, o.chip);
   const Vtrn__Api__DmaStatsResponse& s = *resp->dma_stats;
@@ -399,7 +372,7 @@ void run_stats(const ChipOnly& o) {
             << t.render();
 }
 
-void run_reset(const ChipOnly& o) {
+void run_dma_reset(const DmaChipOptions& o) {
   DaemonConnection conn = DaemonConnection::open();
   Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
   Vtrn__Api__DmaResetRequest r = VTRN__API__DMA_RESET_REQUEST__INIT;
@@ -451,18 +424,18 @@ void add_dma_command(CLI::App& app, Action* action) {
   b->add_flag("--json", bench->json, "Print one JSON document instead of text");
   b->callback([bench, action] { *action = [bench] { run_bench(*bench); }; });
 
-  auto st = std::make_shared<ChipOnly>();
+  auto st = std::make_shared<DmaChipOptions>();
   CLI::App* s = dma->add_subcommand("stats", "Per-queue DMA statistics and errors");
   s->add_option("chip", st->chip, "Chip id")->required()->check(chip_id_validator());
   s->add_flag("--json", st->json, "Print one JSON document instead of text");
-  s->callback([st, action] { *action = [st] { run_stats(*st); }; });
+  s->callback([st, action] { *action = [st] { run_dma_stats(*st); }; });
 
-  auto rs = std::make_shared<ChipOnly>();
+  auto rs = std::make_shared<DmaChipOptions>();
   CLI::App* r = dma->add_subcommand("reset", "Reset DMA queues (chains in flight fail)");
   r->add_option("chip", rs->chip, "Chip id")->required()->check(chip_id_validator());
   r->add_option("--queue", rs->queue, "Queue to reset (default: all)")->check(CLI::Range(-1, 15));
   r->add_flag("--json", rs->json, "Print one JSON document instead of text");
-  r->callback([rs, action] { *action = [rs] { run_reset(*rs); }; });
+  r->callback([rs, action] { *action = [rs] { run_dma_reset(*rs); }; });
 }
 
 }  // namespace tools

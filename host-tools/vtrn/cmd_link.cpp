@@ -103,13 +103,13 @@ nlohmann::json port_json(const Vtrn__Api__LinkPortStatus& p) {
   return j;
 }
 
-struct LsOptions {
+struct LinkLsOptions {
   std::string chip;
   bool switches = false;
   bool json = false;
 };
 
-void run_ls(const LsOptions& o) {
+void run_link_ls(const LinkLsOptions& o) {
   DaemonConnection conn = DaemonConnection::open();
   Vtrn__Api__LinkListRequest body = VTRN__API__LINK_LIST_REQUEST__INIT;
   body.all_chips = o.chip.empty();
@@ -221,7 +221,7 @@ PingCounters read_ping_counters(DaemonConnection& conn, uint32_t chip, uint32_t 
 
 // Starts a batch of pings, waits for the echoes, prints the batch's round
 // trips (chip clock: queueing the ping to reading the echo).
-void run_ping(const ControlOptions& o) {
+void run_link_ping(const ControlOptions& o) {
   const uint32_t chip = uint32_t(std::stoul(o.chip));
   DaemonConnection conn = DaemonConnection::open();
   const PingCounters before = read_ping_counters(conn, chip, o.port);
@@ -251,7 +251,7 @@ void run_ping(const ControlOptions& o) {
          format_ns(now.max_ns).c_str(), now.state.c_str());
 }
 
-void run_inject(const ControlOptions& o) {
+void run_link_inject(const ControlOptions& o) {
   const int chosen = (o.ber >= 0) + o.down + o.up + (o.lane >= 0) + o.restore;
   if (chosen != 1)
     throw CliError(Exit::kUsage,
@@ -335,12 +335,12 @@ void add_link_commands(CLI::App& app, Action* action) {
   CLI::App* link = app.add_subcommand("link", "Chip-to-chip links: state, retraining, error injection");
   link->require_subcommand(1);
 
-  auto ls = std::make_shared<LsOptions>();
+  auto ls = std::make_shared<LinkLsOptions>();
   CLI::App* l = link->add_subcommand("ls", "Link ports: state, speed, width, peer and counters");
   l->add_option("chip", ls->chip, "Chip id (default: every chip)")->check(chip_id_validator());
   l->add_flag("--switches", ls->switches, "Also list the switch ports vtrnd runs");
   l->add_flag("--json", ls->json, "Print one JSON document instead of text");
-  l->callback([ls, action] { *action = [ls] { run_ls(*ls); }; });
+  l->callback([ls, action] { *action = [ls] { run_link_ls(*ls); }; });
 
   auto rt = std::make_shared<ControlOptions>();
   CLI::App* r = link->add_subcommand("retrain", "Retrain a link port (enter Recovery)");
@@ -364,7 +364,7 @@ void add_link_commands(CLI::App& app, Action* action) {
   i->add_flag("--good", in->good, "With --lane: mark the lane working again");
   i->add_flag("--restore", in->restore, "Forget speed/width downgrades and retrain");
   i->add_flag("--json", in->json, "Print one JSON document instead of text");
-  i->callback([in, action] { *action = [in] { run_inject(*in); }; });
+  i->callback([in, action] { *action = [in] { run_link_inject(*in); }; });
 
   auto sd = std::make_shared<ControlOptions>();
   CLI::App* s = link->add_subcommand("send", "Send pattern frames over a link; the peer checks them");
@@ -387,7 +387,7 @@ void add_link_commands(CLI::App& app, Action* action) {
   pi->add_option("--count", pg->ping_count, "Round trips")->check(CLI::Range(1u, 100000u))->default_val(100);
   pi->add_flag("--json", pg->json, "Print one JSON document instead of text");
   pi->callback([pg, action] {
-    *action = [pg] { run_ping(*pg); };
+    *action = [pg] { run_link_ping(*pg); };
   });
 
   auto tp = std::make_shared<TopoOptions>();

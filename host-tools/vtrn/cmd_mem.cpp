@@ -27,7 +27,6 @@
 namespace tools {
 namespace {
 
-constexpr uint64_t kPieceBytes = 2u << 20;  // per DmaWrite / DmaRead frame
 constexpr const char* kCategories[] = {"tensors", "code", "scratch", "collectives", "dma-buffers"};
 
 uint64_t parse_addr(const std::string& s, const char* what) {
@@ -50,14 +49,14 @@ std::string owner_name(uint32_t kind, uint64_t id) {
 
 std::string category_name(uint32_t c) { return c < 5 ? kCategories[c] : "unknown"; }
 
-struct ChipOnly {
+struct MemChipOptions {
   uint32_t chip = 0;
   bool json = false;
 };
 
 // ---- stats -------------------------------------------------------------------------
 
-void run_stats(const ChipOnly& o) {
+void run_mem_stats(const MemChipOptions& o) {
   DaemonConnection conn = DaemonConnection::open();
   Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
   Vtrn__Api__HbmStatsRequest r = VTRN__API__HBM_STATS_REQUEST__INIT;
@@ -163,7 +162,7 @@ void run_stats(const ChipOnly& o) {
 
 // ---- ls --------------------------------------------------------------------------------
 
-void run_ls(const ChipOnly& o) {
+void run_mem_ls(const MemChipOptions& o) {
   DaemonConnection conn = DaemonConnection::open();
   Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
   Vtrn__Api__HbmListRequest r = VTRN__API__HBM_LIST_REQUEST__INIT;
@@ -317,23 +316,7 @@ void run_read(const ReadOptions& o) {
   if (o.out.empty() && o.length > (1u << 20))
     throw CliError(Exit::kUsage, "more than 1 MiB to the terminal: use --out FILE");
   DaemonConnection conn = DaemonConnection::open();
-  std::vector<uint8_t> data;
-  data.reserve(o.length);
-  for (uint64_t off = 0; off < o.length; off += kPieceBytes) {
-    Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
-    Vtrn__Api__DmaReadRequest r = VTRN__API__DMA_READ_REQUEST__INIT;
-    r.chip = o.chip;
-    r.hbm_addr = addr + off;
-    r.length = uint32_t(std::min<uint64_t>(kPieceBytes, o.length - off));
-    req.body_case = VTRN__API__REQUEST__BODY_DMA_READ;
-    req.dma_read = &r;
-    drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_DMA_READ);
-    const ProtobufCBinaryData& d = resp->dma_read->data;
-    if (d.len != r.length)
-      throw CliError(Exit::kFailed, "DMA read at " + hex(r.hbm_addr) + " returned " + std::to_string(d.len) +
-                                        " bytes, asked for " + std::to_string(r.length));
-    data.insert(data.end(), d.data, d.data + d.len);
-  }
+  const std::vector<uint8_t> data = dma_read_hbm(conn, o.chip, addr, o.length);
   if (!o.out.empty()) {
     std::ofstream f(o.out, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size()));
@@ -382,19 +365,7 @@ void run_write(const WriteOptions& o) {
     data.assign(o.length, uint8_t(o.pattern));
   }
   DaemonConnection conn = DaemonConnection::open();
-  uint64_t ns = 0;
-  for (uint64_t off = 0; off < data.size(); off += kPieceBytes) {
-    Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
-    Vtrn__Api__DmaWriteRequest w = VTRN__API__DMA_WRITE_REQUEST__INIT;
-    w.chip = o.chip;
-    w.hbm_addr = addr + off;
-    w.data.data = data.data() + off;
-    w.data.len = std::min<uint64_t>(kPieceBytes, data.size() - off);
-    req.body_case = VTRN__API__REQUEST__BODY_DMA_WRITE;
-    req.dma_write = &w;
-    drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_DMA_WRITE);
-    ns += resp->dma_write->elapsed_ns;
-  }
+  const uint64_t ns = dma_write_hbm(conn, o.chip, addr, data.data(), data.size());
   if (o.json) {
     print_json({{"chip", o.chip}, {"addr", addr}, {"bytes", data.size()}, {"elapsed_ns", ns}});
   } else {
@@ -465,17 +436,17 @@ void add_mem_command(CLI::App& app, Action* action) {
   CLI::App* mem = app.add_subcommand("mem", "A chip's device memory (HBM)");
   mem->require_subcommand(1);
 
-  auto stats = std::make_shared<ChipOnly>();
+  auto stats = std::make_shared<MemChipOptions>();
   CLI::App* s = mem->add_subcommand("stats", "Totals, fragmentation, failures, ECC and retired pages");
   s->add_option("chip", stats->chip, "Chip id")->required()->check(chip_id_validator());
   s->add_flag("--json", stats->json, "Print one JSON document instead of text");
-  s->callback([stats, action] { *action = [stats] { run_stats(*stats); }; });
+  s->callback([stats, action] { *action = [stats] { run_mem_stats(*stats); }; });
 
-  auto ls = std::make_shared<ChipOnly>();
+  auto ls = std::make_shared<MemChipOptions>();
   CLI::App* l = mem->add_subcommand("ls", "Live allocations by owner and category");
   l->add_option("chip", ls->chip, "Chip id")->required()->check(chip_id_validator());
   l->add_flag("--json", ls->json, "Print one JSON document instead of text");
-  l->callback([ls, action] { *action = [ls] { run_ls(*ls); }; });
+  l->callback([ls, action] { *action = [ls] { run_mem_ls(*ls); }; });
 
   auto al = std::make_shared<AllocOptions>();
   CLI::App* a = mem->add_subcommand("alloc", "Allocate HBM (released when this command exits unless --hold)");

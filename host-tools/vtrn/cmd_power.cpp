@@ -237,7 +237,7 @@ struct Prev {
   uint64_t dma_bytes = 0;
 };
 
-std::string fixed(double v, int decimals, const char* unit) {
+std::string fixed_unit(double v, int decimals, const char* unit) {
   char buf[32];
   snprintf(buf, sizeof buf, "%.*f%s", decimals, v, unit);
   return buf;
@@ -265,7 +265,7 @@ std::string render_top(const nlohmann::json& list, const nlohmann::json& chips,
     auto p = prev->find(id);
     if (p != prev->end() && up > p->second.uptime_ns && dma >= p->second.dma_bytes) {
       const double mbps = double(dma - p->second.dma_bytes) / (double(up - p->second.uptime_ns) * 1e-9) / 1e6;
-      rate = mbps >= 1000 ? fixed(mbps / 1000, 1, "G") : fixed(mbps, 0, "M");
+      rate = mbps >= 1000 ? fixed_unit(mbps / 1000, 1, "G") : fixed_unit(mbps, 0, "M");
     }
     (*prev)[id] = Prev{up, dma};
     if (!c.contains("power")) {
@@ -281,9 +281,9 @@ std::string render_top(const nlohmann::json& list, const nlohmann::json& chips,
     }
     const uint32_t f = pw.at("frequency_mhz").get<uint32_t>();
     t.add({std::to_string(id), s.at("state").get<std::string>(),
-           pw.at("device_state").get<std::string>(), fixed(pw.at("temperature_c").get<double>(), 1, "C"),
-           fixed(pw.at("power_w").get<double>(), 1, "W"),
-           fixed(pw.at("energy_j").get<double>(), pw.at("energy_j").get<double>() < 1000 ? 1 : 0, "J"),
+           pw.at("device_state").get<std::string>(), fixed_unit(pw.at("temperature_c").get<double>(), 1, "C"),
+           fixed_unit(pw.at("power_w").get<double>(), 1, "W"),
+           fixed_unit(pw.at("energy_j").get<double>(), pw.at("energy_j").get<double>() < 1000 ? 1 : 0, "J"),
            std::to_string(pw.at("pstate").get<uint32_t>()), f ? std::to_string(f) : "off",
            util.empty() ? "-" : util, rate, short_reasons(pw)});
   }

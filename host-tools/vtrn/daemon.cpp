@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cli_error.h"
+#include "render.h"
 
 namespace tools {
 namespace {
@@ -202,6 +203,44 @@ drv::ResponsePtr request_shutdown(DaemonConnection& conn) {
   drv::ResponsePtr resp = conn.call(&req);
   expect_body(*resp, VTRN__API__RESPONSE__BODY_SHUTDOWN);
   return resp;
+}
+
+uint64_t dma_write_hbm(DaemonConnection& conn, uint32_t chip, uint64_t addr, const uint8_t* data, uint64_t n) {
+  uint64_t ns = 0;
+  for (uint64_t off = 0; off < n; off += kDmaPieceBytes) {
+    Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
+    Vtrn__Api__DmaWriteRequest w = VTRN__API__DMA_WRITE_REQUEST__INIT;
+    w.chip = chip;
+    w.hbm_addr = addr + off;
+    w.data.data = const_cast<uint8_t*>(data + off);  // protobuf-c packs from it, never writes
+    w.data.len = std::min<uint64_t>(kDmaPieceBytes, n - off);
+    req.body_case = VTRN__API__REQUEST__BODY_DMA_WRITE;
+    req.dma_write = &w;
+    drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_DMA_WRITE);
+    ns += resp->dma_write->elapsed_ns;
+  }
+  return ns;
+}
+
+std::vector<uint8_t> dma_read_hbm(DaemonConnection& conn, uint32_t chip, uint64_t addr, uint64_t n) {
+  std::vector<uint8_t> out;
+  out.reserve(n);
+  for (uint64_t off = 0; off < n; off += kDmaPieceBytes) {
+    Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
+    Vtrn__Api__DmaReadRequest r = VTRN__API__DMA_READ_REQUEST__INIT;
+    r.chip = chip;
+    r.hbm_addr = addr + off;
+    r.length = uint32_t(std::min<uint64_t>(kDmaPieceBytes, n - off));
+    req.body_case = VTRN__API__REQUEST__BODY_DMA_READ;
+    req.dma_read = &r;
+    drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_DMA_READ);
+    const ProtobufCBinaryData& d = resp->dma_read->data;
+    if (d.len != r.length)
+      throw CliError(Exit::kFailed, "DMA read at " + hex(r.hbm_addr) + " returned " + std::to_string(d.len) +
+                                        " bytes, asked for " + std::to_string(r.length));
+    out.insert(out.end(), d.data, d.data + d.len);
+  }
+  return out;
 }
 
 }  // namespace tools

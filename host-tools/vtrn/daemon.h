@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include <string>
+#include <vector>
 
 #include "vtrn/drv/client.h"
 
@@ -62,6 +63,13 @@ drv::ResponsePtr request_info(DaemonConnection& conn, uint32_t chip);
 drv::ResponsePtr request_ping(DaemonConnection& conn, const PingParams& params);
 // chip < 0: every chip.
 drv::ResponsePtr request_telemetry(DaemonConnection& conn, int32_t chip);
+
+// HBM through DMA, in pieces of kDmaPieceBytes (one DmaWrite / DmaRead frame
+// each; vtrnd refuses bigger frames). dma_write_hbm returns the chip-side
+// time the pieces took, summed; dma_read_hbm fails on a short piece.
+inline constexpr uint64_t kDmaPieceBytes = 2u << 20;
+uint64_t dma_write_hbm(DaemonConnection& conn, uint32_t chip, uint64_t addr, const uint8_t* data, uint64_t n);
+std::vector<uint8_t> dma_read_hbm(DaemonConnection& conn, uint32_t chip, uint64_t addr, uint64_t n);
 drv::ResponsePtr request_shutdown(DaemonConnection& conn);
 
 // "chips 0-1", "chip 0", "no chips".
