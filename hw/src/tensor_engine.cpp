@@ -144,6 +144,13 @@ bool TensorEngine::run_pass() {
     if (load_acquire(&ctl->inject_kind) == kInjectTensor && load_acquire(&ctl->inject_engine) == index_)
       fail_next_ = true;
   }
+  // Between commands nothing is in flight: the current table is the one
+  // every later command is checked against, so it can be acknowledged now
+  // (an idle engine acknowledges on the wake-up the fw's doorbell causes).
+  mpu_.refresh(mem_.mpu());
+  const uint32_t gen = mpu_.generation();
+  if (load_acquire(&mem_.mpu()->header.tensor_ack[index_]) != gen)
+    store_release(&mem_.mpu()->header.tensor_ack[index_], gen);
   if (error_) return false;
   const uint32_t prod = load_acquire(&blk_->sq_prod);
   if (int32_t(prod - sq_prod_seen_) < 0) {
@@ -170,7 +177,6 @@ bool TensorEngine::run_pass() {
   store_release(&blk_->sq_cons, sq_cons_);
   store_release(&blk_->state, kEngineBusy);
 
-  mpu_.refresh(mem_.mpu());
   const uint64_t t0 = clock_();
   Operand ops[5];
   uint32_t ldc = 0;
@@ -196,9 +202,6 @@ bool TensorEngine::run_pass() {
   blk_->cq[cq_prod_ % kTensorDepth] = done;
   // Release: the completion is visible before the index that publishes it.
   store_release(&blk_->cq_prod, ++cq_prod_);
-  const uint32_t gen = mpu_.generation();
-  if (load_acquire(&mem_.mpu()->header.tensor_ack[index_]) != gen)
-    store_release(&mem_.mpu()->header.tensor_ack[index_], gen);
 
   const bool irq = (c.flags & kTensorIrq) && load_acquire(&blk_->irq_armed);
   stats_.begin();
