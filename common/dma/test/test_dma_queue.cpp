@@ -249,6 +249,72 @@ void test_budget_bounds_one_poll(void**) {
   assert_true(r.q.has_work());
 }
 
+void test_byte_budget_stops_a_poll_after_the_descriptor_that_reaches_it(void**) {
+  Rig r;
+  for (uint32_t i = 0; i < 4; ++i) r.submit(desc(0, kHbmBase + i * 4096, 4096, kOne | kDescSrcHost, i));
+  const PollResult p = r.q.poll(r.map, r.copier, 1000, 5000);
+  assert_int_equal(p.descriptors, 2);
+  assert_int_equal(p.completions, 2);
+  assert_int_equal(r.poll().descriptors, 2);
+}
+
+// Records what the host could see of the completion ring at each copy, and
+// can play a host that reaps while the engine works.
+struct WatchingCopier final : Copier {
+  explicit WatchingCopier(Rig* rig) : r(rig) {}
+  void copy(void* dst, const void* src, size_t n) override {
+    memcpy(dst, src, n);
+    cq_prod_seen.push_back(r->ctl.cq_prod.value);
+    if (reap_at_first_copy && cq_prod_seen.size() == 1) {
+      while (!r->cq_empty()) r->pop();
+    }
+  }
+  Rig* r;
+  std::vector<uint32_t> cq_prod_seen;
+  bool reap_at_first_copy = false;
+};
+
+void test_small_chains_publish_their_completions_once_per_poll(void**) {
+  Rig r;
+  WatchingCopier w(&r);
+  for (uint32_t i = 0; i < 4; ++i) r.submit(desc(0, kHbmBase + i * 64, 64, kOne | kDescSrcHost, i));
+  const PollResult p = r.q.poll(r.map, w, 1000);
+  assert_int_equal(p.completions, 4);
+  assert_int_equal(w.cq_prod_seen.size(), 4);
+  for (uint32_t seen : w.cq_prod_seen) assert_int_equal(seen, 0);
+  assert_int_equal(r.ctl.cq_prod.value, 4);
+  for (uint64_t i = 0; i < 4; ++i) assert_int_equal(r.pop().cookie, i);
+}
+
+void test_completions_are_published_before_a_long_copy(void**) {
+  Rig r;
+  WatchingCopier w(&r);
+  r.submit(desc(0, kHbmBase, 64, kOne | kDescSrcHost, 1));
+  r.submit(desc(0, kHbmBase + 8192, 4096, kOne | kDescSrcHost, 2));
+  r.submit(desc(0, kHbmBase + 16384, 4096, kOne | kDescSrcHost, 3));
+  r.q.poll(r.map, w, 1000);
+  assert_int_equal(w.cq_prod_seen.size(), 3);
+  assert_int_equal(w.cq_prod_seen[1], 1);  // the 64 B chain, before the first 4 KiB copy
+  assert_int_equal(w.cq_prod_seen[2], 2);
+  assert_int_equal(r.ctl.cq_prod.value, 3);
+}
+
+void test_poll_rereads_the_consumer_index_when_the_ring_looks_full(void**) {
+  Rig r;
+  for (uint32_t i = 0; i < kDepth - 1; ++i) r.submit(desc(0, kHbmBase, 64, kOne | kDescSrcHost, i));
+  assert_int_equal(r.poll().completions, kDepth - 1);
+  // One slot left as the engine reads cq_cons; the host empties the ring
+  // during the first copy, so the rest of the batch fits after all.
+  WatchingCopier w(&r);
+  w.reap_at_first_copy = true;
+  for (uint32_t i = 0; i < 3; ++i) r.submit(desc(0, kHbmBase, 64, kOne | kDescSrcHost, 100 + i));
+  const PollResult p = r.q.poll(r.map, w, 1000);
+  assert_int_equal(p.descriptors, 3);
+  assert_int_equal(p.completions, 3);
+  assert_int_equal(r.q.error(), kQueueOk);
+  for (uint64_t i = 0; i < 3; ++i) assert_int_equal(r.pop().cookie, 100 + i);
+}
+
 void test_irq_reported_only_when_flagged_and_armed(void**) {
   Rig r;
   r.submit(desc(0, kHbmBase, 64, kOne | kDescSrcHost | kDescIrq, 1));
@@ -344,6 +410,10 @@ int main() {
       cmocka_unit_test(test_completion_consumer_ahead_latches),
       cmocka_unit_test(test_full_completion_ring_applies_backpressure),
       cmocka_unit_test(test_budget_bounds_one_poll),
+      cmocka_unit_test(test_byte_budget_stops_a_poll_after_the_descriptor_that_reaches_it),
+      cmocka_unit_test(test_small_chains_publish_their_completions_once_per_poll),
+      cmocka_unit_test(test_completions_are_published_before_a_long_copy),
+      cmocka_unit_test(test_poll_rereads_the_consumer_index_when_the_ring_looks_full),
       cmocka_unit_test(test_irq_reported_only_when_flagged_and_armed),
       cmocka_unit_test(test_hbm_policy_can_refuse_a_range),
       cmocka_unit_test(test_descriptor_is_copied_before_validation),

@@ -86,8 +86,12 @@ class Queue {
   Queue(QueueControl* ctl, Descriptor* sq, Completion* cq, uint32_t depth, QueueStats* stats);
 
   // Handles a pending reset request, then consumes up to `budget`
-  // descriptors. Stops early when the completion ring has no room.
-  PollResult poll(const AddressMap& map, Copier& copier, uint32_t budget);
+  // descriptors. Stops early when the completion ring has no room, or once
+  // it has copied `byte_budget` bytes (checked before each descriptor, so
+  // one long descriptor may pass it). Completions are published (cq_prod)
+  // before it returns and before any copy of 4 KiB or more, so a batch of
+  // small chains costs one index store.
+  PollResult poll(const AddressMap& map, Copier& copier, uint32_t budget, uint64_t byte_budget = UINT64_MAX);
   // True when the host has published descriptors or a reset request.
   [[nodiscard]] bool has_work() const;
   void add_busy_ns(uint64_t ns);
@@ -100,6 +104,7 @@ class Queue {
  private:
   void latch(QueueError e);
   bool cq_space(uint32_t needed);
+  void publish_completions();
   void complete(uint64_t cookie, Status status, uint32_t bytes, bool irq, PollResult* r);
   void restart();
   void stats_begin();
@@ -114,6 +119,9 @@ class Queue {
   uint32_t sq_cons_ = 0;
   uint32_t sq_prod_seen_ = 0;
   uint32_t cq_prod_ = 0;
+  uint32_t cq_published_ = 0;  // last cq_prod stored to the ring
+  uint32_t cq_cons_seen_ = 0;  // the host's cq_cons as last read
+  bool cq_cons_fresh_ = false;  // read during this poll
   uint32_t reset_seen_ = 0;
   QueueError error_ = kQueueOk;
 
