@@ -200,17 +200,11 @@ DmaPass DmaEngine::run_pass() {
   bool fw_irq = false, host_irq = false, host_activity = false;
   auto serve = [&](Queue& q, uint32_t queue_id) {
     current_queue_ = queue_id;
-    const uint64_t bytes0 = copier.bytes;
-    uint32_t taken = 0;
-    for (;;) {
-      const PollResult r = q.poll(map_, copier, 8);
-      taken += r.descriptors;
-      p.descriptors += r.descriptors;
-      p.completions += r.completions;
-      if (r.irq) (queue_id == engine::kQueueFirmware ? fw_irq : host_irq) = true;
-      if (queue_id != engine::kQueueFirmware && (r.descriptors || r.completions)) host_activity = true;
-      if (r.descriptors < 8 || taken >= budget_.descriptors || copier.bytes - bytes0 >= budget_.bytes) break;
-    }
+    const PollResult r = q.poll(map_, copier, budget_.descriptors, budget_.bytes);
+    p.descriptors += r.descriptors;
+    p.completions += r.completions;
+    if (r.irq) (queue_id == engine::kQueueFirmware ? fw_irq : host_irq) = true;
+    if (queue_id != engine::kQueueFirmware && (r.descriptors || r.completions)) host_activity = true;
   };
   serve(fw_queue_, engine::kQueueFirmware);
   for (uint32_t q = 0; q < kMaxQueues; ++q) {

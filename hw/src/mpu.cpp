@@ -15,6 +15,7 @@ void Mpu::clear() {
   generation_ = 0;
   refused_ = false;
   alloc_count_ = poison_count_ = 0;
+  hit_ = 0;
   fault_ = MpuFault{};
 }
 
@@ -63,6 +64,7 @@ uint32_t Mpu::refresh(const engine::MpuBlock* block) {
     }
     refused_ = count > engine::kMpuWindows || !build(copy_, n);
     if (refused_) alloc_count_ = poison_count_ = 0;
+    hit_ = 0;
     generation_ = gen;
     return generation_;
   }
@@ -81,6 +83,9 @@ dma::Status Mpu::check(uint64_t addr, uint64_t length) const {
   for (uint32_t i = 0; i < poison_count_ && poison_[i].base < end; ++i) {
     if (poison_[i].end > addr) return refuse(dma::kErrEcc);
   }
+  // The window that held the last range checked usually holds this one
+  // too (a descriptor stream walks through one buffer).
+  if (hit_ < alloc_count_ && addr >= alloc_[hit_].base && end <= alloc_[hit_].end) return dma::kOk;
   // The last window starting at or below addr is the only candidate.
   const Range* first = alloc_;
   const Range* last = alloc_ + alloc_count_;
@@ -88,6 +93,7 @@ dma::Status Mpu::check(uint64_t addr, uint64_t length) const {
   if (it == first) return refuse(dma::kErrNotAllocated);
   --it;
   if (end > it->end) return refuse(dma::kErrNotAllocated);
+  hit_ = uint32_t(it - first);
   return dma::kOk;
 }
 

@@ -138,6 +138,29 @@ void test_mpu_poison_wins_over_a_live_window(void**) {
   assert_int_equal(m.check(kHbmBase + 0x50000, 0x100), dma::kOk);
 }
 
+void test_mpu_window_of_the_last_pass_never_admits_what_the_table_does_not(void**) {
+  Rig r;
+  Mpu m;
+  r.mpu({win(kHbmBase, 0x10000), win(kHbmBase + 0x20000, 0x10000), win(kHbmBase + 0x8000, 0x1000, kMpuValid | kMpuPoison)});
+  m.refresh(r.mem.mpu());
+  assert_int_equal(m.check(kHbmBase + 0x20000, 0x100), dma::kOk);
+  // Past the end of the window that just passed, and before its start.
+  assert_int_equal(m.check(kHbmBase + 0x2ff00, 0x200), dma::kErrNotAllocated);
+  assert_int_equal(m.check(kHbmBase + 0x1fff0, 0x20), dma::kErrNotAllocated);
+  assert_int_equal(m.check(kHbmBase, 0x100), dma::kOk);
+  // Poison inside the window that just passed still wins.
+  assert_int_equal(m.check(kHbmBase + 0x8000, 0x10), dma::kErrEcc);
+  assert_int_equal(m.check(kHbmBase + 0x100, 0x100), dma::kOk);
+  // A new table without that window refuses what it admitted.
+  r.mpu({win(kHbmBase + 0x20000, 0x10000)});
+  m.refresh(r.mem.mpu());
+  assert_int_equal(m.check(kHbmBase + 0x100, 0x100), dma::kErrNotAllocated);
+  assert_int_equal(m.check(kHbmBase + 0x20000, 0x100), dma::kOk);
+  r.mpu({});
+  m.refresh(r.mem.mpu());
+  assert_int_equal(m.check(kHbmBase + 0x20000, 0x100), dma::kErrNotAllocated);
+}
+
 void test_mpu_refuses_a_bank_with_overlapping_or_malformed_windows(void**) {
   Rig r;
   Mpu m;
@@ -673,6 +696,7 @@ int main() {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mpu_off_allows_everything_and_on_allows_only_windows),
       cmocka_unit_test(test_mpu_poison_wins_over_a_live_window),
+      cmocka_unit_test(test_mpu_window_of_the_last_pass_never_admits_what_the_table_does_not),
       cmocka_unit_test(test_mpu_refuses_a_bank_with_overlapping_or_malformed_windows),
       cmocka_unit_test(test_mpu_refresh_copies_the_published_bank_only),
       cmocka_unit_test(test_dma_fw_queue_copies_hbm_to_hbm_and_interrupts_the_fw),

@@ -64,6 +64,7 @@ class Mpu final : public dma::HbmPolicy {
   uint32_t alloc_count_ = 0;
   Range poison_[engine::kMpuWindows];
   uint32_t poison_count_ = 0;
+  mutable uint32_t hit_ = 0;  // alloc_ index of the last window a check passed in
   mutable MpuFault fault_;
 };
 
