@@ -159,12 +159,31 @@ void ChipHw::reset_model(Worker* w) {
 
 void ChipHw::run(Worker* w) {
   drv::UniqueFd ep(epoll_create1(EPOLL_CLOEXEC));
-  for (int fd : {w->wake.get(), w->doorbell}) {
+  auto watch = [&](int fd, uint32_t events) {
     epoll_event ev{};
-    ev.events = EPOLLIN;
+    ev.events = events;
     ev.data.fd = fd;
     epoll_ctl(ep.get(), EPOLL_CTL_ADD, fd, &ev);
-  }
+  };
+  watch(w->wake.get(), EPOLLIN);
+  watch(w->doorbell, EPOLLIN);
+  // The host's DMA doorbell reaches every DMA engine directly, edge
+  // triggered: each write wakes each engine that sleeps, and nobody needs
+  // to drain it for the next write to wake them again (two engines draining
+  // one level-triggered eventfd could take each other's wake-up). While an
+  // engine spins, the host's writes cost the host a syscall and nobody a
+  // wake-up.
+  const int host_db = w->dma ? doorbell_.get() : -1;
+  if (host_db >= 0) watch(host_db, EPOLLIN | EPOLLET);
+  // An event from epoll_wait: level-triggered fds are drained; true when it
+  // means work (`counts` false: a host doorbell edge that only needs taking).
+  auto take = [&](bool counts, const epoll_event& ev) {
+    if (ev.data.fd != host_db) {
+      drain(ev.data.fd);
+      return counts;
+    }
+    return counts && dma_[w->index]->serves_host();
+  };
   uint64_t last_work = 0;
   while (!stop_.load()) {
     const uint32_t epoch = reset_epoch_.load(std::memory_order_acquire);
@@ -184,31 +203,23 @@ void ChipHw::run(Worker* w) {
       __builtin_ia32_pause();
       continue;
     }
-    // Sleep; re-check after announcing it so a kick cannot fall between the
-    // check and the wait.
-    w->sleeping.store(true, std::memory_order_seq_cst);
-    if (has_work(w) || stop_.load() || reset_epoch_.load() != w->reset_seen) {
-      w->sleeping.store(false);
+    // Sleep. Host doorbell edges from while we spun are taken first, then
+    // the rings are re-checked (covering what those edges announced), so a
+    // doorbell rung after the check is an edge the wait below returns on.
+    // A wake-up or chip doorbell already pending ends the sleep at once.
+    epoll_event evs[3];
+    bool woken = false;
+    for (int i = 0, n = epoll_wait(ep.get(), evs, 3, 0); i < n; ++i) woken |= take(evs[i].data.fd != host_db, evs[i]);
+    if (woken || has_work(w) || stop_.load() || reset_epoch_.load() != w->reset_seen) {
+      if (woken) last_work = monotonic_ns();
       continue;
     }
-    epoll_event evs[2];
-    const int n = epoll_wait(ep.get(), evs, 2, -1);
-    w->sleeping.store(false);
-    for (int i = 0; i < n; ++i) drain(evs[i].data.fd);
-    // A doorbell or kick is work arriving: spin after it as after work, so
-    // the batch that follows a first descriptor finds the engine awake.
-    last_work = monotonic_ns();
-  }
-}
-
-void ChipHw::kick(Worker* w) {
-  if (w->sleeping.exchange(false)) poke(w->wake.get());
-}
-
-void ChipHw::host_doorbell() {
-  drain(doorbell_.get());
-  for (auto& w : workers_) {
-    if (w->dma && dma_[w->index]->serves_host()) kick(w.get());
+    const int n = epoll_wait(ep.get(), evs, 3, -1);
+    // A doorbell or a wake-up is work arriving: spin after it as after work, so
+    // the batch that follows a first descriptor finds the engine awake. A
+    // host doorbell is no work for an engine that serves no host queue.
+    for (int i = 0; i < n; ++i) woken |= take(true, evs[i]);
+    if (woken) last_work = monotonic_ns();
   }
 }
 

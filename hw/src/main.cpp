@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
   timerfd_settime(tick.get(), 0, &its, nullptr);
 
   // epoll data: kind << 32 | chip index.
-  enum Kind : uint64_t { kSignal = 1, kTick, kControl, kListen, kPeer, kDoorbell, kVector };
+  enum Kind : uint64_t { kSignal = 1, kTick, kControl, kListen, kPeer, kVector };
   auto watch = [&](int fd, Kind kind, uint32_t chip, uint32_t events = EPOLLIN) {
     epoll_event ev{};
     ev.events = events;
@@ -183,7 +183,6 @@ int main(int argc, char** argv) {
   if (control_fd >= 0) watch(control_fd, kControl, 0, EPOLLIN | EPOLLRDHUP);
   for (uint32_t i = 0; i < chips.size(); ++i) {
     watch(chips[i]->listen_fd(), kListen, i);
-    watch(chips[i]->doorbell_fd(), kDoorbell, i);
     watch(chips[i]->control_fd(), kVector, i);
   }
   send_line(control_fd, "ready");
@@ -260,9 +259,6 @@ int main(int argc, char** argv) {
           fprintf(stderr, "vtrn-hw: chip %u: QEMU disconnected; engines reset\n", chips[ci]->id());
           break;
         }
-        case kDoorbell:
-          chips[ci]->host_doorbell();
-          break;
         case kVector:
           chips[ci]->control_vector();
           break;

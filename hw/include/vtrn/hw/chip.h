@@ -6,12 +6,14 @@
 // Threads. Each engine thread loops over its model's run_pass(); after work
 // it keeps polling for spin_ns (a host batch arrives while it spins, with no
 // wake-up), then blocks in epoll on its own doorbell eventfd (the chip
-// rings its vector) and a wake eventfd (the main loop's kick). The main loop
-// (hw/src/main.cpp) owns everything else: the host's DMA doorbell eventfd
-// (it kicks the DMA engines that serve host queues), the control vector
-// (reset requests, MPU updates, fault injection: it kicks every engine), the
-// heartbeat, and the ivshmem connection. An idle chip costs one heartbeat
-// store every engine::kHeartbeatMs and nothing else.
+// rings its vector), a wake eventfd (the main loop's kick) and, for a DMA
+// engine, the host's DMA doorbell eventfd (edge triggered, so every DMA
+// engine sees every ring and a host batch wakes its engine directly, with
+// no hop through the main loop). The main loop (hw/src/main.cpp) owns
+// everything else: the control vector (reset requests, MPU updates, fault
+// injection: it kicks every engine), the heartbeat, and the ivshmem
+// connection. An idle chip costs one heartbeat store every
+// engine::kHeartbeatMs and nothing else.
 //
 // Reset (firmware reset_req, the launcher's `reset`, or QEMU's connection
 // closing) quiesces first: every engine thread finishes the unit of work
@@ -63,7 +65,6 @@ class ChipHw final : public Signals {
   // Main-loop events.
   bool accept_peer(std::string* err);
   void peer_gone();
-  void host_doorbell();
   void control_vector();
   void heartbeat();
   // Quiesces and restarts every engine; returns the time it took.
@@ -72,9 +73,13 @@ class ChipHw final : public Signals {
   [[nodiscard]] uint32_t id() const { return id_; }
   [[nodiscard]] int listen_fd() const { return server_.listen_fd(); }
   [[nodiscard]] int peer_fd() const { return server_.peer_fd(); }
-  [[nodiscard]] int doorbell_fd() const { return doorbell_.get(); }
   [[nodiscard]] int control_fd() const { return server_.host_eventfd(engine::kVectorControl); }
   [[nodiscard]] uint64_t resets() const { return resets_; }
+  // For a harness that plays the chip in process (dma_engine_bench): the
+  // memory the engines reach, and the eventfd the chip's doorbell on
+  // `vector` lands on (what QEMU writes when the firmware rings it).
+  [[nodiscard]] const ChipMemory& memory() const { return mem_; }
+  [[nodiscard]] int chip_doorbell_fd(uint16_t vector) const { return server_.host_eventfd(vector); }
 
   void chip_irq(uint16_t vector) override;
   void host_irq() override;
@@ -84,13 +89,11 @@ class ChipHw final : public Signals {
     std::thread thread;
     drv::UniqueFd wake;
     int doorbell = -1;  // the chip's vector eventfd (not owned)
-    std::atomic<bool> sleeping{false};
     uint32_t reset_seen = 0;
     bool dma = false;
     uint32_t index = 0;
   };
   void run(Worker* w);
-  void kick(Worker* w);
   void write_id();
   bool pass(Worker* w);
   bool has_work(Worker* w);
