@@ -403,7 +403,12 @@ uint32_t DmaEngine::free_slots(uint32_t qi) {
 void DmaEngine::finish_locked(Queue& q, uint64_t handle, uint32_t status, uint32_t bytes, bool local,
                               uint64_t now) {
   auto it = find_handle(q.pending, handle);
-  if (it == q.pending.end()) return;
+  if (it != q.pending.end()) finish_at_locked(q, it, status, bytes, local, now);
+}
+
+void DmaEngine::finish_at_locked(Queue& q, std::deque<Pending>::iterator it, uint32_t status, uint32_t bytes,
+                                 bool local, uint64_t now) {
+  const uint64_t handle = it->handle;
   DmaResult r;
   r.handle = handle;
   r.status = status;
@@ -464,9 +469,10 @@ uint32_t DmaEngine::reap_locked(Queue& q, uint32_t qi) {
       if (it != q.pending.end()) {
         // Older descriptors still pending were the non-final descriptors of
         // this chain (raw submissions give each descriptor a handle): the
-        // device never completes them individually.
-        q.pending.erase(q.pending.begin(), it);
-        finish_locked(q, h, c[i].status, c[i].bytes, false, now);
+        // device never completes them individually. Usually there are none
+        // (a 64 B benchmark reaps millions a second through here).
+        if (it != q.pending.begin()) it = q.pending.erase(q.pending.begin(), it);
+        finish_at_locked(q, it, c[i].status, c[i].bytes, false, now);
         continue;
       }
       const uint64_t seq = h & ((uint64_t(1) << kQueueShift) - 1);

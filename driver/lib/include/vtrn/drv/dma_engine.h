@@ -306,6 +306,8 @@ class DmaEngine {
   void latch_locked(Queue& q, DmaFault f, const std::string& text);
   void finish_locked(Queue& q, uint64_t handle, uint32_t status, uint32_t bytes, bool local,
                      uint64_t now);
+  void finish_at_locked(Queue& q, std::deque<Pending>::iterator it, uint32_t status, uint32_t bytes,
+                        bool local, uint64_t now);
   void fail_pending_locked(Queue& q, uint32_t status);
   void ring_chip();
   bool check_range(uint64_t addr, uint32_t len, bool host) const;
