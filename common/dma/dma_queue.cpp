@@ -75,7 +75,7 @@ Queue::Queue(QueueControl* ctl, Descriptor* sq, Completion* cq, uint32_t depth, 
 
 void Queue::restart() {
   sq_cons_ = sq_prod_seen_ = cq_prod_ = cq_published_ = cq_cons_seen_ = 0;
-  cq_cons_fresh_ = false;
+  cq_cons_fresh_ = irq_unpublished_ = false;
   error_ = kQueueOk;
   in_chain_ = false;
   store_release(&ctl_->sq_cons, 0);
@@ -111,11 +111,18 @@ bool Queue::cq_space(uint32_t needed) {
   return depth_ - used >= needed;
 }
 
-void Queue::publish_completions() {
+void Queue::publish_completions(PollResult* r) {
   if (cq_published_ == cq_prod_) return;
   cq_published_ = cq_prod_;
   // Release: the entries are visible before the index that publishes them.
   store_release(&ctl_->cq_prod, cq_prod_);
+  if (!irq_unpublished_) return;
+  irq_unpublished_ = false;
+  // Full fence: the index is visible before irq_armed is read. A host that
+  // arms, fences and then reads cq_prod before it sleeps either sees these
+  // completions or is seen armed; no wake-up falls between the two.
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  if (load_acquire(&ctl_->irq_armed)) r->irq = true;
 }
 
 void Queue::stats_begin() {
@@ -137,7 +144,7 @@ void Queue::complete(uint64_t cookie, Status status, uint32_t bytes, bool irq, P
   cq_[cq_prod_ & (depth_ - 1)] = Completion{cookie, status, bytes};
   ++cq_prod_;
   ++r->completions;
-  if (irq && load_acquire(&ctl_->irq_armed)) r->irq = true;
+  if (irq) irq_unpublished_ = true;
   if (stats_) {
     ++stats_->chains;
     stats_->bytes += bytes;
@@ -169,7 +176,7 @@ PollResult Queue::poll(const AddressMap& map, Copier& copier, uint32_t budget, u
     // Whatever chain was open can never finish: say so rather than drop it.
     if (in_chain_ && cq_space(1)) complete(chain_cookie_, kErrQueueBroken, uint32_t(chain_bytes_), chain_irq_, &r);
     in_chain_ = false;
-    publish_completions();
+    publish_completions(&r);
     return r;
   }
   sq_prod_seen_ = prod;
@@ -213,7 +220,7 @@ PollResult Queue::poll(const AddressMap& map, Copier& copier, uint32_t budget, u
           // Completions wait for the end of the poll (one index store for a
           // batch of small chains), but not behind a copy long enough to
           // delay them noticeably.
-          if (d.length >= kPublishBeforeCopy) publish_completions();
+          if (d.length >= kPublishBeforeCopy) publish_completions(&r);
           copier.copy(dst, src, d.length);
           chain_bytes_ += d.length;
           copied += d.length;
@@ -227,7 +234,7 @@ PollResult Queue::poll(const AddressMap& map, Copier& copier, uint32_t budget, u
     }
   }
   stats_end();
-  publish_completions();
+  publish_completions(&r);
   // Release: our reads of the consumed descriptors are done before the host
   // may reuse their slots.
   store_release(&ctl_->sq_cons, sq_cons_);

@@ -104,7 +104,7 @@ class Queue {
  private:
   void latch(QueueError e);
   bool cq_space(uint32_t needed);
-  void publish_completions();
+  void publish_completions(PollResult* r);
   void complete(uint64_t cookie, Status status, uint32_t bytes, bool irq, PollResult* r);
   void restart();
   void stats_begin();
@@ -122,6 +122,7 @@ class Queue {
   uint32_t cq_published_ = 0;  // last cq_prod stored to the ring
   uint32_t cq_cons_seen_ = 0;  // the host's cq_cons as last read
   bool cq_cons_fresh_ = false;  // read during this poll
+  bool irq_unpublished_ = false;  // an IRQ-flagged completion not yet published
   uint32_t reset_seen_ = 0;
   QueueError error_ = kQueueOk;
 
