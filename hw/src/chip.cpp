@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,10 +22,23 @@ using hostif::store_release;
 
 namespace {
 
+// How long a preempted engine thread goes without spinning, and how often
+// a spinning one looks for preemption (a getrusage call).
+constexpr uint64_t kSpinBackoffNs = 100'000'000;
+constexpr uint64_t kPreemptCheckNs = 10'000;
+
 void drain(int fd) {
   uint64_t v;
   while (read(fd, &v, sizeof v) == ssize_t(sizeof v)) {
   }
+}
+
+// This thread's involuntary context switches: the scheduler took the CPU
+// from it because another thread wanted it.
+long preemptions() {
+  rusage u{};
+  getrusage(RUSAGE_THREAD, &u);
+  return u.ru_nivcsw;
 }
 
 void poke(int fd) {
@@ -184,7 +198,24 @@ void ChipHw::run(Worker* w) {
     }
     return counts && dma_[w->index]->serves_host();
   };
-  uint64_t last_work = 0;
+  // Spinning after work saves the next batch a wake-up (tens of
+  // microseconds when the host CPU was idle), but only while the CPU is one
+  // nobody else wants: on an oversubscribed host the spin holds off the very
+  // thread that would bring the next batch (measured on 2 loaded cores: 64 B
+  // descriptors 1.6 M/s with a 50 us spin, 5.9 M/s without, and a higher
+  // latency too). So after this thread is preempted, working or spinning,
+  // it does not spin for kSpinBackoffNs: it sleeps as soon as it runs out
+  // of work.
+  uint64_t last_work = 0, last_check = 0, no_spin_until = 0;
+  long preempt_mark = preemptions();
+  auto preempted = [&](uint64_t now) {
+    last_check = now;
+    const long p = preemptions();
+    if (p == preempt_mark) return false;
+    preempt_mark = p;
+    no_spin_until = now + kSpinBackoffNs;
+    return true;
+  };
   while (!stop_.load()) {
     const uint32_t epoch = reset_epoch_.load(std::memory_order_acquire);
     if (epoch != w->reset_seen) {
@@ -199,9 +230,12 @@ void ChipHw::run(Worker* w) {
       last_work = monotonic_ns();
       continue;
     }
-    if (monotonic_ns() - last_work < spin_ns_) {
-      __builtin_ia32_pause();
-      continue;
+    const uint64_t now = monotonic_ns();
+    if (now - last_work < spin_ns_ && now >= no_spin_until) {
+      if (now - last_check < kPreemptCheckNs || !preempted(now)) {
+        __builtin_ia32_pause();
+        continue;
+      }
     }
     // Sleep. Host doorbell edges from while we spun are taken first, then
     // the rings are re-checked (covering what those edges announced), so a
@@ -214,6 +248,7 @@ void ChipHw::run(Worker* w) {
       if (woken) last_work = monotonic_ns();
       continue;
     }
+    preempted(now);
     const int n = epoll_wait(ep.get(), evs, 3, -1);
     // A doorbell or a wake-up is work arriving: spin after it as after work, so
     // the batch that follows a first descriptor finds the engine awake. A
