@@ -46,6 +46,8 @@ class DmaBenchSmoke(unittest.TestCase):
             ratio = doc["ratios"][c["case"]]
             self.assertAlmostEqual(ratio["over_guest_memcpy"], c["gbytes_per_s"] / g, places=9)
             self.assertEqual(ratio["goal_met"], ratio["over_guest_memcpy"] >= 0.8)
+            same = doc["native"]["memcpy_same_pattern_gbps"][c["case"].split()[0]][str(c["transfer_bytes"])]
+            self.assertAlmostEqual(ratio["over_native_memcpy_same_pattern"], c["gbytes_per_s"] / same, places=9)
         b32 = doc["ratios"]["64 B batch 32"]
         self.assertAlmostEqual(b32["over_goal"], doc["cases"][6]["descriptors_per_s"] / 1e6, places=9)
         self.assertEqual(b32["goal_met"], doc["cases"][6]["descriptors_per_s"] >= 1e6)
