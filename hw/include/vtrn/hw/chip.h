@@ -5,7 +5,8 @@
 //
 // Threads. Each engine thread loops over its model's run_pass(); after work
 // it keeps polling for spin_ns (a host batch arrives while it spins, with no
-// wake-up), then blocks in epoll on its own doorbell eventfd (the chip
+// wake-up) unless it was preempted lately (then the CPU it would spin on is
+// wanted by another thread, maybe the host's), then blocks in epoll on its own doorbell eventfd (the chip
 // rings its vector), a wake eventfd (the main loop's kick) and, for a DMA
 // engine, the host's DMA doorbell eventfd (edge triggered, so every DMA
 // engine sees every ring and a host batch wakes its engine directly, with
