@@ -208,12 +208,25 @@ void ChipHw::run(Worker* w) {
   // of work.
   uint64_t last_work = 0, last_check = 0, no_spin_until = 0;
   long preempt_mark = preemptions();
+  bool backing_off = false;
   auto preempted = [&](uint64_t now) {
     last_check = now;
     const long p = preemptions();
     if (p == preempt_mark) return false;
     preempt_mark = p;
     no_spin_until = now + kSpinBackoffNs;
+    backing_off = true;
+    return true;
+  };
+  // While backing off there is nothing to look for; the backoff ends with
+  // a fresh count.
+  auto may_spin = [&](uint64_t now) {
+    if (now < no_spin_until) return false;
+    if (backing_off) {
+      backing_off = false;
+      last_check = now;
+      preempt_mark = preemptions();
+    }
     return true;
   };
   while (!stop_.load()) {
@@ -231,7 +244,7 @@ void ChipHw::run(Worker* w) {
       continue;
     }
     const uint64_t now = monotonic_ns();
-    if (now - last_work < spin_ns_ && now >= no_spin_until) {
+    if (now - last_work < spin_ns_ && may_spin(now)) {
       if (now - last_check < kPreemptCheckNs || !preempted(now)) {
         __builtin_ia32_pause();
         continue;
@@ -248,7 +261,7 @@ void ChipHw::run(Worker* w) {
       if (woken) last_work = monotonic_ns();
       continue;
     }
-    preempted(now);
+    if (!backing_off) preempted(now);
     const int n = epoll_wait(ep.get(), evs, 3, -1);
     // A doorbell or a wake-up is work arriving: spin after it as after work, so
     // the batch that follows a first descriptor finds the engine awake. A
