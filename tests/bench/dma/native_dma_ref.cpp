@@ -199,8 +199,10 @@ int main(int argc, char** argv) {
   std::string same;
   for (const char* dir : {"h2d", "d2h", "d2d"}) {
     char part[160];
+    const double g1 = same_pattern_gbps(dir, 1u << 20, span, per_trial, 3);
+    const double g4 = same_pattern_gbps(dir, 4u << 20, span, per_trial, 3);
     snprintf(part, sizeof part, "%s\"%s\": {\"1048576\": %.3f, \"4194304\": %.3f}", same.empty() ? "" : ", ", dir,
-             same_pattern_gbps(dir, 1u << 20, span, per_trial, 3), same_pattern_gbps(dir, 4u << 20, span, per_trial, 3));
+             g1, g4);
     same += part;
   }
   const double r32 = spsc_rate(descs, 32);
