@@ -245,7 +245,7 @@ uint64_t DmaEngine::window_free_bytes() const {
 
 // ---- validation and submission -----------------------------------------------
 
-bool DmaEngine::check_range(uint64_t addr, uint32_t len, bool host) const {
+inline bool DmaEngine::check_range(uint64_t addr, uint32_t len, bool host) const {
   if (host) return addr <= window_size_ && len <= window_size_ - addr;
   return hbm_contains(addr, len);
 }
