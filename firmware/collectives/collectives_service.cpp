@@ -3,8 +3,9 @@
 //
 // Frames for a collective id above the last one this chip ran, arriving
 // before this chip's submit, are held (not consumed) for kHoldNs; older ids
-// and anything past that bound are dropped and counted, so a leftover of a
-// failed collective can never block a port for good.
+// and anything past that bound are dropped (counted as rejected while a
+// collective runs), so a leftover of a failed collective can never block a
+// port for good.
 #include "fw/collectives_service.h"
 
 #include <stdio.h>
@@ -100,7 +101,6 @@ bool CollectivesService::on_frame(uint32_t port, const uint8_t* data, uint32_t l
   }
   holding_ = false;
   if (running_) coll_.count_rejected();
-  else ++dropped_idle_;
   return true;
 }
 

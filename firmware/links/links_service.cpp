@@ -359,7 +359,6 @@ void LinksService::init(const Boot& boot) {
   log(kLogDebug, "links: %u link functions on the bus", unsigned(fns));
   const vtrn::board::Chip& chip = *boot.chip;
   const uint64_t now_ns = arch::now_ns();
-  chip_id_ = chip.id;
   static_assert(sizeof(abi::LinksBlock) <= vtrn::hostif::kLinksSize);
   block_.attach(boot.bar2_size >= vtrn::hostif::kLinksOffset + vtrn::hostif::kLinksSize
                     ? reinterpret_cast<abi::LinksBlock*>(boot.bar2 + vtrn::hostif::kLinksOffset)
@@ -502,14 +501,6 @@ Error LinksService::port_runs(uint32_t port, uint32_t* state) const {
                               : "unusable (bad link region)");
   }
   return Error();
-}
-
-uint32_t LinksService::ports_up() const {
-  uint32_t n = 0;
-  for (uint32_t i = 0; i < port_count_; ++i) {
-    if (ports_[i].active && ports_[i].port.up()) ++n;
-  }
-  return n;
 }
 
 void set_frame_client(const FrameClient* client) { g_service.set_frame_client(client); }

@@ -98,7 +98,6 @@ void publish_active(bool) {}
 void attach_wakeup(const hal::gic::Gic*, uint32_t) {}
 uint64_t paced_ns(uint32_t) { return 0; }
 bool device_active() { return true; }
-uint64_t pace_delay_ns(uint64_t) { return 0; }
 void pace(uint32_t, uint64_t) {}
 }  // namespace power
 

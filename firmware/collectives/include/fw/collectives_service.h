@@ -57,7 +57,6 @@ class CollectivesService final : public Service {
   uint64_t start_ns_ = 0, end_ns_ = 0;
   uint64_t hold_since_ = 0;   // a future collective's frame at a port head since
   bool holding_ = false;
-  uint64_t dropped_idle_ = 0;  // frames dropped while no collective ran
   char reason_[224] = {};      // the end event's reason: the step, then the ports
   alignas(8) uint8_t tx_[kMaxFrame] = {};
 };

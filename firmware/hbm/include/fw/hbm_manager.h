@@ -108,7 +108,6 @@ class Manager : public Service {
   // HBM of geometry g starts at chip address `base` (2 MiB aligned).
   Status init(const vtrn::board::HbmGeometry& g, uint64_t base, void* arena, size_t arena_size,
               const Remap& remap = Remap{});
-  [[nodiscard]] bool initialised() const { return ready_; }
 
   Status alloc(uint64_t owner, uint32_t category, uint64_t bytes, uint64_t align, uint64_t* addr);
   Status free(uint64_t owner, uint64_t addr);

@@ -110,7 +110,6 @@ class LinksService final : public Service {
   // why. Either way *state is the port's LinkState number (Detect when not
   // running).
   vtrn::Error port_runs(uint32_t port, uint32_t* state) const;
-  [[nodiscard]] uint32_t ports_up() const;
 
  private:
   uint32_t attach_pcie(const Boot& boot);
@@ -135,7 +134,6 @@ class LinksService final : public Service {
   uint64_t last_publish_ = 0;
   bool dirty_ = true;
   uint64_t next_poll_ = kNever;
-  uint32_t chip_id_ = 0;
   uint64_t rng_ = 0x9e3779b97f4a7c15ull;
   uint64_t now_ = 0;           // time of the last init/poll: what control() advances a port with
   uint64_t last_traffic_ = 0;  // last poll that moved frames or had some pending

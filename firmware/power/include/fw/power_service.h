@@ -51,9 +51,6 @@ namespace fw::power {
 // Cross-core API (any core, any time; safe before init: active, full speed).
 [[nodiscard]] bool device_active();
 void pace(uint32_t core, uint64_t busy_ns);
-// The delay pace() applies for busy_ns at the published clock (0 at full
-// speed). Exposed for tests and for executors that account time.
-[[nodiscard]] uint64_t pace_delay_ns(uint64_t busy_ns);
 
 // Link layer -> power model. Boot core only (fw::links calls it from its
 // poll): the LTSSM state (a vtrn::link::LinkState value) of the port at
