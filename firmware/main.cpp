@@ -413,10 +413,10 @@ extern "C" [[noreturn]] void fw_main() {
   uint32_t ticks_seen = 0;
   for (;;) {
     Turn turn;
-    turn.idle_ns = arch::ticks_to_ns(g_idle_ticks);
     const uint32_t ticks = g_ticks_pending;
     if (ticks != ticks_seen) {
       ticks_seen = ticks;
+      turn.idle_ns = arch::ticks_to_ns(g_idle_ticks);
       g_hostif.beat();
       for (Service* s : services()) s->tick(turn);
       refresh_telemetry();

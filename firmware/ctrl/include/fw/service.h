@@ -83,7 +83,7 @@ struct Boot {
 
 // One turn of the event loop, as poll() and tick() see it.
 struct Turn {
-  uint64_t idle_ns = 0;  // the boot core's WFI time since boot
+  uint64_t idle_ns = 0;  // the boot core's WFI time since boot (set for tick())
   // Set by a service to halt the chip once this turn's responses are out.
   const char* halt = nullptr;
 };
