@@ -361,6 +361,31 @@ void test_dma_serves_the_hosts_bar2_queues_and_interrupts_the_host(void**) {
   assert_true(host.q[1].reset_done());
 }
 
+void test_dma_interrupts_the_host_for_each_long_chain_as_it_completes(void**) {
+  // Three 1 MiB chains, the first two flagged: one pass moves all three,
+  // and the host hears of each flagged one on its own (not once at the end
+  // of the pass, after the ring ran dry).
+  Rig r;
+  HostSide host(r);
+  DmaEngine e(r.mem, 0, r.props, r.sig, r.log, fake_clock);
+  configure(r, 0, 0x1);
+  e.run_pass();
+  host.q[0].arm_irq(true);
+  const uint32_t mib = 1u << 20;
+  dma::Descriptor d[3];
+  for (uint32_t i = 0; i < 3; ++i)
+    d[i] = dma::Descriptor{0, kHbmBase + 0x100000 + i * mib, mib,
+                           kOne | dma::kDescSrcHost | (i < 2 ? dma::kDescIrq : 0u), i};
+  assert_true(host.q[0].submit(d, 3));
+  const DmaPass p = e.run_pass();
+  assert_int_equal(p.descriptors, 3);
+  assert_int_equal(r.sig.host, 2);
+  assert_int_equal(r.mem.dma(0)->stats.host_irqs, 2);
+  dma::Completion got[3];
+  assert_int_equal(host.q[0].reap(got, 3), 3);
+  for (uint32_t i = 0; i < 3; ++i) assert_int_equal(got[i].status, dma::kOk);
+}
+
 void test_dma_config_refusals_name_the_field(void**) {
   struct Case {
     void (*edit)(DmaConfig&);
@@ -704,6 +729,7 @@ int main() {
       cmocka_unit_test(test_dma_bad_address_and_malformed_descriptors_keep_their_statuses),
       cmocka_unit_test(test_dma_unconfigured_engine_reaches_nothing),
       cmocka_unit_test(test_dma_serves_the_hosts_bar2_queues_and_interrupts_the_host),
+      cmocka_unit_test(test_dma_interrupts_the_host_for_each_long_chain_as_it_completes),
       cmocka_unit_test(test_dma_config_refusals_name_the_field),
       cmocka_unit_test(test_dma_injected_fault_halts_before_consuming_and_reset_recovers),
       cmocka_unit_test(test_tensor_gemm_every_dtype_meets_the_reference_bound),

@@ -70,7 +70,7 @@ class DmaEngine final : private dma::ErrorHook {
   void apply_config();
   bool check_inject();
   void publish_stats(uint64_t busy_ns, uint64_t bytes, uint32_t descriptors, uint32_t chains,
-                     uint32_t errors, bool fw_irq, bool host_irq);
+                     uint32_t errors, uint32_t fw_irqs, uint32_t host_irqs);
 
   const ChipMemory& mem_;
   const uint32_t index_;
