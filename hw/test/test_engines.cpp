@@ -141,7 +141,8 @@ void test_mpu_poison_wins_over_a_live_window(void**) {
 void test_mpu_window_of_the_last_pass_never_admits_what_the_table_does_not(void**) {
   Rig r;
   Mpu m;
-  r.mpu({win(kHbmBase, 0x10000), win(kHbmBase + 0x20000, 0x10000), win(kHbmBase + 0x8000, 0x1000, kMpuValid | kMpuPoison)});
+  r.mpu({win(kHbmBase, 0x10000), win(kHbmBase + 0x20000, 0x10000),
+         win(kHbmBase + 0x8000, 0x1000, kMpuValid | kMpuPoison)});
   m.refresh(r.mem.mpu());
   assert_int_equal(m.check(kHbmBase + 0x20000, 0x100), dma::kOk);
   // Past the end of the window that just passed, and before its start.
