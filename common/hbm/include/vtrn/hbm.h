@@ -128,7 +128,7 @@
 //   arena   = 40 * (2 * (A + E + R) + 3) + 72 * O + 4 * H + 4 * R
 //             + 4 * P + 8 * W(P) + 4 * V + 8 * W(V)
 //             bytes, each section rounded up to 8 (arena_bytes() computes it);
-//   object  = sizeof(Allocator), 7,784 bytes (x86-64 and AArch64), fixed.
+//   object  = sizeof(Allocator), 7,824 bytes (x86-64 and AArch64), fixed.
 // The block records do not depend on the HBM size: a record exists per
 // block, not per page; there are at most 2 * (A + E + R) + 2 blocks (in
 // each window every free block is followed by a non-free one or the end;
@@ -433,6 +433,7 @@ class Allocator {
   static constexpr uint32_t kFlCount = 32 - kSlBits;     // sizes < 2^31 pages
 
   struct Block;
+  struct Stitch;
   struct Owner;
   static constexpr uint32_t kMaxLevels = 6;  // 64^6 > 2^31 pages
 
@@ -447,12 +448,11 @@ class Allocator {
     uint32_t free_blocks = 0;
     uint32_t fl_bitmap = 0;
     uint32_t sl_bitmap[kFlCount] = {};
-    uint32_t heads[kFlCount][kSlCount] = {};
+    uint32_t heads[kFlCount * kSlCount] = {};  // by size class, fl * kSlCount + sl
     // Live allocations by first page: a bit per page in a bitmap with
     // summary levels (a bit per non-empty word below), and the record of
     // the allocation starting at each page, valid only where the bit is set.
-    uint64_t* live_bits = nullptr;
-    uint32_t level_offset[kMaxLevels] = {};  // first word of each level
+    uint64_t* level[kMaxLevels] = {};  // level 0 then its summaries, back to back
     uint32_t level_words[kMaxLevels] = {};
     uint32_t levels = 0;
     uint32_t* start_record = nullptr;
@@ -462,8 +462,9 @@ class Allocator {
 
   uint32_t find_free(const Space& sp, uint32_t pages) const;
   uint32_t find_fit(const Space& sp, uint32_t pages, uint32_t align) const;
-  uint32_t place(uint32_t b, uint32_t pages, uint32_t align);
+  uint32_t place(Space& sp, uint32_t b, uint32_t pages, uint32_t align);
   uint32_t stitch(uint32_t pages, uint32_t align);
+  void unstitch(uint32_t b, bool poisoned);
   void undo_extents(uint32_t first);
   void list_insert(Space& sp, uint32_t b);
   void list_remove(Space& sp, uint32_t b);
@@ -472,7 +473,7 @@ class Allocator {
   void link_after(uint32_t a, uint32_t b);
   void unlink(uint32_t b);
   void release(uint32_t b, bool drop_owner);
-  uint32_t free_block(uint32_t b);
+  uint32_t free_block(Space& sp, uint32_t b);
   uint32_t carve_page(uint32_t free_b, uint32_t page);
   void carve_retired(uint32_t f, uint32_t start, uint32_t end);
   uint32_t locate(uint32_t page) const;
@@ -510,6 +511,7 @@ class Allocator {
   uint64_t default_quota_ = kNoQuota;
 
   Block* blocks_ = nullptr;
+  Stitch* stitch_ = nullptr;     // beside blocks_, same index
   uint32_t block_capacity_ = 0;  // records; index 0 is never used ("none")
   uint32_t spare_head_ = 0;      // chain of unused records
   Owner* owners_ = nullptr;
