@@ -48,10 +48,18 @@ constexpr uint32_t kNone = 0xFFFFFFFFu;  // no page
 constexpr uint32_t kLimitMax = 1u << 24;
 constexpr uint32_t kOwnersMax = 1u << 20;
 
-inline uint32_t msb(uint64_t x) { return 63 - uint32_t(__builtin_clzll(x)); }
+inline uint32_t msb(uint64_t x) { return uint32_t(__builtin_clzll(x)) ^ 63; }
 inline uint32_t lsb(uint32_t x) { return uint32_t(__builtin_ctz(x)); }
 inline size_t align8(size_t n) { return (n + 7) & ~size_t(7); }
 inline bool is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+// c ? a : b computed with a mask, for choices the data makes random (the
+// compiler turns a plain ?: there into a branch that is mispredicted often).
+template <typename T>
+inline T select(bool c, T a, T b) {
+  uintptr_t m = -uintptr_t(c);
+  return T((uintptr_t(a) & m) | (uintptr_t(b) & ~m));
+}
 
 // The steps of allocate and free, inlined into them so that the common
 // path is one function each with no calls.
@@ -305,18 +313,33 @@ Error Allocator::init(const Config& config, void* arena, size_t arena_size) {
 // branch on the data (setting a summary bit that is set already, or
 // clearing one only when the word below became empty).
 
+// Levels 1 and 2 are written out (three levels hold 2^18 pages, 1 GiB of
+// 4 KiB pages); the branches on the level count always go the same way.
 HBM_INLINE void Allocator::live_mark(Space& sp, uint32_t page) {
-  uint32_t i = page;
-  for (uint32_t l = 0; l < sp.levels; ++l, i >>= 6) sp.level[l][i >> 6] |= 1ull << (i & 63);
+  uint64_t* const* level = sp.level;
+  uint32_t levels = sp.levels;
+  level[0][page >> 6] |= 1ull << (page & 63);
+  if (levels > 1) {
+    level[1][page >> 12] |= 1ull << ((page >> 6) & 63);
+    if (levels > 2) {
+      level[2][page >> 18] |= 1ull << ((page >> 12) & 63);
+      for (uint32_t l = 3, i = page >> 18; l < levels; ++l, i >>= 6)
+        level[l][i >> 6] |= 1ull << (i & 63);
+    }
+  }
 }
 
 HBM_INLINE void Allocator::live_unmark(Space& sp, uint32_t page) {
-  uint32_t i = page;
-  uint64_t clear = 1;
-  for (uint32_t l = 0; l < sp.levels; ++l, i >>= 6) {
-    uint64_t& w = sp.level[l][i >> 6];
-    w &= ~(clear << (i & 63));
-    clear = w == 0;
+  uint64_t* const* level = sp.level;
+  uint32_t levels = sp.levels;
+  uint64_t w = level[0][page >> 6] &= ~(1ull << (page & 63));
+  if (levels > 1) {
+    w = level[1][page >> 12] &= ~(uint64_t(w == 0) << ((page >> 6) & 63));
+    if (levels > 2) {
+      w = level[2][page >> 18] &= ~(uint64_t(w == 0) << ((page >> 12) & 63));
+      for (uint32_t l = 3, i = page >> 18; l < levels; ++l, i >>= 6)
+        w = level[l][i >> 6] &= ~(uint64_t(w == 0) << (i & 63));
+    }
   }
 }
 
@@ -364,6 +387,15 @@ uint32_t Allocator::live_at_or_after(const Space& sp, uint32_t page) {
     i = (i << 6) | uint32_t(__builtin_ctzll(sp.level[l][i]));
   }
   return i;
+}
+
+// Free pages of a window, from the counters: in the identity window
+// everything that is not a contiguous allocation, an extent (together the
+// used pages) or a retired page outside them; in the remap window what
+// stitched allocations do not hold.
+uint64_t Allocator::free_pages(uint32_t w) const {
+  if (w == kPhys) return pages_ - c_.used_pages - c_.retired_block_pages;
+  return remap_pages_ - c_.remap_used_pages;
 }
 
 bool Allocator::to_page(uint64_t addr, uint32_t* page) const {
@@ -428,7 +460,6 @@ HBM_INLINE void Allocator::list_insert(Space& sp, uint32_t b) {
   sp.heads[c] = b;
   sp.fl_bitmap |= 1u << (c >> kSlBits);
   sp.sl_bitmap[c >> kSlBits] |= 1u << (c & (kSlCount - 1));
-  sp.free_pages += B.size;
   sp.free_blocks++;
 }
 
@@ -437,13 +468,26 @@ HBM_INLINE void Allocator::list_remove(Space& sp, uint32_t b) {
   const Block& B = blocks_[b];
   uint32_t c = B.aux;
   uint32_t prev = B.link_prev, next = B.link_next;
-  uint32_t* from = prev != 0 ? &blocks_[prev].link_next : &sp.heads[c];
+  uint32_t* from = select(prev != 0, &blocks_[prev].link_next, &sp.heads[c]);
   *from = next;
   blocks_[next].link_prev = prev;
   uint32_t fl = c >> kSlBits;
   sp.sl_bitmap[fl] &= ~(uint32_t(sp.heads[c] == 0) << (c & (kSlCount - 1)));
   sp.fl_bitmap &= ~(uint32_t(sp.sl_bitmap[fl] == 0) << fl);
-  sp.free_pages -= B.size;
+  sp.free_blocks--;
+}
+
+// list_remove for b at the head of its list (what find_free and the stitch
+// path take).
+HBM_INLINE void Allocator::list_pop(Space& sp, uint32_t b) {
+  const Block& B = blocks_[b];
+  uint32_t c = B.aux;
+  uint32_t next = B.link_next;
+  sp.heads[c] = next;
+  blocks_[next].link_prev = 0;
+  uint32_t fl = c >> kSlBits;
+  sp.sl_bitmap[fl] &= ~(uint32_t(next == 0) << (c & (kSlCount - 1)));
+  sp.fl_bitmap &= ~(uint32_t(sp.sl_bitmap[fl] == 0) << fl);
   sp.free_blocks--;
 }
 
@@ -457,19 +501,31 @@ static inline uint64_t good_fit_pages(uint64_t pages) {
   return pages + (1ull << (msb(pages | (1u << kSlBits)) - kSlBits)) - 1;
 }
 
-// Head of the first non-empty list whose every block holds >= pages.
+// size_class(good_fit_pages(pages)) with one bit scan: the class of pages,
+// plus one unless pages is the lowest size of its class (a class holds the
+// 2^(m - 5) sizes from a multiple of 2^(m - 5), m = msb(pages) >= 5).
+static inline uint32_t good_fit_class(uint32_t pages) {
+  constexpr uint32_t kSlBits = 5;
+  uint32_t m = msb(pages | (1u << kSlBits));
+  uint32_t sh = m - kSlBits;
+  return ((m - kSlBits + 1) << kSlBits) + (pages >> sh) - (1u << kSlBits) +
+         uint32_t((pages & ((1u << sh) - 1)) != 0);
+}
+
+// Head of the first non-empty list whose every block holds >= pages. The
+// class's own row and the next non-empty row are both looked at and one
+// is chosen without a branch (which of them serves is random on a random
+// trace); row kFlCount is always empty and stands for "none".
 HBM_INLINE uint32_t Allocator::find_free(const Space& sp, uint32_t pages) const {
-  uint64_t r = good_fit_pages(pages);
-  if (r >= (1ull << 31)) return 0;
-  uint32_t c = size_class(r);
+  uint32_t c = good_fit_class(pages);
+  if (c >= kFlCount * kSlCount) return 0;  // good fit of 2^31 pages or more
   uint32_t fl = c >> kSlBits;
   uint32_t slmap = sp.sl_bitmap[fl] & (~0u << (c & (kSlCount - 1)));
-  if (slmap == 0) {
-    uint32_t flmap = sp.fl_bitmap & (~0u << fl << 1);
-    if (flmap == 0) return 0;
-    fl = lsb(flmap);
-    slmap = sp.sl_bitmap[fl];
-  }
+  uint32_t up = lsb((sp.fl_bitmap & (~0u << fl << 1)) | (1u << kFlCount));
+  uint32_t up_map = sp.sl_bitmap[up];
+  fl = select(slmap != 0, fl, up);
+  slmap = select(slmap != 0, slmap, up_map);
+  if (slmap == 0) return 0;
   return sp.heads[(fl << kSlBits) | lsb(slmap)];
 }
 
@@ -629,10 +685,11 @@ void Allocator::owner_maybe_drop(uint32_t s) {
 // Allocate and free, and the steps they are made of.
 
 // Takes pages at an align-aligned start out of the listed free block b of
-// sp (find_fit's answer), lists what is left around it, and returns the
-// record of the taken piece (state still to be set by the caller).
+// sp (find_fit's answer, the head of its list), lists what is left around
+// it, and returns the record of the taken piece (state still to be set by
+// the caller).
 HBM_INLINE uint32_t Allocator::place(Space& sp, uint32_t b, uint32_t pages, uint32_t align) {
-  list_remove(sp, b);
+  list_pop(sp, b);
   uint32_t start = blocks_[b].start;
   uint32_t end = start + blocks_[b].size;
   uint32_t a = (start + align - 1) & ~(align - 1);
@@ -675,7 +732,7 @@ void Allocator::undo_extents(uint32_t first) {
 uint32_t Allocator::stitch(uint32_t pages, uint32_t align) {
   Space& ph = sp_[kPhys];
   Space& rm = sp_[kRemap];
-  if (ph.free_pages < pages) return 0;
+  if (free_pages(kPhys) < pages) return 0;
   uint32_t vb = find_fit(rm, pages, align);
   if (vb == 0) return 0;
   uint32_t first = 0, last = 0, need = pages, n = 0;
@@ -683,7 +740,7 @@ uint32_t Allocator::stitch(uint32_t pages, uint32_t align) {
          ph.fl_bitmap != 0) {
     uint32_t fl = msb(ph.fl_bitmap);
     uint32_t e = ph.heads[(fl << kSlBits) | msb(ph.sl_bitmap[fl])];
-    list_remove(ph, e);
+    list_pop(ph, e);
     Block& E = blocks_[e];
     if (E.size > need) {
       uint32_t t = record_new();
@@ -789,6 +846,20 @@ void Allocator::carve_retired(uint32_t f, uint32_t start, uint32_t end) {
     f = carve_page(f, retired_[i]);
 }
 
+// release() of a poisoned or a stitched allocation: what it frees keeps
+// none of its retired pages.
+void Allocator::release_special(uint32_t b) {
+  Block& B = blocks_[b];
+  bool poisoned = B.poisoned != 0;
+  if (poisoned) c_.poisoned--;
+  if (B.space == kRemap) {
+    unstitch(b, poisoned);
+  } else {
+    uint32_t start = B.start, end = B.start + B.size;
+    carve_retired(free_block(sp_[kPhys], b), start, end);
+  }
+}
+
 // Returns a stitched allocation's extents to the identity window (carving
 // out its retired pages when poisoned), after unmapping its range.
 void Allocator::unstitch(uint32_t b, bool poisoned) {
@@ -813,8 +884,9 @@ HBM_INLINE void Allocator::release(uint32_t b, bool drop_owner) {
   Block& B = blocks_[b];
   uint32_t s = B.aux;
   Owner& o = owners_[s - 1];
-  live_unmark(sp_[B.space], B.start);
-  uint32_t* from = B.link_prev != 0 ? &blocks_[B.link_prev].link_next : &o.head;
+  Space& sp = sp_[B.space];
+  live_unmark(sp, B.start);
+  uint32_t* from = select(B.link_prev != 0, &blocks_[B.link_prev].link_next, &o.head);
   *from = B.link_next;
   blocks_[B.link_next].link_prev = B.link_prev;
   o.count--;
@@ -825,16 +897,18 @@ HBM_INLINE void Allocator::release(uint32_t b, bool drop_owner) {
   c_.category_pages[B.category] -= B.size;
   c_.category_count[B.category]--;
   c_.frees++;
-  bool poisoned = B.poisoned != 0;
-  if (B.space == kRemap) {
-    unstitch(b, poisoned);
-  } else {
-    uint32_t start = B.start, end = B.start + B.size;
-    uint32_t f = free_block(sp_[kPhys], b);
-    if (poisoned) carve_retired(f, start, end);
-  }
-  if (poisoned) c_.poisoned--;
+  if ((B.poisoned | B.space) == 0) free_block(sp, b);
+  else release_special(b);
   if (drop_owner) owner_maybe_drop(s);
+}
+
+// The placements other than one unaligned block of the identity window: an
+// aligned one there, else stitched. Returns the record (state still to be
+// set) or 0.
+uint32_t Allocator::place_special(uint32_t pages, uint32_t align) {
+  uint32_t b = find_fit(sp_[kPhys], pages, align);
+  if (b != 0) return place(sp_[kPhys], b, pages, align);
+  return remap_pages_ != 0 ? stitch(pages, align) : 0;
 }
 
 // The identity window comes first: one free block, device address =
@@ -842,9 +916,8 @@ HBM_INLINE void Allocator::release(uint32_t b, bool drop_owner) {
 Error Allocator::allocate(uint32_t owner, Category category, uint64_t size, uint64_t alignment,
                           uint64_t* addr_out) {
   if (!ready_) return Error::kNotInitialised;
-  if (uint32_t(category) >= kCategoryCount || owner == kAnyOwner || size == 0 ||
-      size > total_bytes() || addr_out == nullptr ||
-      (alignment != 0 && (!is_pow2(alignment) || alignment > kMaxAlignment))) {
+  if (uint32_t(category) >= kCategoryCount || owner == kAnyOwner || size - 1 >= total_bytes() ||
+      addr_out == nullptr || (alignment != 0 && (!is_pow2(alignment) || alignment > kMaxAlignment))) {
     c_.fail_bad_argument++;
     return Error::kBadArgument;
   }
@@ -870,10 +943,9 @@ Error Allocator::allocate(uint32_t owner, Category category, uint64_t size, uint
     owner_maybe_drop(s);
     return Error::kQuota;
   }
-  uint32_t u = 0;
-  uint32_t b = find_fit(sp_[kPhys], pages, align);
-  if (b != 0) u = place(sp_[kPhys], b, pages, align);
-  else if (remap_pages_ != 0) u = stitch(pages, align);
+  uint32_t u = align == 1 ? find_free(sp_[kPhys], pages) : 0;
+  if (u != 0) u = place(sp_[kPhys], u, pages, 1);
+  else u = place_special(pages, align);
   if (u == 0) {
     c_.fail_no_memory++;
     owner_maybe_drop(s);
@@ -905,9 +977,12 @@ Error Allocator::allocate(uint32_t owner, Category category, uint64_t size, uint
 
 Error Allocator::free(uint64_t addr, uint32_t owner) {
   if (!ready_) return Error::kNotInitialised;
-  const Space& sp = sp_[space_of(addr)];
-  if (addr < sp.base || addr - sp.base >= (uint64_t(sp.pages) << page_shift_))
-    return Error::kOutOfRange;
+  uint32_t w = kPhys;
+  if (addr - base_ >= total_bytes()) {
+    if (!in_remap_window(addr)) return Error::kOutOfRange;
+    w = kRemap;
+  }
+  const Space& sp = sp_[w];
   if (((addr - sp.base) & (page_bytes_ - 1)) != 0) return Error::kNoSuchAllocation;
   uint32_t p = uint32_t((addr - sp.base) >> page_shift_);
   if (!live_at(sp, p)) return Error::kNoSuchAllocation;
@@ -1205,7 +1280,8 @@ void Allocator::stats(Stats* out) const {
   const Space& rm = sp_[kRemap];
   out->total_bytes = total_bytes();
   out->used_bytes = c_.used_pages << page_shift_;
-  out->free_bytes = ph.free_pages << page_shift_;
+  uint64_t free_pages_now = free_pages(kPhys);
+  out->free_bytes = free_pages_now << page_shift_;
   out->retired_bytes = c_.retired_block_pages << page_shift_;
   auto largest_of = [this](const Space& sp) -> uint32_t {
     if (sp.fl_bitmap == 0) return 0;
@@ -1242,9 +1318,10 @@ void Allocator::stats(Stats* out) const {
   }
   out->largest_free_bytes = allocatable << page_shift_;
   out->largest_contiguous_free_bytes = largest << page_shift_;
-  out->fragmentation = ph.free_pages == 0 ? 0.0 : 1.0 - double(allocatable) / double(ph.free_pages);
+  out->fragmentation =
+      free_pages_now == 0 ? 0.0 : 1.0 - double(allocatable) / double(free_pages_now);
   out->contiguous_fragmentation =
-      ph.free_pages == 0 ? 0.0 : 1.0 - double(largest) / double(ph.free_pages);
+      free_pages_now == 0 ? 0.0 : 1.0 - double(largest) / double(free_pages_now);
   out->stitched_allocations = c_.stitched;
   out->stitched_extents = c_.extents;
   out->stitches = c_.stitches;
@@ -1292,7 +1369,7 @@ Error Allocator::audit_space(uint32_t w, uint64_t* used_pages, uint32_t* used,
                              uint32_t* poisoned, uint64_t* cat_pages, uint32_t* cat_count) const {
   constexpr Error kBad = Error::kInconsistent;
   const Space& sp = sp_[w];
-  uint64_t expect = 0, free_pages = 0, retired_pages = 0, extent_pages = 0;
+  uint64_t expect = 0, free_sum = 0, retired_pages = 0, extent_pages = 0;
   uint32_t free_blocks = 0, steps = 0, prev = 0, live = 0;
   for (uint32_t b = sp.head; b != 0; prev = b, b = blocks_[b].phys_next) {
     const Block& B = blocks_[b];
@@ -1302,7 +1379,7 @@ Error Allocator::audit_space(uint32_t w, uint64_t* used_pages, uint32_t* used,
     expect += B.size;
     if (B.state == kFree) {
       if (prev != 0 && blocks_[prev].state == kFree) return kBad;
-      free_pages += B.size;
+      free_sum += B.size;
       free_blocks++;
     } else if (B.state == kUsed) {
       *used_pages += B.size;
@@ -1343,7 +1420,7 @@ Error Allocator::audit_space(uint32_t w, uint64_t* used_pages, uint32_t* used,
       return kBad;
     }
   }
-  if (expect != sp.pages || free_pages != sp.free_pages || free_blocks != sp.free_blocks)
+  if (expect != sp.pages || free_sum != free_pages(w) || free_blocks != sp.free_blocks)
     return kBad;
   if (w == kPhys && (retired_pages != c_.retired_block_pages ||
                      extent_pages != c_.remap_used_pages))
@@ -1365,7 +1442,7 @@ Error Allocator::audit_space(uint32_t w, uint64_t* used_pages, uint32_t* used,
       }
     }
   }
-  if (listed != free_blocks || listed_pages != free_pages) return kBad;
+  if (listed != free_blocks || listed_pages != free_sum) return kBad;
   uint64_t marked = 0;
   for (uint32_t i = 0; i < sp.level_words[0]; ++i)
     marked += uint64_t(__builtin_popcountll(sp.level[0][i]));

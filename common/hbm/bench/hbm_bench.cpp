@@ -1,5 +1,8 @@
-// hbm_bench: native benchmark of the HBM allocator core against glibc
-// malloc/free on the same traces in the same run (issue 4's figures).
+// hbm_bench: native benchmark of the HBM allocator core against two
+// references on the same traces in the same run: glibc malloc/free, and a
+// power-of-two segregated free list over the same HBM range
+// (hbm_bench_pow2.h, the simplest constant-time allocator: what vtrn::hbm
+// spends above it is the price of its features).
 //
 // Traces (hbm_bench_traces.h): sizes log-uniform over 4 KiB..16 MiB, about
 // 100 live (allocate below 90, free a uniformly random live buffer above
@@ -9,7 +12,7 @@
 //  - ops/s: a warm-up replay, then --passes whole replays timed as one batch
 //    each (no clock read per op); CPU time of this thread, so being
 //    descheduled does not count. Best and median pass are printed; the
-//    ratio uses the best of each (noise only ever slows a pass down).
+//    ratios use the best of each (noise only ever slows a pass down).
 //  - latency: --lat-passes further replays timing every op (one
 //    steady_clock pair per op, overhead printed). The shared machine
 //    preempts often, so two summaries: each percentile's minimum over the
@@ -35,6 +38,8 @@
 //    allocation are their own latency row, with the mapper's page-table
 //    writes included (a flat table of 8-byte entries, one per page, as
 //    the firmware's level-3 table).
+//    The power-of-two lists replay the churn too, in the same 320 MiB:
+//    their failures are what rounding up and never coalescing cost.
 //  - worst case: Allocator::worst_case_hbm_bytes for the churn's own
 //    maxima (live bytes, live count) and its largest request, next to the
 //    HBM the churn actually ran in, with the remap window the sizing rule
@@ -42,8 +47,8 @@
 //
 // glibc is told to serve everything from its heap (M_MMAP_THRESHOLD above
 // the largest size, M_TRIM_THRESHOLD maximal); no buffer is ever touched.
-// --only hbm|glibc replays the trace --passes times with no timing at all,
-// for `valgrind --tool=callgrind` instruction counts per op.
+// --only hbm|glibc|pow2 replays the trace --passes times with no timing at
+// all, for `valgrind --tool=callgrind` instruction counts per op.
 // It prints measurements only, no pass/fail (so it is not a ctest); --json
 // prints the same data.
 #include <malloc.h>
@@ -59,6 +64,7 @@
 #include <climits>
 #include <vector>
 
+#include "hbm_bench_pow2.h"
 #include "hbm_bench_traces.h"
 #include "vtrn/hbm.h"
 
@@ -146,6 +152,22 @@ struct MallocRunner {
     } else {
       free(ptr[op.slot]);
       ptr[op.slot] = nullptr;
+    }
+  }
+};
+
+struct Pow2Runner {
+  Pow2Lists lists;
+  std::vector<uint64_t> addr;
+  uint64_t failures = 0;
+  Pow2Runner(uint64_t bytes, uint32_t slots) : lists(kDeviceBase, bytes, kPage), addr(slots) {}
+  inline void step(const Op& op) {
+    if (op.size) {
+      addr[op.slot] = lists.allocate(op.size);
+      if (addr[op.slot] == 0) failures++;
+    } else if (addr[op.slot] != 0) {
+      lists.free(addr[op.slot]);
+      addr[op.slot] = 0;
     }
   }
 };
@@ -453,14 +475,15 @@ int main(int argc, char** argv) {
     else {
       fprintf(stderr,
               "usage: hbm_bench [--json] [--seed N] [--ops N] [--churn-ops N] [--passes N]\n"
-              "                 [--lat-passes N] [--only hbm|glibc]\n");
+              "                 [--lat-passes N] [--only hbm|glibc|pow2]\n");
       return 2;
     }
   }
   if (passes < 1 || lat_passes < 1 || ops < 1000 || churn_ops < 10000 ||
-      (only && strcmp(only, "hbm") != 0 && strcmp(only, "glibc") != 0)) {
+      (only && strcmp(only, "hbm") != 0 && strcmp(only, "glibc") != 0 &&
+       strcmp(only, "pow2") != 0)) {
     fprintf(stderr, "hbm_bench: --passes/--lat-passes >= 1, --ops >= 1000, --churn-ops >= 10000, "
-                    "--only hbm or glibc\n");
+                    "--only hbm, glibc or pow2\n");
     return 2;
   }
   // Largest trace buffer is 16 MiB; 32 MiB is glibc's ceiling for this knob.
@@ -468,11 +491,9 @@ int main(int argc, char** argv) {
     fprintf(stderr, "hbm_bench: mallopt refused the heap-only settings\n");
     return 1;
   }
-  // 1 GiB of HBM for the speed trace: it never runs out, so both allocators
-  // do the same work on every op.
   FlatTable speed_table;
   vtrn::hbm::Mapper speed_mapper;
-  Config speed_config = hbm_config(1024 * kMiB, &speed_table, &speed_mapper);
+  Config speed_config = hbm_config(kSpeedHbm, &speed_table, &speed_mapper);
 
   if (only) {
     std::vector<Op> trace = make_trace(seed, ops);
@@ -483,6 +504,11 @@ int main(int argc, char** argv) {
       for (int p = 0; p < passes; ++p)
         for (const Op& op : trace) hbm.step(op);
       failures = hbm.failures;
+    } else if (strcmp(only, "pow2") == 0) {
+      Pow2Runner pow2(kSpeedHbm, slots);
+      for (int p = 0; p < passes; ++p)
+        for (const Op& op : trace) pow2.step(op);
+      failures = pow2.failures;
     } else {
       MallocRunner glibc(slots);
       for (int p = 0; p < passes; ++p)
@@ -498,13 +524,21 @@ int main(int argc, char** argv) {
   Frag frag_glibc = churn_glibc(churn);  // first: a fresh heap (see the top)
   ChurnHbm ch = churn_hbm(churn);
   const Frag& frag_hbm = ch.alloc;
+  uint64_t pow2_churn_failures = 0;
+  {
+    Pow2Runner pow2(kFragHbm, slot_count(churn));
+    for (const Op& op : churn) pow2.step(op);
+    pow2_churn_failures = pow2.failures;
+  }
 
   std::vector<Op> trace = make_trace(seed, ops);
   uint32_t slots = slot_count(trace);
   HbmRunner hbm(speed_config, slots);
   MallocRunner glibc(slots);
+  Pow2Runner pow2(kSpeedHbm, slots);
   Result rh = measure("vtrn::hbm", hbm, trace, passes, lat_passes);
   Result rg = measure("glibc malloc", glibc, trace, passes, lat_passes);
+  Result rp = measure("pow2 lists", pow2, trace, passes, lat_passes);
   double overhead = timer_overhead_ns();
   double load = 0;
   if (FILE* f = fopen("/proc/loadavg", "r")) {
@@ -542,8 +576,12 @@ int main(int argc, char** argv) {
     row(rh);
     printf(",");
     row(rg);
-    printf("],\"ratio_best_ops_per_s\":%.2f,\"ratio_median_ops_per_s\":%.2f,",
-           rh.best_ops / rg.best_ops, rh.median_ops / rg.median_ops);
+    printf(",");
+    row(rp);
+    printf("],\"ratio_best_ops_per_s\":%.2f,\"ratio_median_ops_per_s\":%.2f,"
+           "\"ratio_to_pow2_best_ops_per_s\":%.3f,\"ratio_to_pow2_median_ops_per_s\":%.3f,",
+           rh.best_ops / rg.best_ops, rh.median_ops / rg.median_ops, rh.best_ops / rp.best_ops,
+           rh.median_ops / rp.median_ops);
     printf("\"fragmentation\":{\"hbm_bytes\":%llu,\"ops\":%zu,\"occupancy_band\":\"0.50..0.70\","
            "\"allocators\":[",
            (unsigned long long)kFragHbm, churn.size());
@@ -552,9 +590,9 @@ int main(int argc, char** argv) {
     print_frag_json("vtrn::hbm contiguous", ch.contig);
     printf(",");
     print_frag_json("glibc malloc", frag_glibc);
-    printf("],\"stitches\":%llu,\"stitch_extents_mean\":%.2f,\"stitch_extents_max\":%u,"
+    printf("],\"pow2_churn_failures\":%llu,\"stitches\":%llu,\"stitch_extents_mean\":%.2f,\"stitch_extents_max\":%u,"
            "\"stitched_live_max\":%u,\"churn_ops_plain\":%llu,\"churn_ops_stitched\":%llu,",
-           (unsigned long long)ls.stitches, mean_extents, ls.stitch_extents_max,
+           (unsigned long long)pow2_churn_failures, (unsigned long long)ls.stitches, mean_extents, ls.stitch_extents_max,
            ch.max_stitched_live, (unsigned long long)ch.plain_ops,
            (unsigned long long)ch.stitched_ops);
     print_pcts_json("churn_latency_plain", ch.lat_plain);
@@ -570,15 +608,17 @@ int main(int argc, char** argv) {
          trace.size(), (unsigned long long)seed, load);
   printf("\nthroughput, ops per CPU-second of this thread over %d timed replays\n", passes);
   printf("%-14s %12s %12s %14s %9s\n", "allocator", "best", "median", "best wall", "failures");
-  for (const Result* r : {&rh, &rg})
+  for (const Result* r : {&rh, &rg, &rp})
     printf("%-14s %12.0f %12.0f %14.0f %9llu\n", r->name, r->best_ops, r->median_ops,
            r->best_wall_ops, (unsigned long long)r->failures);
   printf("%-14s %11.2fx %11.2fx\n", "hbm / glibc", rh.best_ops / rg.best_ops,
          rh.median_ops / rg.median_ops);
+  printf("%-14s %11.2fx %11.2fx\n", "hbm / pow2", rh.best_ops / rp.best_ops,
+         rh.median_ops / rp.median_ops);
   printf("\nlatency ns over %d replays (timer pair overhead %.0f ns included)\n", lat_passes,
          overhead);
   printf("%-14s %-22s %8s %8s %9s %10s\n", "allocator", "summary", "p50", "p99", "p99.99", "max");
-  for (const Result* r : {&rh, &rg}) {
+  for (const Result* r : {&rh, &rg, &rp}) {
     printf("%-14s %-22s %8.0f %8.0f %9.0f %10.0f\n", r->name, "min over passes", r->pass_min.p50,
            r->pass_min.p99, r->pass_min.p9999, r->pass_min.max);
     printf("%-14s %-22s %8.0f %8.0f %9.0f %10.0f\n", "", "of per-op minimum", r->op_min.p50,
@@ -609,6 +649,9 @@ int main(int argc, char** argv) {
     }
     printf("\n");
   }
+  printf("pow2 lists on the same churn in %llu MiB: %llu failed allocations (no split, no "
+         "coalescing)\n",
+         (unsigned long long)(kFragHbm / kMiB), (unsigned long long)pow2_churn_failures);
   printf("vtrn::hbm: the second-largest free block alone holds %.1f%% of the free bytes on average\n"
          "(the floor of the contiguous figure; stitching is what lifts the allocatable one above it)\n",
          100 * frag_hbm.mean_second);

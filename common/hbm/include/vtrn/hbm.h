@@ -422,7 +422,7 @@ class Allocator {
   Error audit() const;
 
   [[nodiscard]] uint64_t page_bytes() const { return page_bytes_; }
-  [[nodiscard]] uint64_t total_bytes() const { return uint64_t(pages_) * page_bytes_; }
+  [[nodiscard]] uint64_t total_bytes() const { return uint64_t(pages_) << page_shift_; }
   [[nodiscard]] uint64_t base() const { return base_; }
   [[nodiscard]] uint64_t remap_base() const { return remap_base_; }
   [[nodiscard]] uint64_t remap_bytes() const { return uint64_t(remap_pages_) << page_shift_; }
@@ -444,10 +444,9 @@ class Allocator {
     uint64_t base = 0;
     uint32_t pages = 0;
     uint32_t head = 0;  // record of the block at page 0
-    uint64_t free_pages = 0;   // maintained by list_insert/list_remove
     uint32_t free_blocks = 0;
     uint32_t fl_bitmap = 0;
-    uint32_t sl_bitmap[kFlCount] = {};
+    uint32_t sl_bitmap[kFlCount + 1] = {};  // [kFlCount] stays 0 (find_free)
     uint32_t heads[kFlCount * kSlCount] = {};  // by size class, fl * kSlCount + sl
     // Live allocations by first page: a bit per page in a bitmap with
     // summary levels (a bit per non-empty word below), and the record of
@@ -463,11 +462,15 @@ class Allocator {
   uint32_t find_free(const Space& sp, uint32_t pages) const;
   uint32_t find_fit(const Space& sp, uint32_t pages, uint32_t align) const;
   uint32_t place(Space& sp, uint32_t b, uint32_t pages, uint32_t align);
+  uint32_t place_special(uint32_t pages, uint32_t align);
   uint32_t stitch(uint32_t pages, uint32_t align);
   void unstitch(uint32_t b, bool poisoned);
+  void release_special(uint32_t b);
   void undo_extents(uint32_t first);
   void list_insert(Space& sp, uint32_t b);
   void list_remove(Space& sp, uint32_t b);
+  void list_pop(Space& sp, uint32_t b);
+  uint64_t free_pages(uint32_t space) const;
   uint32_t record_new();
   void record_release(uint32_t b);
   void link_after(uint32_t a, uint32_t b);
