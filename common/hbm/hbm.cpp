@@ -389,12 +389,22 @@ uint32_t Allocator::live_at_or_after(const Space& sp, uint32_t page) {
   return i;
 }
 
+// Live allocations and their pages, from the counters every allocation
+// and release updates anyway.
+uint32_t Allocator::live() const { return uint32_t(c_.allocs - c_.frees); }
+
+uint64_t Allocator::used_pages() const {
+  uint64_t n = 0;
+  for (uint32_t c = 0; c < kCategoryCount; ++c) n += c_.category_pages[c];
+  return n;
+}
+
 // Free pages of a window, from the counters: in the identity window
 // everything that is not a contiguous allocation, an extent (together the
 // used pages) or a retired page outside them; in the remap window what
 // stitched allocations do not hold.
 uint64_t Allocator::free_pages(uint32_t w) const {
-  if (w == kPhys) return pages_ - c_.used_pages - c_.retired_block_pages;
+  if (w == kPhys) return pages_ - used_pages() - c_.retired_block_pages;
   return remap_pages_ - c_.remap_used_pages;
 }
 
@@ -892,12 +902,10 @@ HBM_INLINE void Allocator::release(uint32_t b, bool drop_owner) {
   o.count--;
   o.used_pages -= B.size;
   o.category_pages[B.category] -= B.size;
-  c_.live--;
-  c_.used_pages -= B.size;
   c_.category_pages[B.category] -= B.size;
   c_.category_count[B.category]--;
   c_.frees++;
-  if ((B.poisoned | B.space) == 0) free_block(sp, b);
+  if ((B.poisoned | B.space) == 0) [[likely]] free_block(sp, b);
   else release_special(b);
   if (drop_owner) owner_maybe_drop(s);
 }
@@ -915,20 +923,21 @@ uint32_t Allocator::place_special(uint32_t pages, uint32_t align) {
 // physical. Only when none holds the request is it stitched from several.
 Error Allocator::allocate(uint32_t owner, Category category, uint64_t size, uint64_t alignment,
                           uint64_t* addr_out) {
-  if (!ready_) return Error::kNotInitialised;
+  if (!ready_) [[unlikely]] return Error::kNotInitialised;
   if (uint32_t(category) >= kCategoryCount || owner == kAnyOwner || size - 1 >= total_bytes() ||
-      addr_out == nullptr || (alignment != 0 && (!is_pow2(alignment) || alignment > kMaxAlignment))) {
+      addr_out == nullptr || (alignment != 0 && (!is_pow2(alignment) || alignment > kMaxAlignment)))
+      [[unlikely]] {
     c_.fail_bad_argument++;
     return Error::kBadArgument;
   }
   uint32_t pages = uint32_t((size + page_bytes_ - 1) >> page_shift_);
   uint32_t align = alignment > page_bytes_ ? uint32_t(alignment >> page_shift_) : 1;
-  if (c_.live >= limits_.max_allocations) {
+  if (live() >= limits_.max_allocations) [[unlikely]] {
     c_.fail_no_metadata++;
     return Error::kTooManyAllocations;
   }
   uint32_t s = owner_find(owner);
-  if (s == 0) {
+  if (s == 0) [[unlikely]] {
     Error err = Error::kOk;
     s = owner_get(owner, &err);
     if (s == 0) {
@@ -938,15 +947,15 @@ Error Allocator::allocate(uint32_t owner, Category category, uint64_t size, uint
   }
   Owner& o = owners_[s - 1];
   uint64_t bytes = uint64_t(pages) << page_shift_;
-  if (o.quota != kNoQuota && ((o.used_pages << page_shift_) + bytes > o.quota)) {
+  if (o.quota != kNoQuota && ((o.used_pages << page_shift_) + bytes > o.quota)) [[unlikely]] {
     c_.fail_quota++;
     owner_maybe_drop(s);
     return Error::kQuota;
   }
   uint32_t u = align == 1 ? find_free(sp_[kPhys], pages) : 0;
-  if (u != 0) u = place(sp_[kPhys], u, pages, 1);
+  if (u != 0) [[likely]] u = place(sp_[kPhys], u, pages, 1);
   else u = place_special(pages, align);
-  if (u == 0) {
+  if (u == 0) [[unlikely]] {
     c_.fail_no_memory++;
     owner_maybe_drop(s);
     return Error::kNoMemory;
@@ -966,8 +975,6 @@ Error Allocator::allocate(uint32_t owner, Category category, uint64_t size, uint
   o.category_pages[uint32_t(category)] += pages;
   sp.start_record[U.start] = u;
   live_mark(sp, U.start);
-  c_.live++;
-  c_.used_pages += pages;
   c_.category_pages[uint32_t(category)] += pages;
   c_.category_count[uint32_t(category)]++;
   c_.allocs++;
@@ -976,18 +983,19 @@ Error Allocator::allocate(uint32_t owner, Category category, uint64_t size, uint
 }
 
 Error Allocator::free(uint64_t addr, uint32_t owner) {
-  if (!ready_) return Error::kNotInitialised;
+  if (!ready_) [[unlikely]] return Error::kNotInitialised;
   uint32_t w = kPhys;
-  if (addr - base_ >= total_bytes()) {
+  if (addr - base_ >= total_bytes()) [[unlikely]] {
     if (!in_remap_window(addr)) return Error::kOutOfRange;
     w = kRemap;
   }
   const Space& sp = sp_[w];
-  if (((addr - sp.base) & (page_bytes_ - 1)) != 0) return Error::kNoSuchAllocation;
+  if (((addr - sp.base) & (page_bytes_ - 1)) != 0) [[unlikely]] return Error::kNoSuchAllocation;
   uint32_t p = uint32_t((addr - sp.base) >> page_shift_);
-  if (!live_at(sp, p)) return Error::kNoSuchAllocation;
+  if (!live_at(sp, p)) [[unlikely]] return Error::kNoSuchAllocation;
   uint32_t b = sp.start_record[p];
-  if (owner != kAnyOwner && owners_[blocks_[b].aux - 1].id != owner) return Error::kNotOwner;
+  if (owner != kAnyOwner && owners_[blocks_[b].aux - 1].id != owner) [[unlikely]]
+    return Error::kNotOwner;
   release(b, true);
   return Error::kOk;
 }
@@ -1279,7 +1287,7 @@ void Allocator::stats(Stats* out) const {
   const Space& ph = sp_[kPhys];
   const Space& rm = sp_[kRemap];
   out->total_bytes = total_bytes();
-  out->used_bytes = c_.used_pages << page_shift_;
+  out->used_bytes = used_pages() << page_shift_;
   uint64_t free_pages_now = free_pages(kPhys);
   out->free_bytes = free_pages_now << page_shift_;
   out->retired_bytes = c_.retired_block_pages << page_shift_;
@@ -1327,7 +1335,7 @@ void Allocator::stats(Stats* out) const {
   out->stitches = c_.stitches;
   out->stitch_extents_total = c_.stitch_extents_total;
   out->stitch_extents_max = c_.stitch_extents_max;
-  out->live_allocations = c_.live;
+  out->live_allocations = live();
   out->free_blocks = ph.free_blocks;
   out->owners = c_.owners;
   out->retired_pages = retired_count_;
@@ -1472,7 +1480,7 @@ Error Allocator::audit() const {
   } else if (blocks_[kRemapHead].size != 0 || c_.stitched != 0) {
     return kBad;
   }
-  if (used_pages != c_.used_pages || used != c_.live || poisoned != c_.poisoned) return kBad;
+  if (used_pages != this->used_pages() || used != live() || poisoned != c_.poisoned) return kBad;
   for (uint32_t c = 0; c < kCategoryCount; ++c)
     if (cat_pages[c] != c_.category_pages[c] || cat_count[c] != c_.category_count[c]) return kBad;
   // Stitched allocations: extents chained in order, each an extent block
@@ -1518,7 +1526,7 @@ Error Allocator::audit() const {
       if (cp[c] != o.category_pages[c]) return kBad;
     owner_live += n;
   }
-  if (owner_live != c_.live || owners != c_.owners) return kBad;
+  if (owner_live != live() || owners != c_.owners) return kBad;
   // Retired pages: sorted, each in a retired block, a poisoned allocation
   // or an extent of a poisoned stitched allocation.
   for (uint32_t i = 0; i < retired_count_; ++i) {

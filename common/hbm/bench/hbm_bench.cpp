@@ -11,9 +11,11 @@
 //
 //  - ops/s: a warm-up replay, then --passes whole replays timed as one batch
 //    each (no clock read per op); CPU time of this thread, so being
-//    descheduled does not count. Best and median pass are printed; the
-//    ratios use the best of each (noise only ever slows a pass down).
-//  - latency: --lat-passes further replays timing every op (one
+//    descheduled does not count. The allocators take turns pass by pass, so
+//    a noisy stretch of the shared machine hits all of them. Best and
+//    median pass are printed; the ratios use the best of each (noise only
+//    ever slows a pass down).
+//  - latency: --lat-passes further replays timing every op, in turns too (one
 //    steady_clock pair per op, overhead printed). The shared machine
 //    preempts often, so two summaries: each percentile's minimum over the
 //    passes, and percentiles of each op's minimum over the passes (op i
@@ -197,45 +199,80 @@ struct Result {
   uint64_t failures = 0;
 };
 
+// One allocator under measurement: its runner behind plain functions, so
+// that passes of different allocators interleave with one indirect call
+// per pass and none per op.
+struct Subject {
+  const char* name;
+  void* runner;
+  void (*replay)(void* runner, const std::vector<Op>& trace);
+  void (*replay_timed)(void* runner, const std::vector<Op>& trace, std::vector<uint32_t>* ns);
+  uint64_t (*failures)(void* runner);
+};
+
 template <typename Runner>
-Result measure(const char* name, Runner& run, const std::vector<Op>& trace, int passes,
-               int lat_passes) {
-  Result res;
-  res.name = name;
-  for (const Op& op : trace) run.step(op);  // warm-up: heap grown, metadata hot
-  std::vector<double> cpu, wall;
-  for (int i = 0; i < passes; ++i) {
-    double c0 = thread_cpu_s();
-    auto t0 = Clock::now();
-    for (const Op& op : trace) run.step(op);
-    auto t1 = Clock::now();
-    double c1 = thread_cpu_s();
-    cpu.push_back(double(trace.size()) / (c1 - c0));
-    wall.push_back(double(trace.size()) / std::chrono::duration<double>(t1 - t0).count());
-  }
-  std::sort(cpu.begin(), cpu.end());
-  std::sort(wall.begin(), wall.end());
-  res.best_ops = cpu.back();
-  res.median_ops = cpu[cpu.size() / 2];
-  res.best_wall_ops = wall.back();
-  std::vector<uint32_t> lat(trace.size()), op_min(trace.size(), UINT32_MAX);
-  res.pass_min = Pcts{1e30, 1e30, 1e30, 1e30};
-  for (int pass = 0; pass < lat_passes; ++pass) {
-    for (size_t i = 0; i < trace.size(); ++i) {
+Subject subject(const char* name, Runner& run) {
+  return Subject{
+      name, &run,
+      [](void* r, const std::vector<Op>& t) {
+        for (const Op& op : t) static_cast<Runner*>(r)->step(op);
+      },
+      [](void* r, const std::vector<Op>& t, std::vector<uint32_t>* ns) {
+        for (size_t i = 0; i < t.size(); ++i) {
+          auto t0 = Clock::now();
+          static_cast<Runner*>(r)->step(t[i]);
+          auto t1 = Clock::now();
+          (*ns)[i] =
+              uint32_t(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+        }
+      },
+      [](void* r) { return static_cast<Runner*>(r)->failures; }};
+}
+
+// Pass k of every subject runs before pass k + 1 of any, so a stretch of
+// machine noise slows all of them alike instead of one allocator's passes.
+std::vector<Result> measure(const std::vector<Subject>& subjects, const std::vector<Op>& trace,
+                            int passes, int lat_passes) {
+  size_t n = subjects.size();
+  for (const Subject& s : subjects) s.replay(s.runner, trace);  // warm-up: heap grown, metadata hot
+  std::vector<std::vector<double>> cpu(n), wall(n);
+  for (int i = 0; i < passes; ++i)
+    for (size_t k = 0; k < n; ++k) {
+      double c0 = thread_cpu_s();
       auto t0 = Clock::now();
-      run.step(trace[i]);
+      subjects[k].replay(subjects[k].runner, trace);
       auto t1 = Clock::now();
-      lat[i] = uint32_t(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
-      op_min[i] = std::min(op_min[i], lat[i]);
+      double c1 = thread_cpu_s();
+      cpu[k].push_back(double(trace.size()) / (c1 - c0));
+      wall[k].push_back(double(trace.size()) / std::chrono::duration<double>(t1 - t0).count());
     }
-    Pcts p = percentiles(lat);
-    res.pass_min.p50 = std::min(res.pass_min.p50, p.p50);
-    res.pass_min.p99 = std::min(res.pass_min.p99, p.p99);
-    res.pass_min.p9999 = std::min(res.pass_min.p9999, p.p9999);
-    res.pass_min.max = std::min(res.pass_min.max, p.max);
+  std::vector<Result> res(n);
+  std::vector<uint32_t> lat(trace.size());
+  std::vector<std::vector<uint32_t>> op_min(n, std::vector<uint32_t>(trace.size(), UINT32_MAX));
+  for (size_t k = 0; k < n; ++k) {
+    std::sort(cpu[k].begin(), cpu[k].end());
+    std::sort(wall[k].begin(), wall[k].end());
+    res[k].name = subjects[k].name;
+    res[k].best_ops = cpu[k].back();
+    res[k].median_ops = cpu[k][cpu[k].size() / 2];
+    res[k].best_wall_ops = wall[k].back();
+    res[k].pass_min = Pcts{1e30, 1e30, 1e30, 1e30};
   }
-  res.op_min = percentiles(op_min);
-  res.failures = run.failures;
+  for (int pass = 0; pass < lat_passes; ++pass)
+    for (size_t k = 0; k < n; ++k) {
+      subjects[k].replay_timed(subjects[k].runner, trace, &lat);
+      for (size_t i = 0; i < trace.size(); ++i) op_min[k][i] = std::min(op_min[k][i], lat[i]);
+      Pcts p = percentiles(lat);
+      Pcts& m = res[k].pass_min;
+      m.p50 = std::min(m.p50, p.p50);
+      m.p99 = std::min(m.p99, p.p99);
+      m.p9999 = std::min(m.p9999, p.p9999);
+      m.max = std::min(m.max, p.max);
+    }
+  for (size_t k = 0; k < n; ++k) {
+    res[k].op_min = percentiles(op_min[k]);
+    res[k].failures = subjects[k].failures(subjects[k].runner);
+  }
   return res;
 }
 
@@ -536,9 +573,12 @@ int main(int argc, char** argv) {
   HbmRunner hbm(speed_config, slots);
   MallocRunner glibc(slots);
   Pow2Runner pow2(kSpeedHbm, slots);
-  Result rh = measure("vtrn::hbm", hbm, trace, passes, lat_passes);
-  Result rg = measure("glibc malloc", glibc, trace, passes, lat_passes);
-  Result rp = measure("pow2 lists", pow2, trace, passes, lat_passes);
+  std::vector<Result> results = measure(
+      {subject("vtrn::hbm", hbm), subject("glibc malloc", glibc), subject("pow2 lists", pow2)},
+      trace, passes, lat_passes);
+  const Result& rh = results[0];
+  const Result& rg = results[1];
+  const Result& rp = results[2];
   double overhead = timer_overhead_ns();
   double load = 0;
   if (FILE* f = fopen("/proc/loadavg", "r")) {
@@ -590,10 +630,11 @@ int main(int argc, char** argv) {
     print_frag_json("vtrn::hbm contiguous", ch.contig);
     printf(",");
     print_frag_json("glibc malloc", frag_glibc);
-    printf("],\"pow2_churn_failures\":%llu,\"stitches\":%llu,\"stitch_extents_mean\":%.2f,\"stitch_extents_max\":%u,"
-           "\"stitched_live_max\":%u,\"churn_ops_plain\":%llu,\"churn_ops_stitched\":%llu,",
-           (unsigned long long)pow2_churn_failures, (unsigned long long)ls.stitches, mean_extents, ls.stitch_extents_max,
-           ch.max_stitched_live, (unsigned long long)ch.plain_ops,
+    printf("],\"pow2_churn_failures\":%llu,\"stitches\":%llu,\"stitch_extents_mean\":%.2f,"
+           "\"stitch_extents_max\":%u,\"stitched_live_max\":%u,\"churn_ops_plain\":%llu,"
+           "\"churn_ops_stitched\":%llu,",
+           (unsigned long long)pow2_churn_failures, (unsigned long long)ls.stitches, mean_extents,
+           ls.stitch_extents_max, ch.max_stitched_live, (unsigned long long)ch.plain_ops,
            (unsigned long long)ch.stitched_ops);
     print_pcts_json("churn_latency_plain", ch.lat_plain);
     printf(",");

@@ -471,6 +471,8 @@ class Allocator {
   void list_remove(Space& sp, uint32_t b);
   void list_pop(Space& sp, uint32_t b);
   uint64_t free_pages(uint32_t space) const;
+  uint32_t live() const;
+  uint64_t used_pages() const;
   uint32_t record_new();
   void record_release(uint32_t b);
   void link_after(uint32_t a, uint32_t b);
@@ -529,11 +531,11 @@ class Allocator {
   uint32_t remap_pages_ = 0;        // 0: stitching off
   Space sp_[2];
 
-  // Everything init() resets in one assignment.
+  // Everything init() resets in one assignment. Live allocations are
+  // allocs - frees and their pages the sum of category_pages (live(),
+  // used_pages()).
   struct Counters {
-    uint64_t used_pages = 0;
     uint64_t retired_block_pages = 0;
-    uint32_t live = 0;
     uint32_t owners = 0;
     uint32_t stitched = 0;          // live stitched allocations
     uint32_t extents = 0;           // their extents
