@@ -1,10 +1,10 @@
 // HBM allocator core (see vtrn/hbm.h for the contract and the memory bound).
 //
 // Layout of the state: block records live in the caller's arena and are
-// linked three ways by 32-bit indexes (index 0 is "none", so a zeroed arena
-// is a valid empty state): the address-ordered neighbour list
-// (coalescing), and the TLSF free list of the block's size class or, for a
-// live allocation, its owner's list (free_all). Live allocations are found
+// linked three ways by 32-bit indexes (index 0 is "none"): the
+// address-ordered neighbour list (coalescing), and the TLSF free list of
+// the block's size class or, for a live allocation, its owner's list
+// (free_all). Live allocations are found
 // by address through a page-indexed table (free: O(1)) and a bitmap of
 // their first pages with summary levels (lookup, next_allocation: one word
 // a level). That index replaced a red-black tree, which cost about a third
@@ -13,7 +13,7 @@
 // touch (addresses, links, state, and one word whose meaning follows the
 // state: the size class of a free block, so unlisting it needs no size
 // arithmetic; the owner slot of a live one; the stitched allocation of an
-// extent) and 8 bytes only stitching reads (a stitched allocation's extent
+// extent; the aux word) and 8 bytes only stitching reads (a stitched allocation's extent
 // chain and count). An owner's id is read from its slot, not copied into
 // every record. Record 0 is a sink: list and neighbour edits write its link
 // fields instead of testing for "none", and its state is never free or
@@ -25,7 +25,7 @@
 // A stitched allocation is a used block of the remap window whose physical
 // pages are extent blocks (state kExtent) of the identity window, chained
 // in device-address order through link_prev/link_next (extents are in no
-// free or owner list), each naming the remap record in its state word.
+// free or owner list), each naming the remap record in its aux word.
 // Owners, quotas and categories see only the remap record.
 //
 // Not here: any knowledge of how HBM is backed, the RPC that exposes it,
@@ -250,6 +250,7 @@ Error Allocator::init(const Config& config, void* arena, size_t arena_size) {
   off += align8(sizeof(Owner) * l.max_owners);
   owner_hash_ = reinterpret_cast<uint32_t*>(bytes + off);
   owner_hash_mask_ = hash_slots(l.max_owners) - 1;
+  owner_hash_shift_ = 32 - msb(hash_slots(l.max_owners));
   off += align8(sizeof(uint32_t) * hash_slots(l.max_owners));
   retired_ = reinterpret_cast<uint32_t*>(bytes + off);
   off += align8(sizeof(uint32_t) * l.max_retired_pages);
@@ -267,6 +268,7 @@ Error Allocator::init(const Config& config, void* arena, size_t arena_size) {
   page_bytes_ = g.page_bytes;
   page_shift_ = msb(g.page_bytes);
   pages_ = pages;
+  total_bytes_ = uint64_t(pages) << page_shift_;
   stack_bytes_ = g.bytes_per_stack;
   stacks_ = g.stacks;
   limits_ = l;
@@ -628,12 +630,13 @@ uint64_t Allocator::worst_case_remap_bytes(uint64_t page_bytes, const WorstCase&
 }
 
 // Owners: open addressing with linear probing at load <= 1/2 and backward-shift
-// deletion (no tombstones, so probe lengths do not grow with churn).
+// deletion (no tombstones, so probe lengths do not grow with churn). The
+// home slot is Fibonacci hashing, the top bits of id * 2^32 / phi:
+// consecutive ids (owners are often numbered so) land far apart, where the
+// low bits of a mixed product put several of ids 1..7 in one slot.
 
-uint32_t Allocator::owner_home(uint32_t id) const {
-  uint32_t h = id * 2654435761u;
-  h ^= h >> 15;
-  return h & owner_hash_mask_;
+HBM_INLINE uint32_t Allocator::owner_home(uint32_t id) const {
+  return (id * 2654435761u) >> owner_hash_shift_;
 }
 
 HBM_INLINE uint32_t Allocator::owner_find(uint32_t id) const {
@@ -890,12 +893,13 @@ void Allocator::unstitch(uint32_t b, bool poisoned) {
   free_block(sp_[kRemap], b);
 }
 
-HBM_INLINE void Allocator::release(uint32_t b, bool drop_owner) {
+// Releases the live allocation b, which starts at page start of sp (the
+// caller has both at hand).
+HBM_INLINE void Allocator::release(Space& sp, uint32_t b, uint32_t start, bool drop_owner) {
   Block& B = blocks_[b];
   uint32_t s = B.aux;
   Owner& o = owners_[s - 1];
-  Space& sp = sp_[B.space];
-  live_unmark(sp, B.start);
+  live_unmark(sp, start);
   uint32_t* from = select(B.link_prev != 0, &blocks_[B.link_prev].link_next, &o.head);
   *from = B.link_next;
   blocks_[B.link_next].link_prev = B.link_prev;
@@ -917,6 +921,31 @@ uint32_t Allocator::place_special(uint32_t pages, uint32_t align) {
   uint32_t b = find_fit(sp_[kPhys], pages, align);
   if (b != 0) return place(sp_[kPhys], b, pages, align);
   return remap_pages_ != 0 ? stitch(pages, align) : 0;
+}
+
+// Makes the placed block u of sp a live allocation of owner slot s and
+// returns its device address.
+HBM_INLINE uint64_t Allocator::commit(Space& sp, uint32_t u, uint32_t s, Category category) {
+  Block& U = blocks_[u];
+  Owner& o = owners_[s - 1];
+  uint32_t pages = U.size;
+  U.state = kUsed;
+  U.category = uint8_t(category);
+  U.poisoned = 0;
+  U.aux = s;
+  U.link_prev = 0;
+  U.link_next = o.head;
+  blocks_[o.head].link_prev = u;
+  o.head = u;
+  o.count++;
+  o.used_pages += pages;
+  o.category_pages[uint32_t(category)] += pages;
+  sp.start_record[U.start] = u;
+  live_mark(sp, U.start);
+  c_.category_pages[uint32_t(category)] += pages;
+  c_.category_count[uint32_t(category)]++;
+  c_.allocs++;
+  return sp.base + (uint64_t(U.start) << page_shift_);
 }
 
 // The identity window comes first: one free block, device address =
@@ -953,51 +982,38 @@ Error Allocator::allocate(uint32_t owner, Category category, uint64_t size, uint
     return Error::kQuota;
   }
   uint32_t u = align == 1 ? find_free(sp_[kPhys], pages) : 0;
-  if (u != 0) [[likely]] u = place(sp_[kPhys], u, pages, 1);
-  else u = place_special(pages, align);
+  if (u != 0) [[likely]] {
+    u = place(sp_[kPhys], u, pages, 1);
+    *addr_out = commit(sp_[kPhys], u, s, category);
+    return Error::kOk;
+  }
+  u = place_special(pages, align);
   if (u == 0) [[unlikely]] {
     c_.fail_no_memory++;
     owner_maybe_drop(s);
     return Error::kNoMemory;
   }
-  Block& U = blocks_[u];
-  Space& sp = sp_[U.space];
-  U.state = kUsed;
-  U.category = uint8_t(category);
-  U.poisoned = 0;
-  U.aux = s;
-  U.link_prev = 0;
-  U.link_next = o.head;
-  blocks_[o.head].link_prev = u;
-  o.head = u;
-  o.count++;
-  o.used_pages += pages;
-  o.category_pages[uint32_t(category)] += pages;
-  sp.start_record[U.start] = u;
-  live_mark(sp, U.start);
-  c_.category_pages[uint32_t(category)] += pages;
-  c_.category_count[uint32_t(category)]++;
-  c_.allocs++;
-  *addr_out = sp.base + (uint64_t(U.start) << page_shift_);
+  *addr_out = commit(sp_[blocks_[u].space], u, s, category);
   return Error::kOk;
 }
 
-Error Allocator::free(uint64_t addr, uint32_t owner) {
-  if (!ready_) [[unlikely]] return Error::kNotInitialised;
-  uint32_t w = kPhys;
-  if (addr - base_ >= total_bytes()) [[unlikely]] {
-    if (!in_remap_window(addr)) return Error::kOutOfRange;
-    w = kRemap;
-  }
-  const Space& sp = sp_[w];
+// free() in one window.
+HBM_INLINE Error Allocator::free_in(Space& sp, uint64_t addr, uint32_t owner) {
   if (((addr - sp.base) & (page_bytes_ - 1)) != 0) [[unlikely]] return Error::kNoSuchAllocation;
   uint32_t p = uint32_t((addr - sp.base) >> page_shift_);
   if (!live_at(sp, p)) [[unlikely]] return Error::kNoSuchAllocation;
   uint32_t b = sp.start_record[p];
   if (owner != kAnyOwner && owners_[blocks_[b].aux - 1].id != owner) [[unlikely]]
     return Error::kNotOwner;
-  release(b, true);
+  release(sp, b, p, true);
   return Error::kOk;
+}
+
+Error Allocator::free(uint64_t addr, uint32_t owner) {
+  if (!ready_) [[unlikely]] return Error::kNotInitialised;
+  if (addr - base_ < total_bytes()) [[likely]] return free_in(sp_[kPhys], addr, owner);
+  if (!in_remap_window(addr)) return Error::kOutOfRange;
+  return free_in(sp_[kRemap], addr, owner);
 }
 
 Error Allocator::free_all(uint32_t owner, uint32_t* freed_out) {
@@ -1007,7 +1023,8 @@ Error Allocator::free_all(uint32_t owner, uint32_t* freed_out) {
   uint32_t s = owner_find(owner);
   if (s != 0) {
     while (owners_[s - 1].head != 0) {
-      release(owners_[s - 1].head, false);
+      uint32_t b = owners_[s - 1].head;
+      release(sp_[blocks_[b].space], b, blocks_[b].start, false);
       n++;
     }
     owner_maybe_drop(s);
@@ -1032,7 +1049,8 @@ Error Allocator::remove_owner(uint32_t owner) {
   if (owner == kAnyOwner) return Error::kBadArgument;
   uint32_t s = owner_find(owner);
   if (s == 0) return Error::kOk;
-  while (owners_[s - 1].head != 0) release(owners_[s - 1].head, false);
+  for (uint32_t b = owners_[s - 1].head; b != 0; b = owners_[s - 1].head)
+    release(sp_[blocks_[b].space], b, blocks_[b].start, false);
   owner_erase(owner);
   return Error::kOk;
 }

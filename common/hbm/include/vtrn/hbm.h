@@ -1,5 +1,5 @@
-// HBM allocator core: the chip's device-memory manager (issue 4), portable
-// C++ built into the firmware and into host tests and the benchmark.
+// HBM allocator core: the chip's device-memory manager, portable C++ built
+// into the firmware and into host tests and the benchmark.
 //
 // It hands out device addresses (uint64) over the HBM stacks that the board
 // DTB describes, in bounded time: a two-level segregated fit (TLSF) with
@@ -128,7 +128,7 @@
 //   arena   = 40 * (2 * (A + E + R) + 3) + 72 * O + 4 * H + 4 * R
 //             + 4 * P + 8 * W(P) + 4 * V + 8 * W(V)
 //             bytes, each section rounded up to 8 (arena_bytes() computes it);
-//   object  = sizeof(Allocator), 7,824 bytes (x86-64 and AArch64), fixed.
+//   object  = sizeof(Allocator), 7,816 bytes (x86-64 and AArch64), fixed.
 // The block records do not depend on the HBM size: a record exists per
 // block, not per page; there are at most 2 * (A + E + R) + 2 blocks (in
 // each window every free block is followed by a non-free one or the end;
@@ -422,7 +422,7 @@ class Allocator {
   Error audit() const;
 
   [[nodiscard]] uint64_t page_bytes() const { return page_bytes_; }
-  [[nodiscard]] uint64_t total_bytes() const { return uint64_t(pages_) << page_shift_; }
+  [[nodiscard]] uint64_t total_bytes() const { return total_bytes_; }
   [[nodiscard]] uint64_t base() const { return base_; }
   [[nodiscard]] uint64_t remap_base() const { return remap_base_; }
   [[nodiscard]] uint64_t remap_bytes() const { return uint64_t(remap_pages_) << page_shift_; }
@@ -477,7 +477,9 @@ class Allocator {
   void record_release(uint32_t b);
   void link_after(uint32_t a, uint32_t b);
   void unlink(uint32_t b);
-  void release(uint32_t b, bool drop_owner);
+  void release(Space& sp, uint32_t b, uint32_t start, bool drop_owner);
+  Error free_in(Space& sp, uint64_t addr, uint32_t owner);
+  uint64_t commit(Space& sp, uint32_t u, uint32_t owner_slot, Category category);
   uint32_t free_block(Space& sp, uint32_t b);
   uint32_t carve_page(uint32_t free_b, uint32_t page);
   void carve_retired(uint32_t f, uint32_t start, uint32_t end);
@@ -510,6 +512,7 @@ class Allocator {
   uint64_t page_bytes_ = 0;
   uint32_t page_shift_ = 0;
   uint32_t pages_ = 0;
+  uint64_t total_bytes_ = 0;
   uint64_t stack_bytes_ = 0;
   uint32_t stacks_ = 0;
   Limits limits_;
@@ -517,11 +520,12 @@ class Allocator {
 
   Block* blocks_ = nullptr;
   Stitch* stitch_ = nullptr;     // beside blocks_, same index
-  uint32_t block_capacity_ = 0;  // records; index 0 is never used ("none")
+  uint32_t block_capacity_ = 0;  // records; index 0 is "none" and the sink of list edits
   uint32_t spare_head_ = 0;      // chain of unused records
   Owner* owners_ = nullptr;
   uint32_t* owner_hash_ = nullptr;  // owner slot + 1, 0 = empty
   uint32_t owner_hash_mask_ = 0;
+  uint32_t owner_hash_shift_ = 0;   // 32 - log2(slots): owner_home keeps the top bits
   uint32_t owner_spare_ = 0;        // chain of unused owner slots (+1)
   uint32_t* retired_ = nullptr;     // sorted page numbers
   uint32_t retired_count_ = 0;
