@@ -4,16 +4,16 @@
 // linked three ways by 32-bit indexes (index 0 is "none"): the
 // address-ordered neighbour list (coalescing), and the TLSF free list of
 // the block's size class or, for a live allocation, its owner's list
-// (free_all). Live allocations are found
-// by address through a page-indexed table (free: O(1)) and a bitmap of
-// their first pages with summary levels (lookup, next_allocation: one word
-// a level). That index replaced a red-black tree, which cost about a third
-// of the instructions of an allocate/free pair.
+// (free_all). Live allocations are found by address through a page-indexed
+// table (free: O(1)) and a bitmap of their first pages with summary levels
+// (lookup, next_allocation: one word a level). That index replaced a
+// red-black tree, which cost about a third of the instructions of an
+// allocate/free pair.
 // A record is split in two arrays: 32 bytes that every allocate and free
-// touch (addresses, links, state, and one word whose meaning follows the
-// state: the size class of a free block, so unlisting it needs no size
+// touch (addresses, links, state, and an aux word whose meaning follows
+// the state: the size class of a free block, so unlisting it needs no size
 // arithmetic; the owner slot of a live one; the stitched allocation of an
-// extent; the aux word) and 8 bytes only stitching reads (a stitched allocation's extent
+// extent) and 8 bytes only stitching reads (a stitched allocation's extent
 // chain and count). An owner's id is read from its slot, not copied into
 // every record. Record 0 is a sink: list and neighbour edits write its link
 // fields instead of testing for "none", and its state is never free or
@@ -313,10 +313,10 @@ Error Allocator::init(const Config& config, void* arena, size_t arena_size) {
 // a candidate, then down taking the highest (or lowest) bit: at most
 // 2 * levels words. Marking and unmarking touch every level without a
 // branch on the data (setting a summary bit that is set already, or
-// clearing one only when the word below became empty).
+// clearing one only when the word below became empty). Levels 1 and 2 are
+// written out (three levels hold 2^18 pages, 1 GiB of 4 KiB pages); the
+// tests of the level count always go the same way.
 
-// Levels 1 and 2 are written out (three levels hold 2^18 pages, 1 GiB of
-// 4 KiB pages); the branches on the level count always go the same way.
 HBM_INLINE void Allocator::live_mark(Space& sp, uint32_t page) {
   uint64_t* const* level = sp.level;
   uint32_t levels = sp.levels;

@@ -119,6 +119,18 @@
 // kMaxExtents blocks; audit() is O(blocks + pages / 64) and meant for tests
 // and a debug command.
 //
+// The common path. Allocating one block of the identity window and freeing
+// it touch the owner's hash slot and record, the size-class bitmaps and
+// list heads, the block, the remainder split off it (on free its two
+// address neighbours and their list neighbours), the owner-list
+// neighbours, one start-page table entry and one word per level of the
+// live-start bitmap; nothing that only stitching needs (extent chains are
+// a side array of the records). Choices the data makes random (which size
+// class serves, list head or not) are made by mask, not by branch; the
+// coalescing tests stay branches (a branchless merge costs as much as the
+// mispredictions it saves). hbm_bench prints what that costs against
+// glibc malloc and a power-of-two segregated free list in the same run.
+//
 // Worst-case metadata (P = pages of HBM = HBM bytes / page bytes, V =
 // pages of the remap window (0 without stitching), A = max_allocations,
 // E = max_extents, R = max_retired_pages, O = max_owners, H = the power of
