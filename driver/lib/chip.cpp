@@ -165,7 +165,10 @@ void Chip::set_state(Vtrn__Api__ChipState s, const std::string& error) {
   state_ = s;
   if (!error.empty()) error_ = error;
   if (s != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
-    fail_all_ops(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, not_ready_reason());
+    // What is pending learns why the chip left READY: a reset in progress
+    // names itself (not_ready_reason), otherwise the error that moved it.
+    fail_all_ops(VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
+                 leaving_reason_.empty() && !error.empty() ? error : not_ready_reason());
     if (dma_.attached()) {
       dma_.detach();
       if (on_dma_event) on_dma_event();
