@@ -4,7 +4,8 @@
 Each harness reads its input front to back as little-endian fields
 (fuzz_input.h); the builders below spell out that format, one helper per op,
 so a seed reads as the scenario it starts the fuzzer from. The board_dtb
-seeds are the shipped boards compiled with dtc. regress-* files in the corpus
+seeds are the shipped boards (board/*.dts and those board/gen_board.py
+writes) compiled with dtc. regress-* files in the corpus
 are crash inputs kept as regression tests and are never written here.
 
 Usage: tests/fuzz/make_seeds.py   (run from anywhere; needs dtc on PATH)
@@ -181,11 +182,23 @@ def ctrl_decode():
 
 
 def board_dtb():
-    for name in sorted(os.listdir(os.path.join(ROOT, 'board'))):
-        if name.endswith('.dts'):
-            out = os.path.join(HERE, 'corpus', 'board_dtb', 'seed-' + name[:-4] + '.dtb')
-            subprocess.run(['dtc', '-q', '-I', 'dts', '-O', 'dtb', '-o', out,
-                            os.path.join(ROOT, 'board', name)], check=True)
+    """Every board the project ships: the hand-written board/*.dts and the
+    ones board/gen_board.py writes (ring, torus, switch, UltraServer), so
+    the topology parser starts from links and switches of every shape."""
+    import tempfile
+    sys.path.insert(0, os.path.join(ROOT, 'board'))
+    sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+    import gen_board
+    sources = {name[:-4]: os.path.join(ROOT, 'board', name)
+               for name in os.listdir(os.path.join(ROOT, 'board')) if name.endswith('.dts')}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, build in gen_board.BOARDS.items():
+            sources[name] = os.path.join(tmp, name + '.dts')
+            with open(sources[name], 'w') as f:
+                f.write(build())
+        for name in sorted(sources):
+            out = os.path.join(HERE, 'corpus', 'board_dtb', 'seed-' + name + '.dtb')
+            subprocess.run(['dtc', '-q', '-I', 'dts', '-O', 'dtb', '-o', out, sources[name]], check=True)
 
 
 # job_file (job_file.cpp): the text of a `vtrn submit` job file.
