@@ -35,18 +35,7 @@ import vtrn_harness as h  # noqa: E402
 
 DTYPES = gemm_ref.DTYPES
 
-# A GEMM long enough to be caught running (tens of GFLOP at TCG speed would
-# take minutes): fp8 1024 x 1024 x 2048 with zero-filled inputs, 4 GFLOP.
-LONG_JOB = {
-    "name": "long",
-    "buffers": [
-        {"name": "a", "bytes": 1024 * 2048},
-        {"name": "b", "bytes": 1024 * 2048},
-        {"name": "c", "bytes": 1024 * 1024 * 4},
-    ],
-    "steps": [{"kernel": "gemm", "dtype": "fp8-e4m3", "m": 1024, "n": 1024, "k": 2048,
-               "a": "a", "b": "b", "out": "c"}],
-}
+LONG_JOB = h.LONG_GEMM_JOB
 
 
 class Jobs(h.BoardTestCase):

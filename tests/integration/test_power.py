@@ -35,14 +35,7 @@ import vtrn_harness as h  # noqa: E402
 
 BOARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "boards", "vtrn-power-hot.dts")
 THROTTLE_C, HYSTERESIS_C = 60.0, 4.0
-LONG_JOB = {
-    "name": "power-load",
-    "timeout_ms": 120000,
-    "buffers": [{"name": "a", "bytes": 1024 * 2048}, {"name": "b", "bytes": 1024 * 2048},
-                {"name": "c", "bytes": 1024 * 1024 * 4}],
-    "steps": [{"kernel": "gemm", "dtype": "fp8-e4m3", "m": 1024, "n": 1024, "k": 2048,
-               "a": "a", "b": "b", "out": "c"}],
-}
+LONG_JOB = dict(h.LONG_GEMM_JOB, name="power-load")
 
 # JSON keys of the power block that are counts, indexes or names (no unit).
 UNITLESS = {"version", "device_state", "device_usage", "autosuspend_count", "d3hot_entries",

@@ -34,14 +34,6 @@ import vtrn_harness as h  # noqa: E402
 MiB = 1 << 20
 WATCHDOG_MS = 1000  # the default: 10 telemetry periods of 100 ms, at least 1 s
 MANUAL_RESET = "chip 0 was reset: manual reset (vtrn reset)"
-# A job long enough to be caught running (see test_jobs.py).
-LONG_JOB = {
-    "name": "long", "timeout_ms": 120000,
-    "buffers": [{"name": "a", "bytes": 1024 * 2048}, {"name": "b", "bytes": 1024 * 2048},
-                {"name": "c", "bytes": 1024 * 1024 * 4}],
-    "steps": [{"kernel": "gemm", "dtype": "fp8-e4m3", "m": 1024, "n": 1024, "k": 2048,
-               "a": "a", "b": "b", "out": "c"}],
-}
 
 
 class Background:
@@ -266,7 +258,7 @@ class ManualResetWithWaiters(h.BoardTestCase):
         before = self.s.vtrn_json("info", 0)
         path = os.path.join(self.s.tmp, "long.json")
         with open(path, "w") as f:
-            json.dump(LONG_JOB, f)
+            json.dump(h.LONG_GEMM_JOB, f)
         job_id = self.s.vtrn_json("submit", path)["job"]["id"]
         h.wait_until("the job to run", lambda: self.s.vtrn_json("job", "show", job_id)["state"],
                      lambda st: st == "RUNNING", 60)

@@ -148,6 +148,23 @@ def processes_mentioning(text):
     return found
 
 
+# A GEMM long enough to be caught running, cancelled or reset (tens of
+# GFLOP take minutes under TCG): fp8 1024 x 1024 x 2048 with zero-filled
+# inputs (nothing to upload), 4 GFLOP. Tests copy it with their own name
+# and timeout.
+LONG_GEMM_JOB = {
+    "name": "long",
+    "timeout_ms": 120000,
+    "buffers": [
+        {"name": "a", "bytes": 1024 * 2048},
+        {"name": "b", "bytes": 1024 * 2048},
+        {"name": "c", "bytes": 1024 * 1024 * 4},
+    ],
+    "steps": [{"kernel": "gemm", "dtype": "fp8-e4m3", "m": 1024, "n": 1024, "k": 2048,
+               "a": "a", "b": "b", "out": "c"}],
+}
+
+
 class Session:
     """One fresh runtime directory and the vtrn invocations that use it."""
 
@@ -338,6 +355,23 @@ def wait_until(what, probe, pred, timeout, interval=0.05):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {value!r}")
         time.sleep(interval)
+
+
+def standalone_session(name):
+    """The Session of a script that is not a unittest (soak, benchmarks)."""
+    require_built()
+    become_subreaper()
+    return Session(name)
+
+
+def fault_list(parser, text, known):
+    """The comma-separated fault kinds of a --faults option, each checked
+    against `known` (argparse error otherwise)."""
+    faults = [f for f in text.split(",") if f]
+    for f in faults:
+        if f not in known:
+            parser.error(f"unknown fault {f!r} (choose from {', '.join(known)})")
+    return faults
 
 
 def main():

@@ -282,14 +282,9 @@ def main():
                     help="vtrnd RSS growth that counts as a leak (default 64, or $VTRN_SOAK_MAX_RSS_GROWTH_MIB)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    faults = [f for f in args.faults.split(",") if f]
-    for f in faults:
-        if f not in FAULT_KIND:
-            ap.error(f"unknown fault {f!r} (choose from {', '.join(FAULTS)})")
+    faults = h.fault_list(ap, args.faults, FAULTS)
 
-    h.require_built()
-    h.become_subreaper()
-    s = h.Session("soak")
+    s = h.standalone_session("soak")
     problems = []
     report = {"seed": args.seed, "seconds": args.seconds, "clients": args.clients, "chips": args.chips}
     print(f"soak: seed {args.seed} (replay with --seed {args.seed})", file=sys.stderr)

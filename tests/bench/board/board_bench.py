@@ -34,15 +34,6 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "integration"))
 import vtrn_harness as h  # noqa: E402
 
-# A GEMM long enough to outlast every window here (zero-filled inputs:
-# nothing to upload).
-LONG_JOB = {
-    "name": "bench-load", "timeout_ms": 120000,
-    "buffers": [{"name": "a", "bytes": 1024 * 2048}, {"name": "b", "bytes": 1024 * 2048},
-                {"name": "c", "bytes": 1024 * 1024 * 4}],
-    "steps": [{"kernel": "gemm", "dtype": "fp8-e4m3", "m": 1024, "n": 1024, "k": 2048,
-               "a": "a", "b": "b", "out": "c"}],
-}
 FAULTS = ("hang", "panic", "qemu-kill")
 
 
@@ -58,7 +49,8 @@ def cpu_share(pids, seconds):
 def submit_long_job(s, chip):
     path = os.path.join(s.tmp, f"long-{chip}.json")
     with open(path, "w") as f:
-        json.dump(dict(LONG_JOB, chip=chip), f)
+        # Long enough to outlast every window here.
+        json.dump(dict(h.LONG_GEMM_JOB, name="bench-load", chip=chip), f)
     job_id = s.vtrn_json("submit", path)["job"]["id"]
     h.wait_until(f"job {job_id} running", lambda: s.vtrn_json("job", "show", job_id)["state"],
                  lambda st: st == "RUNNING", 60)
@@ -126,14 +118,9 @@ def main():
     ap.add_argument("--cancels", type=int, default=5)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    faults = [f for f in args.faults.split(",") if f]
-    for f in faults:
-        if f not in FAULTS:
-            ap.error(f"unknown fault {f!r} (choose from {', '.join(FAULTS)})")
+    faults = h.fault_list(ap, args.faults, FAULTS)
 
-    h.require_built()
-    h.become_subreaper()
-    s = h.Session("boardbench")
+    s = h.standalone_session("boardbench")
     try:
         r = s.vtrn("up", "--chips", args.chips)
         if r.returncode != 0:
