@@ -11,6 +11,7 @@ host_pkgs=(
   gcc-aarch64-linux-gnu g++-aarch64-linux-gnu picolibc-aarch64-linux-gnu
   libfdt-dev libcmocka-dev protobuf-c-compiler libprotobuf-c-dev libcli11-dev
   nlohmann-json3-dev gdb-multiarch clang libclang-rt-14-dev python3
+  libopenblas-dev
 )
 # libfdt-dev is not Multi-Arch: same, so its arm64 build cannot sit beside the
 # native one. The firmware needs only the static archives and headers, so the

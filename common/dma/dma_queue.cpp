@@ -193,6 +193,7 @@ PollResult Queue::poll(const AddressMap& map, Copier& copier, uint32_t budget) {
           chain_bytes_ += d.length;
         }
       }
+      if (chain_status_ != kOk && hook_) hook_->on_descriptor_error(d, chain_status_);
     }
     if (last) {
       complete(chain_cookie_, chain_status_, uint32_t(chain_bytes_), chain_irq_, &r);

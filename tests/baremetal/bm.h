@@ -34,11 +34,22 @@ void print_milli(uint64_t milli);
 uint64_t now_ticks();
 uint64_t ticks_to_ns(uint64_t ticks);
 
+// Arms the EL1 virtual timer (PPI kTimerPpi) to fire after `ns`, so a WFI
+// has a bounded wait; disarm_wakeup() clears it (the PPI is level-triggered).
+void arm_wakeup_ns(uint64_t ns);
+void disarm_wakeup();
+
 // MIDR_EL1 of the core (which -cpu QEMU emulates).
 uint64_t midr();
 
 }  // namespace bm
 
 // Defined by each image: its test or benchmark. Runs with the MMU on (RAM
-// Normal write-back, the first GiB Device), FP/SIMD enabled.
+// and the first GiB of the 64-bit PCI window Normal write-back, the first
+// GiB and the high ECAM Device), FP/SIMD enabled.
 void bm_run();
+
+namespace bm {
+// Powers the machine off (PSCI SYSTEM_OFF); QEMU exits.
+[[noreturn]] void power_off();
+}  // namespace bm

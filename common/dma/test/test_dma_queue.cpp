@@ -337,9 +337,39 @@ void test_descriptor_is_copied_before_validation(void**) {
 
 }  // namespace
 
+struct HookRecorder final : ErrorHook {
+  void on_descriptor_error(const Descriptor& d, Status s) override {
+    cookies.push_back(d.cookie);
+    statuses.push_back(s);
+  }
+  std::vector<uint64_t> cookies;
+  std::vector<Status> statuses;
+};
+
+void test_error_hook_sees_each_failing_descriptor_once(void**) {
+  Rig r;
+  HookRecorder hook;
+  r.q.set_error_hook(&hook);
+  r.submit(desc(0, kHbmBase, 64, kOne | kDescSrcHost, 1));
+  r.submit(desc(0, kHbmBase + kHbmSize - 32, 64, kOne | kDescSrcHost, 2));
+  r.submit(desc(0, kHbmBase, 0, kOne | kDescSrcHost, 3));
+  // A chain whose first descriptor fails: the rest are not validated again.
+  r.submit(desc(kWindow, kHbmBase, 64, kDescFirst | kDescSrcHost, 4));
+  r.submit(desc(0, kHbmBase, 64, kDescLast | kDescSrcHost, 5));
+  r.poll();
+  assert_int_equal(hook.cookies.size(), 3);
+  assert_int_equal(hook.cookies[0], 2);
+  assert_int_equal(hook.statuses[0], kErrDstRange);
+  assert_int_equal(hook.cookies[1], 3);
+  assert_int_equal(hook.statuses[1], kErrZeroLength);
+  assert_int_equal(hook.cookies[2], 4);
+  assert_int_equal(hook.statuses[2], kErrSrcRange);
+}
+
 int main() {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_copies_host_to_hbm_and_back),
+      cmocka_unit_test(test_error_hook_sees_each_failing_descriptor_once),
       cmocka_unit_test(test_chain_completes_once_with_total_bytes_and_last_cookie),
       cmocka_unit_test(test_chain_split_across_polls_stays_open),
       cmocka_unit_test(test_each_hostile_descriptor_gets_its_status),

@@ -39,6 +39,18 @@ class Copier {
   ~Copier() = default;
 };
 
+// Told about every descriptor that fails validation (or ends a chain that
+// grew too long), with the copy the queue validated, before its chain
+// completes. A hardware engine reports these as error interrupts; the
+// firmware's CPU copier has no use for it. Called from inside poll().
+class ErrorHook {
+ public:
+  virtual void on_descriptor_error(const Descriptor& d, Status status) = 0;
+
+ protected:
+  ~ErrorHook() = default;
+};
+
 // What the engine may touch, as the engine sees it.
 struct AddressMap {
   uint8_t* host_window = nullptr;  // engine-side mapping of the host window
@@ -79,6 +91,8 @@ class Queue {
   // True when the host has published descriptors or a reset request.
   [[nodiscard]] bool has_work() const;
   void add_busy_ns(uint64_t ns);
+  // Optional; null (the default) reports nothing.
+  void set_error_hook(ErrorHook* hook) { hook_ = hook; }
 
   [[nodiscard]] QueueError error() const { return error_; }
   [[nodiscard]] uint32_t depth() const { return depth_; }
@@ -95,6 +109,7 @@ class Queue {
   Descriptor* sq_ = nullptr;
   Completion* cq_ = nullptr;
   QueueStats* stats_ = nullptr;
+  ErrorHook* hook_ = nullptr;
   uint32_t depth_ = 0;
   uint32_t sq_cons_ = 0;
   uint32_t sq_prod_seen_ = 0;

@@ -1,0 +1,261 @@
+// One chip's engines, their threads and reset. See vtrn/hw/chip.h.
+#include "vtrn/hw/chip.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vtrn/ctrl_ring.h"
+
+#ifndef VTRN_HW_BUILD
+#define VTRN_HW_BUILD "vtrn-hw"
+#endif
+
+namespace vtrn::hw {
+
+using hostif::load_acquire;
+using hostif::store_release;
+
+namespace {
+
+void drain(int fd) {
+  uint64_t v;
+  while (read(fd, &v, sizeof v) == ssize_t(sizeof v)) {
+  }
+}
+
+void poke(int fd) {
+  const uint64_t one = 1;
+  // EAGAIN: the counter is saturated, a wake-up is pending anyway.
+  ssize_t n = write(fd, &one, sizeof one);
+  (void)n;
+}
+
+bool map_fd(int fd, drv::Mapping* m, const char* what, std::string* err) {
+  struct stat st{};
+  if (fstat(fd, &st) != 0 || st.st_size <= 0) {
+    *err = std::string(what) + ": fd " + std::to_string(fd) + " is not a sized file";
+    return false;
+  }
+  if (int r = m->map(fd, size_t(st.st_size)); r < 0) {
+    *err = std::string(what) + ": mmap: " + strerror(-r);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+ChipHw::~ChipHw() { stop(); }
+
+void ChipHw::write_id() {
+  engine::IdBlock id{};
+  id.magic = engine::kMagic;
+  id.abi_major = engine::kAbiMajor;
+  id.abi_minor = engine::kAbiMinor;
+  id.region_bytes = uint32_t(engine::kRegionBytes);
+  id.vector_count = engine::kVectorCount;
+  id.capabilities = engine::kCapDmaFwQueue | engine::kCapDmaHostQueues | engine::kCapTensorGemm | engine::kCapMpu |
+                    engine::kCapFaultInject | engine::kCapModeledTime;
+  id.dma_engines = props_.dma_engines;
+  id.tensor_engines = props_.tensor_engines;
+  id.dtype_mask = (1u << num::kDTypeCount) - 1;
+  id.mpu_windows = engine::kMpuWindows;
+  id.dma_fw_depth = engine::kDmaFwDepth;
+  id.tensor_depth = engine::kTensorDepth;
+  id.hbm_base = mem_.ram_base;
+  id.hbm_size = mem_.ram_size;
+  id.dma_bytes_per_s = props_.dma_bytes_per_s;
+  for (uint32_t d = 0; d < num::kDTypeCount; ++d) id.tensor_flops_per_s[d] = props_.tensor_flops_per_s[d];
+  id.chip_id = id_;
+  strncpy(id.hw_build, VTRN_HW_BUILD, sizeof id.hw_build - 1);
+  memcpy(mem_.id(), &id, sizeof id);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+bool ChipHw::start(const ChipFds& f, const EngineProps& props, uint64_t spin_ns, std::string* err) {
+  id_ = f.id;
+  props_ = props;
+  spin_ns_ = spin_ns;
+  doorbell_.reset(f.doorbell_fd);
+  host_irq_.reset(f.host_irq_fd);
+  if (!map_fd(f.ram_fd, &ram_, "RAM", err) || !map_fd(f.bar2_fd, &bar2_, "BAR2", err)) return false;
+  // The mappings keep the files alive; vtrn-hw needs no fd to them.
+  close(f.ram_fd);
+  close(f.bar2_fd);
+  if (!server_.create(f.socket, engine::kRegionBytes, engine::kVectorCount, err)) {
+    *err = "engine function " + f.socket + ": " + *err;
+    return false;
+  }
+  mem_.region = server_.bar2();
+  mem_.bar2 = bar2_.data();
+  mem_.bar2_size = bar2_.size();
+  mem_.ram = ram_.data();
+  mem_.ram_base = f.ram_base;
+  mem_.ram_size = ram_.size();
+  errors_ = std::make_unique<ErrorLog>(mem_, *this);
+  write_id();
+  for (uint32_t i = 0; i < props_.dma_engines; ++i)
+    dma_.push_back(std::make_unique<DmaEngine>(mem_, i, props_, *this, *errors_, monotonic_ns));
+  for (uint32_t j = 0; j < props_.tensor_engines; ++j)
+    tensor_.push_back(std::make_unique<TensorEngine>(mem_, j, props_, *this, *errors_, monotonic_ns));
+  for (uint32_t k = 0; k < props_.dma_engines + props_.tensor_engines; ++k) {
+    auto w = std::make_unique<Worker>();
+    w->dma = k < props_.dma_engines;
+    w->index = w->dma ? k : k - props_.dma_engines;
+    w->wake.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!w->wake) {
+      *err = std::string("eventfd: ") + strerror(errno);
+      return false;
+    }
+    const uint16_t v = w->dma ? uint16_t(engine::kVectorDma0 + w->index) : uint16_t(engine::kVectorTensor0 + w->index);
+    w->doorbell = server_.host_eventfd(v);
+    workers_.push_back(std::move(w));
+  }
+  for (auto& w : workers_) {
+    Worker* p = w.get();
+    w->thread = std::thread([this, p] { run(p); });
+  }
+  return true;
+}
+
+void ChipHw::stop() {
+  if (workers_.empty()) return;
+  stop_ = true;
+  for (auto& w : workers_) poke(w->wake.get());
+  for (auto& w : workers_) {
+    if (w->thread.joinable()) w->thread.join();
+  }
+  workers_.clear();
+  server_.close();
+}
+
+void ChipHw::chip_irq(uint16_t vector) { server_.notify_chip(vector); }
+
+void ChipHw::host_irq() {
+  if (host_irq_) poke(host_irq_.get());
+}
+
+bool ChipHw::pass(Worker* w) {
+  if (w->dma) return dma_[w->index]->run_pass().worked;
+  return tensor_[w->index]->run_pass();
+}
+
+bool ChipHw::has_work(Worker* w) {
+  if (w->dma) return dma_[w->index]->has_work();
+  return tensor_[w->index]->has_work();
+}
+
+void ChipHw::reset_model(Worker* w) {
+  if (w->dma) {
+    dma_[w->index]->reset();
+  } else {
+    tensor_[w->index]->reset();
+  }
+}
+
+void ChipHw::run(Worker* w) {
+  drv::UniqueFd ep(epoll_create1(EPOLL_CLOEXEC));
+  for (int fd : {w->wake.get(), w->doorbell}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    epoll_ctl(ep.get(), EPOLL_CTL_ADD, fd, &ev);
+  }
+  uint64_t last_work = 0;
+  while (!stop_.load()) {
+    const uint32_t epoch = reset_epoch_.load(std::memory_order_acquire);
+    if (epoch != w->reset_seen) {
+      reset_model(w);
+      w->reset_seen = epoch;
+      std::lock_guard<std::mutex> lock(mu_);
+      ++acked_;
+      cv_.notify_all();
+      continue;
+    }
+    if (pass(w)) {
+      last_work = monotonic_ns();
+      continue;
+    }
+    if (monotonic_ns() - last_work < spin_ns_) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    // Sleep; re-check after announcing it so a kick cannot fall between the
+    // check and the wait.
+    w->sleeping.store(true, std::memory_order_seq_cst);
+    if (has_work(w) || stop_.load() || reset_epoch_.load() != w->reset_seen) {
+      w->sleeping.store(false);
+      continue;
+    }
+    epoll_event evs[2];
+    const int n = epoll_wait(ep.get(), evs, 2, -1);
+    w->sleeping.store(false);
+    for (int i = 0; i < n; ++i) drain(evs[i].data.fd);
+    // A doorbell or kick is work arriving: spin after it as after work, so
+    // the batch that follows a first descriptor finds the engine awake.
+    last_work = monotonic_ns();
+  }
+}
+
+void ChipHw::kick(Worker* w) {
+  if (w->sleeping.exchange(false)) poke(w->wake.get());
+}
+
+void ChipHw::host_doorbell() {
+  drain(doorbell_.get());
+  for (auto& w : workers_) {
+    if (w->dma && dma_[w->index]->serves_host()) kick(w.get());
+  }
+}
+
+void ChipHw::control_vector() {
+  drain(control_fd());
+  const uint32_t req = load_acquire(&mem_.control()->reset_req);
+  if (req != fw_reset_seen_) {
+    reset();
+    return;
+  }
+  // MPU update or fault injection: every engine refreshes on its next pass.
+  for (auto& w : workers_) poke(w->wake.get());
+}
+
+void ChipHw::heartbeat() {
+  engine::ControlBlock* c = mem_.control();
+  store_release(&c->heartbeat, c->heartbeat.value + 1);
+}
+
+uint64_t ChipHw::reset() {
+  const uint64_t t0 = monotonic_ns();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    acked_ = 0;
+    reset_epoch_.fetch_add(1, std::memory_order_acq_rel);
+    for (auto& w : workers_) poke(w->wake.get());
+    cv_.wait(lock, [&] { return acked_ == workers_.size(); });
+  }
+  // Every engine is idle at index 0 now; the shared blocks restart.
+  errors_->reset();
+  engine::MpuBlock* mpu = mem_.mpu();
+  memset(mpu, 0, sizeof *mpu);
+  engine::ControlBlock* c = mem_.control();
+  store_release(&c->error_irq_armed, 0);
+  write_id();
+  fw_reset_seen_ = load_acquire(&c->reset_req);
+  store_release(&c->reset_ack, fw_reset_seen_);
+  ++resets_;
+  return monotonic_ns() - t0;
+}
+
+bool ChipHw::accept_peer(std::string* err) { return server_.accept_peer(err); }
+
+void ChipHw::peer_gone() {
+  server_.drop_peer();
+  // The chip's QEMU is gone: nothing may keep writing its memory.
+  reset();
+}
+
+}  // namespace vtrn::hw

@@ -1,0 +1,236 @@
+// One DMA engine. See vtrn/hw/dma_engine.h.
+#include "vtrn/hw/dma_engine.h"
+
+#include <string.h>
+
+#include "vtrn/ctrl_ring.h"
+
+namespace vtrn::hw {
+
+using hostif::load_acquire;
+using hostif::store_release;
+using namespace vtrn::dma;
+
+namespace {
+
+bool range_in(uint64_t off, uint64_t len, uint64_t limit) { return off <= limit && len <= limit - off; }
+
+}  // namespace
+
+void DmaEngine::Counting::copy(void* dst, const void* src, size_t length) {
+  memcpy(dst, src, length);
+  bytes += length;
+  ++copies;
+}
+
+DmaEngine::DmaEngine(const ChipMemory& mem, uint32_t index, const EngineProps& props, Signals& signals,
+                     ErrorLog& errors, Clock clock)
+    : mem_(mem), index_(index), props_(props), signals_(signals), errors_(errors), clock_(clock),
+      blk_(mem.dma(index)), stats_(&mem.dma(index)->stats) {
+  reset();
+}
+
+void DmaEngine::reset() {
+  memset(blk_, 0, sizeof *blk_);
+  fw_queue_ = Queue(&blk_->fw_queue, blk_->fw_sq, blk_->fw_cq, engine::kDmaFwDepth, &blk_->fw_queue_stats);
+  fw_queue_.set_error_hook(this);
+  for (auto& q : host_) q = Queue();
+  host_mask_ = 0;
+  map_ = AddressMap{};
+  mpu_.clear();
+  config_seen_ = 0;
+  inject_seen_ = load_acquire(&mem_.control()->inject_seq);
+  halted_ = false;
+  __atomic_store_n(&blk_->state, uint32_t(engine::kEngineIdle), __ATOMIC_RELEASE);
+}
+
+void DmaEngine::on_descriptor_error(const Descriptor& d, Status status) {
+  ++pass_errors_;
+  engine::ErrorRecord r{};
+  r.source = engine::kSourceDma;
+  r.engine = index_;
+  r.queue = current_queue_;
+  r.status = status;
+  r.cookie = d.cookie;
+  r.mpu_generation = mpu_.generation();
+  switch (status) {
+    case kErrNotAllocated:
+    case kErrEcc:
+      r.code = engine::kEngineMpuFault;
+      r.address = mpu_.last_fault().address;
+      r.length = mpu_.last_fault().length;
+      break;
+    case kErrSrcRange:
+    case kErrAddrOverflow:
+      r.code = engine::kEngineBadAddress;
+      r.address = d.src;
+      r.length = d.length;
+      if (status == kErrAddrOverflow && d.src <= UINT64_MAX - d.length) r.address = d.dst;
+      break;
+    case kErrDstRange:
+      r.code = engine::kEngineBadAddress;
+      r.address = d.dst;
+      r.length = d.length;
+      break;
+    default:
+      return;  // a malformed descriptor, not an address fault: its status says it all
+  }
+  errors_.post(r);
+}
+
+void DmaEngine::apply_config() {
+  engine::DmaConfig c;
+  memcpy(&c, &blk_->config, sizeof c);
+  config_seen_ = c.config_gen;
+  uint32_t field = engine::kFieldNone;
+  const uint64_t stride = queue_stride(c.depth);
+  if (c.host_queue_mask != 0) {
+    if (c.queue_count == 0 || c.queue_count > kMaxQueues || c.depth < kMinDepth || c.depth > kMaxDepth ||
+        (c.depth & (c.depth - 1))) {
+      field = engine::kFieldGeometry;
+    } else if ((c.dma_region_offset & 4095) != 0 ||
+               !range_in(c.dma_region_offset, dma_region_bytes(c.queue_count, c.depth), mem_.bar2_size)) {
+      field = engine::kFieldRegion;
+    } else if (c.host_queue_mask >> c.queue_count) {
+      field = engine::kFieldQueueMask;
+    }
+  }
+  const uint64_t region_end = c.dma_region_offset + (c.host_queue_mask ? dma_region_bytes(c.queue_count, c.depth) : 0);
+  if (field == engine::kFieldNone && c.host_window_size != 0) {
+    const bool inside = range_in(c.host_window_offset, c.host_window_size, mem_.bar2_size);
+    const bool overlaps = c.host_queue_mask != 0 && c.host_window_offset < region_end &&
+                          c.dma_region_offset < c.host_window_offset + c.host_window_size;
+    if (!inside || overlaps) field = engine::kFieldWindow;
+  }
+  if (field == engine::kFieldNone && (c.hbm_size == 0 || !mem_.ram_at(c.hbm_base, c.hbm_size)))
+    field = engine::kFieldHbm;
+
+  if (field != engine::kFieldNone) {
+    host_mask_ = 0;
+    map_ = AddressMap{};
+    engine::ErrorRecord r{};
+    r.code = engine::kEngineBadConfig;
+    r.source = engine::kSourceDma;
+    r.engine = index_;
+    r.queue = engine::kQueueFirmware;
+    r.detail = field;
+    errors_.post(r);
+    blk_->config_status = engine::kEngineBadConfig | (field << 8);
+  } else {
+    map_ = AddressMap{};
+    map_.host_window = c.host_window_size ? mem_.bar2 + c.host_window_offset : nullptr;
+    map_.host_window_size = c.host_window_size;
+    map_.hbm = mem_.ram_at(c.hbm_base, c.hbm_size);
+    map_.hbm_base = c.hbm_base;
+    map_.hbm_size = c.hbm_size;
+    map_.policy = &mpu_;
+    host_mask_ = c.host_queue_mask;
+    for (uint32_t q = 0; q < kMaxQueues; ++q) {
+      host_[q] = Queue();
+      if (!(host_mask_ & (1u << q))) continue;
+      uint8_t* b = mem_.bar2 + c.dma_region_offset + kDmaQueuesOffset + uint64_t(q) * stride;
+      host_[q] = Queue(reinterpret_cast<QueueControl*>(b), reinterpret_cast<Descriptor*>(b + kQueueSqOffset),
+                       reinterpret_cast<Completion*>(b + cq_offset(c.depth)), c.depth,
+                       reinterpret_cast<QueueStats*>(b + kQueueStatsOffset));
+      host_[q].set_error_hook(this);
+    }
+    blk_->config_status = engine::kEngineOk;
+  }
+  // Release: the status is visible before the ack that says it is final.
+  __atomic_store_n(&blk_->config_ack, config_seen_, __ATOMIC_RELEASE);
+}
+
+bool DmaEngine::check_inject() {
+  engine::ControlBlock* ctl = mem_.control();
+  const uint32_t seq = load_acquire(&ctl->inject_seq);
+  if (seq == inject_seen_) return false;
+  inject_seen_ = seq;
+  if (load_acquire(&ctl->inject_kind) != engine::kInjectDma || load_acquire(&ctl->inject_engine) != index_)
+    return false;
+  halted_ = true;
+  __atomic_store_n(&blk_->state, uint32_t(engine::kEngineHalted), __ATOMIC_RELEASE);
+  engine::ErrorRecord r{};
+  r.code = engine::kEngineInjected;
+  r.source = engine::kSourceDma;
+  r.engine = index_;
+  r.queue = engine::kQueueFirmware;
+  errors_.post(r);
+  store_release(&ctl->inject_ack, seq);
+  return true;
+}
+
+bool DmaEngine::has_work() const {
+  if (__atomic_load_n(&blk_->config.config_gen, __ATOMIC_ACQUIRE) != config_seen_) return true;
+  if (load_acquire(&mem_.control()->inject_seq) != inject_seen_) return true;
+  if (halted_) return false;
+  if (fw_queue_.has_work()) return true;
+  for (uint32_t q = 0; q < kMaxQueues; ++q) {
+    if ((host_mask_ & (1u << q)) && host_[q].has_work()) return true;
+  }
+  return false;
+}
+
+void DmaEngine::publish_stats(uint64_t busy_ns, uint64_t bytes, uint32_t descriptors, uint32_t chains,
+                              uint32_t errors, bool fw_irq, bool host_irq) {
+  stats_.begin();
+  stats_->units += chains;
+  stats_->descriptors += descriptors;
+  stats_->bytes += bytes;
+  stats_->errors += errors;
+  stats_->busy_ns += busy_ns;
+  stats_->modeled_ns += modeled_ns(bytes, props_.dma_bytes_per_s);
+  stats_->irqs += fw_irq ? 1 : 0;
+  stats_->host_irqs += host_irq ? 1 : 0;
+  stats_.end();
+}
+
+DmaPass DmaEngine::run_pass() {
+  DmaPass p;
+  if (__atomic_load_n(&blk_->config.config_gen, __ATOMIC_ACQUIRE) != config_seen_) {
+    apply_config();
+    p.worked = true;
+  }
+  if (check_inject()) p.worked = true;
+  if (halted_) return p;
+
+  mpu_.refresh(mem_.mpu());
+  const uint64_t t0 = clock_();
+  Counting copier;
+  pass_errors_ = 0;
+  bool fw_irq = false, host_irq = false, host_activity = false;
+  auto serve = [&](Queue& q, uint32_t queue_id) {
+    current_queue_ = queue_id;
+    const uint64_t bytes0 = copier.bytes;
+    uint32_t taken = 0;
+    for (;;) {
+      const PollResult r = q.poll(map_, copier, 8);
+      taken += r.descriptors;
+      p.descriptors += r.descriptors;
+      p.completions += r.completions;
+      if (r.irq) (queue_id == engine::kQueueFirmware ? fw_irq : host_irq) = true;
+      if (queue_id != engine::kQueueFirmware && (r.descriptors || r.completions)) host_activity = true;
+      if (r.descriptors < 8 || taken >= budget_.descriptors || copier.bytes - bytes0 >= budget_.bytes) break;
+    }
+  };
+  serve(fw_queue_, engine::kQueueFirmware);
+  for (uint32_t q = 0; q < kMaxQueues; ++q) {
+    if (host_mask_ & (1u << q)) serve(host_[q], q);
+  }
+  // Every chain of this pass was checked against this generation or a
+  // newer one: an older table can no longer matter to anything in flight.
+  const uint32_t gen = mpu_.generation();
+  engine::MpuHeader& mh = mem_.mpu()->header;
+  if (load_acquire(&mh.dma_ack[index_]) != gen) store_release(&mh.dma_ack[index_], gen);
+
+  if (p.descriptors || p.completions) {
+    p.worked = true;
+    const bool armed_host = __atomic_load_n(&blk_->config.host_irq_armed, __ATOMIC_ACQUIRE) != 0;
+    const bool fw_vector = fw_irq || (host_activity && armed_host);
+    publish_stats(clock_() - t0, copier.bytes, p.descriptors, p.completions, pass_errors_, fw_vector, host_irq);
+    if (host_irq) signals_.host_irq();
+    if (fw_vector) signals_.chip_irq(uint16_t(engine::kVectorDma0 + index_));
+  }
+  return p;
+}
+
+}  // namespace vtrn::hw
