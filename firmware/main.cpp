@@ -1,18 +1,23 @@
-// fw_main: the boot sequence of one vtrn chip and its event loop.
+// fw_main: the boot sequence of one vtrn chip and its event loop, over the
+// service table (firmware/services.cpp). main brings up what every service
+// stands on and names none of them.
 //
 // Order matters and each step depends on the previous one: MMU (libfdt and
 // picolibc need Normal memory) -> console (from the platform DTB) -> the
 // rest of the platform DTB -> timer, GIC -> PCIe and the host-interface
 // function -> BAR2 header BOOTING + log ring -> board DTB (what this chip
-// is; parsed after BAR2 so a bad board is reported to the host) -> DMA
-// region and queues (firmware/dma) -> control service -> READY + boot
-// event. Every failure stops in fw::panic with a reason naming what was
-// wrong.
+// is; parsed after BAR2 so a bad board is reported to the host) -> every
+// service's init, in table order -> periodic timer, telemetry -> READY ->
+// every service's on_ready (the boot event). Every failure stops in
+// fw::panic with a reason naming what was wrong.
 //
 // The event loop never busy-waits: interrupt handlers only count and set
-// flags, the loop does the work, and when there is none it sleeps in WFI
-// with IRQs masked (a pending IRQ still wakes it; unmasking then takes it),
-// which closes the race between "checked for work" and "went to sleep".
+// flags, the loop does the work (each service's poll, and on a tick each
+// service's tick and the telemetry), and when no service has work it sleeps
+// in WFI with IRQs masked (a pending IRQ still wakes it; unmasking then
+// takes it), which closes the race between "checked for work" and "went to
+// sleep". The timer is armed for the earliest of the next tick and every
+// service's next_wake_ns.
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,21 +25,14 @@
 #include "fw/arch.h"
 #include "fw/console.h"
 #include "fw/ctrl_dispatch.h"
-#include "fw/ctrl_service.h"
-#include "fw/dma_service.h"
-#include "fw/hbm_service.h"  // ---- HBM ----
-#include "fw/jobs_service.h"  // ---- jobs ----
 #include "fw/exceptions.h"
 #include "fw/host_interface.h"
-#include "fw/links_service.h"  // ---- links ----
-#include "fw/collectives_service.h"  // ---- collectives (links) ----
 #include "fw/log.h"
 #include "fw/mmu.h"
 #include "fw/panic.h"
-#include "fw/pb_arena.h"
-#include "fw/power_service.h"  // ---- power ----
-#include "fw/reliability.h"  // ---- reliability ----
 #include "fw/platform.h"
+#include "fw/service.h"
+#include "fw/services.h"
 #include "hal/gic.h"
 #include "hal/ivshmem.h"
 #include "hal/pcie.h"
@@ -74,11 +72,6 @@ hal::ivshmem::IvshmemDoorbell g_doorbell;
 bool g_have_doorbell = false;
 hostif::HostInterface g_hostif;
 ctrl::ChipFacts g_facts;
-alignas(16) uint8_t g_arena_buffer[16384];
-pb::Arena g_arena(g_arena_buffer, sizeof g_arena_buffer);
-ctrl::Service g_ctrl;
-dma::Service g_dma;  // firmware/dma
-power::Service g_power;  // ---- power (firmware/power) ----
 
 // Shared between IRQ handlers and the loop; the loop only reads them with
 // IRQs masked or through atomics.
@@ -89,43 +82,18 @@ uint64_t g_period_ticks = 0;
 uint64_t g_next_deadline = 0;
 uint64_t g_idle_ticks = 0;
 
-class ChipBackend final : public ctrl::Backend {
- private:
-  uint64_t do_uptime_ns() override { return arch::now_ns(); }
-  void do_set_log_level(uint32_t level) override {
-    (void)logging::set_level(level);
-    log(kLogInfo, "log: level set to %u by host", unsigned(level));
-  }
-  // Service requests: one line per service, each owning its oneof range.
-  bool do_serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena& arena,
-                char* error, size_t error_cap) override {
-    if (g_power.serve(req, resp, arena, error, error_cap)) return true;  // ---- power ----
-    if (hbm::serve(req, resp, arena, error, error_cap)) return true;  // ---- HBM ----
-    // ---- reliability ----
-    if (reliability::serve(req, resp, arena, error, error_cap, g_hostif.heartbeat())) return true;
-    // ---- end reliability ----
-    if (links::serve(req, resp, arena, error, error_cap)) return true;  // ---- links ----
-    if (collectives::serve(req, resp, arena, error, error_cap)) return true;  // ---- collectives ----
-    if (jobs::serve(req, resp, arena, error, error_cap)) return true;  // ---- jobs ----
-    return false;
-  }
-};
-ChipBackend g_backend;
-ctrl::Dispatcher g_dispatcher(g_facts, g_backend, g_arena);
-
 void on_timer(uint32_t, void*) {
   ++g_timer_irqs;
   // Drift-free period: the next deadline follows the previous one, not
   // "now"; after a long stall (a paused VM) skip missed ticks instead of
   // firing a burst.
   const uint64_t now = arch::now_ticks();
-  // ---- links: the loop may arm the timer before the period ends (link
-  // polling); such an early IRQ only wakes the loop and is not a tick ----
+  // The loop may arm the timer before the period ends (a service's
+  // next_wake_ns); such an early IRQ only wakes the loop and is not a tick.
   if (now < g_next_deadline) {
     if (g_timer.arm_at(g_next_deadline) != hal::Status::kOk) g_timer.disarm();
     return;
   }
-  // ---- end links ----
   g_next_deadline += g_period_ticks;
   if (g_next_deadline <= now) g_next_deadline = now + g_period_ticks;
   if (g_timer.arm_at(g_next_deadline) != hal::Status::kOk) {
@@ -178,10 +146,10 @@ void load_board() {
           (unsigned long long)lo, (unsigned long long)size);
   }
   const void* fdt = reinterpret_cast<const void*>(uintptr_t(lo));
-  vtrn::board::Result r = vtrn::board::parse_board(fdt, size_t(size), &g_board);
-  if (!r.ok()) panic(kPanicBoard, "%s", r.message);
+  vtrn::Error r = vtrn::board::parse_board(fdt, size_t(size), &g_board);
+  if (!r.ok()) panic(kPanicBoard, "%s", r.detail());
   r = vtrn::board::parse_chip(fdt, size_t(size), p.chip_id, &g_chip);
-  if (!r.ok()) panic(kPanicBoard, "%s", r.message);
+  if (!r.ok()) panic(kPanicBoard, "%s", r.detail());
 }
 
 void init_interrupts() {
@@ -254,8 +222,11 @@ hal::ivshmem::SharedMemory init_pcie() {
   return shm;
 }
 
-void ring_host(uint16_t vector) {
-  if (g_have_doorbell) (void)g_doorbell.ring(vtrn::hostif::kHostPeerId, vector);
+void ring_host(Vectors vectors) {
+  if (!g_have_doorbell) return;
+  for (uint16_t v = 0; vectors != 0; ++v, vectors >>= 1) {
+    if (vectors & 1u) (void)g_doorbell.ring(vtrn::hostif::kHostPeerId, v);
+  }
 }
 
 void fill_facts(uint64_t bar2_size) {
@@ -282,102 +253,6 @@ void fill_facts(uint64_t bar2_size) {
   f.gic_version = 2;
 }
 
-// ---- DMA (firmware/dma): HBM above the firmware's RAM, queues in BAR2 ----
-void init_dma(const hal::ivshmem::SharedMemory& bar2) {
-  dma::ServiceConfig c;
-  c.bar2 = reinterpret_cast<uint8_t*>(uintptr_t(bar2.cpu_base));
-  c.bar2_size = bar2.size;
-  c.queues = g_chip.dma_queues;
-  c.depth = g_chip.dma_queue_depth;
-  c.hbm.ram_base = g_platform.ram.base;
-  c.hbm.ram_size = g_platform.ram.size;
-  c.hbm.hbm_bytes = g_chip.hbm.total_bytes();
-  const uint64_t image_end = reinterpret_cast<uintptr_t>(__image_end);
-  const uint64_t board_end = g_platform.board_address + g_platform.board_size;
-  c.hbm.firmware_end = image_end > board_end ? image_end : board_end;
-  g_dma.init(c);
-}
-// ---- end DMA ----
-
-// ---- HBM (firmware/hbm): the manager over the range the DMA service uses ----
-void init_hbm() {
-  dma::HbmInputs in;
-  in.ram_base = g_platform.ram.base;
-  in.ram_size = g_platform.ram.size;
-  in.hbm_bytes = g_chip.hbm.total_bytes();
-  const uint64_t image_end = reinterpret_cast<uintptr_t>(__image_end);
-  const uint64_t board_end = g_platform.board_address + g_platform.board_size;
-  in.firmware_end = image_end > board_end ? image_end : board_end;
-  dma::HbmRange r;
-  char err[160];
-  if (!dma::derive_hbm(in, &r, err, sizeof err)) panic(kPanicPlatform, "%s", err);
-  hbm::init(g_chip, r.base, r.size, g_hostif.header());
-  // From now on DMA reaches only live, unpoisoned allocations.
-  g_dma.set_hbm_policy(hbm::dma_policy());
-  uint64_t remap_base = 0, remap_bytes = 0;  // stitched allocations' device addresses
-  hbm::remap_window(&remap_base, &remap_bytes);
-  g_dma.set_remap_window(remap_base, remap_bytes);
-}
-
-bool send_hbm_event(const hbm::EccRecord& r) {
-  Vtrn__Ctrl__HbmEccEvent body = VTRN__CTRL__HBM_ECC_EVENT__INIT;
-  hbm::fill_ecc_event(r, &body);
-  Vtrn__Ctrl__Event ev = VTRN__CTRL__EVENT__INIT;
-  ev.body_case = VTRN__CTRL__EVENT__BODY_HBM_ECC;
-  ev.hbm_ecc = &body;
-  return g_ctrl.send_event(ev);
-}
-// ---- end HBM ----
-
-// ---- power (firmware/power): model, governor, D0/D3hot, BAR2 power block ----
-void init_power(const hal::ivshmem::SharedMemory& bar2) {
-  power::ServiceConfig c;
-  c.header = g_hostif.header();
-  c.bar2 = reinterpret_cast<uint8_t*>(uintptr_t(bar2.cpu_base));
-  c.bar2_size = bar2.size;
-  c.chip = &g_chip;
-  c.board_fdt = reinterpret_cast<const void*>(uintptr_t(g_platform.board_address));
-  c.board_size = size_t(g_platform.board_size);
-  c.gic = &g_gic;
-  c.timer_intid = g_platform.virt_timer_intid;
-  g_power.init(c);
-}
-// ---- end power ----
-
-// ---- links (firmware/links): one port per ivshmem-plain function ----
-void init_links(const hal::ivshmem::SharedMemory& bar2) {
-  const uint32_t fns = links::attach_pcie(g_ecam, g_topology);
-  log(kLogDebug, "links: %u link functions on the bus", unsigned(fns));
-  links::init(g_chip, reinterpret_cast<uint8_t*>(uintptr_t(bar2.cpu_base + vtrn::hostif::kLinksOffset)),
-              vtrn::hostif::kLinksSize, arch::now_ns());
-  g_hostif.header()->capabilities = g_hostif.header()->capabilities | vtrn::hostif::kCapLinks;
-}
-
-// Called with IRQs masked right before WFI: wakes the loop for the next
-// link poll when that comes before the next tick.
-void arm_for_links() {
-  const uint64_t due_ns = links::next_poll_ns();
-  if (due_ns == UINT64_MAX) return;
-  const uint64_t now_ns = arch::now_ns();
-  const uint64_t wait_ticks = due_ns > now_ns ? g_timer.ns_to_ticks(due_ns - now_ns) : 0;
-  const uint64_t at = arch::now_ticks() + wait_ticks;
-  if (at < g_next_deadline) (void)g_timer.arm_at(at);
-}
-// ---- end links ----
-
-// ---- jobs (firmware/jobs): NeuronCores 1..N-1 come up as executors ----
-void init_jobs(const hal::ivshmem::SharedMemory& bar2) {
-  jobs::ServiceConfig c;
-  c.bar2 = reinterpret_cast<uint8_t*>(uintptr_t(bar2.cpu_base));
-  c.bar2_size = bar2.size;
-  c.header = g_hostif.header();
-  c.neuron_cores = g_chip.neuron_cores;
-  (void)jobs::init(c, g_platform, &g_gic);
-}
-
-bool send_job_event(const Vtrn__Ctrl__Event& ev) { return g_ctrl.send_event(ev); }
-// ---- end jobs ----
-
 void print_banner() {
   const vtrn::board::Chip& c = g_chip;
   log(kLogInfo, "chip %u (%s) of board \"%s\": %u NeuronCores, HBM %u x %llu MiB "
@@ -392,6 +267,14 @@ void print_banner() {
   }
 }
 
+// The first byte above everything the firmware occupies: its image and the
+// board DTB (HBM must start above it).
+uint64_t firmware_end() {
+  const uint64_t image_end = reinterpret_cast<uintptr_t>(__image_end);
+  const uint64_t board_end = g_platform.board_address + g_platform.board_size;
+  return image_end > board_end ? image_end : board_end;
+}
+
 void refresh_telemetry() {
   vtrn::hostif::Telemetry t{};
   t.uptime_ns = arch::now_ns();
@@ -402,19 +285,56 @@ void refresh_telemetry() {
   t.irq_count = irq::count();
   t.doorbell_irq_count = __atomic_load_n(&g_doorbell_irqs, __ATOMIC_RELAXED);
   t.timer_irq_count = __atomic_load_n(&g_timer_irqs, __ATOMIC_RELAXED);
-  t.ctrl_requests = g_dispatcher.requests();
-  t.ctrl_errors = g_dispatcher.errors();
-  t.events_sent = g_ctrl.events_sent();
   t.log_bytes = logging::ring_bytes();
-  const dma::Totals& d = g_dma.totals();  // firmware/dma
-  t.dma_descriptors = d.descriptors;
-  t.dma_completions = d.completions;
-  t.dma_bytes = d.bytes;
-  t.dma_busy_ns = d.busy_ns;
-  hbm::fill_telemetry(&t);  // ---- HBM ----
-  jobs::fill_telemetry(&t);  // ---- jobs ----
-  t.temperature_mc = g_power.die_temperature_mc();  // ---- power ----
+  for (Service* s : services()) s->fill_telemetry(&t);
   g_hostif.publish_telemetry(t);
+}
+
+// Boots every service in table order with what boot found.
+void init_services(const hal::ivshmem::SharedMemory& bar2) {
+  Boot b;
+  b.platform = &g_platform;
+  b.board = &g_board;
+  b.chip = &g_chip;
+  b.board_fdt = reinterpret_cast<const void*>(uintptr_t(g_platform.board_address));
+  b.board_size = size_t(g_platform.board_size);
+  b.hostif = &g_hostif;
+  b.bar2 = reinterpret_cast<uint8_t*>(uintptr_t(bar2.cpu_base));
+  b.bar2_size = bar2.size;
+  b.gic = &g_gic;
+  b.timer_intid = g_platform.virt_timer_intid;
+  b.ecam = &g_ecam;
+  b.topology = &g_topology;
+  b.firmware_end = firmware_end();
+  b.facts = &g_facts;
+  b.services = services();
+  for (Service* s : services()) s->init(b);
+}
+
+// With IRQs masked: true when the loop may sleep. Then the timer is armed
+// for the earliest service wake-up before the next tick.
+bool may_sleep(uint32_t ticks_seen) {
+  if (g_ticks_pending != ticks_seen) return false;
+  uint64_t due_ns = kNever;
+  for (Service* s : services()) {
+    if (s->has_work()) return false;
+    const uint64_t d = s->next_wake_ns();
+    if (d < due_ns) due_ns = d;
+  }
+  if (due_ns == kNever) return true;
+  const uint64_t now_ns = arch::now_ns();
+  if (due_ns <= now_ns) return false;
+  const uint64_t at = arch::now_ticks() + g_timer.ns_to_ticks(due_ns - now_ns);
+  if (at < g_next_deadline) (void)g_timer.arm_at(at);
+  return true;
+}
+
+[[noreturn]] void halt(const char* why) {
+  log(kLogInfo, "%s: halting", why);
+  g_hostif.set_state(vtrn::hostif::kStateHalted);
+  refresh_telemetry();
+  ring_host(vector(vtrn::hostif::kVectorLog));
+  arch::psci_system_off();
 }
 
 }  // namespace
@@ -473,13 +393,7 @@ extern "C" [[noreturn]] void fw_main() {
   }
 
   fill_facts(bar2.size);
-  init_dma(bar2);
-  init_hbm();  // ---- HBM ----
-  init_power(bar2);  // ---- power ----
-  init_links(bar2);  // ---- links ----
-  collectives::init();  // ---- collectives (links): frame client of the link ports ----
-  init_jobs(bar2);  // ---- jobs: after every mapping the executors use ----
-  g_ctrl.init(g_hostif.request_ring(), g_hostif.response_ring(), &g_dispatcher);
+  init_services(bar2);
 
   g_period_ticks = g_timer.ns_to_ticks(uint64_t(g_chip.telemetry_period_ms) * 1000000ull);
   g_next_deadline = arch::now_ticks() + g_period_ticks;
@@ -491,64 +405,28 @@ extern "C" [[noreturn]] void fw_main() {
   log(kLogInfo, "ready: boot generation %u, %llu us since reset, %llu us since entry",
       unsigned(g_hostif.boot_generation()), (unsigned long long)(ready_ns / 1000),
       (unsigned long long)((ready_ns - arch::ticks_to_ns(fw_entry_ticks)) / 1000));
-  if (!g_ctrl.send_boot_event(g_hostif.boot_generation(), ready_ns)) {
-    log(kLogErr, "ctrl: could not queue the boot event");
-  }
-  ring_host(vtrn::hostif::kVectorControl);
+  Vectors ready_vectors = 0;
+  for (Service* s : services()) ready_vectors |= s->on_ready(ready_ns);
+  ring_host(ready_vectors);
   arch::irq_enable();
 
   uint32_t ticks_seen = 0;
   for (;;) {
+    Turn turn;
     const uint32_t ticks = g_ticks_pending;
     if (ticks != ticks_seen) {
       ticks_seen = ticks;
+      turn.idle_ns = arch::ticks_to_ns(g_idle_ticks);
       g_hostif.beat();
-      g_power.refresh(arch::ticks_to_ns(g_idle_ticks), g_dma.totals().bytes);  // ---- power ----
-      jobs::tick();  // ---- jobs: timeouts, BAR2 job table ----
+      for (Service* s : services()) s->tick(turn);
       refresh_telemetry();
-      if (logging::take_new_lines()) ring_host(vtrn::hostif::kVectorLog);
+      if (logging::take_new_lines()) ring_host(vector(vtrn::hostif::kVectorLog));
     }
-    // ---- power: a control request or queued DMA is a resume trigger ----
-    if (g_ctrl.has_work()) g_power.note_activity();
-    // ---- end power ----
-    if (g_ctrl.poll() > 0) ring_host(vtrn::hostif::kVectorControl);
-    // ---- HBM ----
-    // ECC errors the last requests produced: logged, and an Event each.
-    if (hbm::service_events(send_hbm_event) > 0) ring_host(vtrn::hostif::kVectorControl);
-    // ---- end HBM ----
-    // ---- jobs: step advance, dispatch, end events; core 0 runs chunks only
-    // on a chip without secondary cores ----
-    if (jobs::poll(send_job_event)) ring_host(vtrn::hostif::kVectorControl);
-    // ---- collectives (links): the end event of a finished collective ----
-    if (collectives::poll(send_job_event)) ring_host(vtrn::hostif::kVectorControl);
-    jobs::run_on_service_core();
-    // ---- end jobs ----
-    // DMA: one bounded round-robin pass over the queues with work (firmware/dma).
-    // ---- power: no DMA pass unless the device is in D0 ----
-    if (g_dma.wants_run(irq::count())) g_power.note_activity();
-    g_power.poll();
-    if (power::device_active() && g_dma.run(irq::count())) ring_host(vtrn::hostif::kVectorDma);
-    // ---- end power ----
-    // ---- reliability ----
-    reliability::poll();  // an injected fault, once its response is out
-    // ---- end reliability ----
-    links::poll(arch::now_ns());  // ---- links: does nothing until a port is due ----
-    if (g_ctrl.shutdown_requested()) {
-      log(kLogInfo, "shutdown requested by the host: halting");
-      g_hostif.set_state(vtrn::hostif::kStateHalted);
-      refresh_telemetry();
-      ring_host(vtrn::hostif::kVectorLog);
-      arch::psci_system_off();
-    }
+    for (Service* s : services()) ring_host(s->poll(turn));
+    if (turn.halt != nullptr) halt(turn.halt);
 
     arch::irq_disable();
-    if (g_ticks_pending == ticks_seen && !g_ctrl.has_work() &&
-        !(power::device_active() && g_dma.wants_run(irq::count())) &&
-        !g_power.has_work() &&  // ---- power: in D3hot queued DMA waits ----
-        !jobs::has_work() &&  // ---- jobs ----
-        !collectives::has_work() &&  // ---- collectives ----
-        links::next_poll_ns() > arch::now_ns()) {  // ---- links ----
-      arm_for_links();  // ---- links ----
+    if (may_sleep(ticks_seen)) {
       const uint64_t t0 = arch::now_ticks();
       arch::wait_for_interrupt();
       g_idle_ticks += arch::now_ticks() - t0;

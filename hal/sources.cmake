@@ -4,6 +4,7 @@
 # VTRN_HAL_SOURCES plus exactly one of VTRN_HAL_QEMU_SOURCES or
 # VTRN_HAL_FAKE_SOURCES.
 set(VTRN_HAL_INCLUDES
+  ${VTRN_ROOT}/common/error/include
   ${VTRN_ROOT}/hal/mmio/include
   ${VTRN_ROOT}/hal/uart/include
   ${VTRN_ROOT}/hal/gic/include
@@ -43,6 +44,7 @@ set(VTRN_HAL_FAKE_SOURCES
 list(APPEND VTRN_HAL_INCLUDES
   ${VTRN_ROOT}/hal/copy/include
   ${VTRN_ROOT}/include
+  ${VTRN_ROOT}/common/hostif/include
   ${VTRN_ROOT}/common/dma/include)
 list(APPEND VTRN_HAL_SOURCES
   ${VTRN_ROOT}/hal/copy/src/copy.cpp

@@ -12,6 +12,7 @@ host_pkgs=(
   libfdt-dev libcmocka-dev protobuf-c-compiler libprotobuf-c-dev libcli11-dev
   nlohmann-json3-dev gdb-multiarch clang libclang-rt-14-dev python3
   libopenblas-dev
+  protobuf-compiler python3-protobuf python3-numpy python3-pytest
 )
 # libfdt-dev is not Multi-Arch: same, so its arm64 build cannot sit beside the
 # native one. The firmware needs only the static archives and headers, so the

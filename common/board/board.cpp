@@ -26,6 +26,9 @@
 namespace vtrn::board {
 namespace {
 
+using vtrn::Code;
+using vtrn::Error;
+
 // Generous caps on iteration over things the bindings do not bound: a node
 // with more properties or children than this is not a board we wrote.
 constexpr int kMaxPropsPerNode = 128;
@@ -59,33 +62,28 @@ void format_u64(char* buf, size_t cap, uint64_t v) {
   if (cap != 0) buf[i] = '\0';
 }
 
-__attribute__((format(printf, 3, 4))) bool fail_plain(Result* r, Error e, const char* fmt,
-                                                      ...) {
-  r->error = e;
+__attribute__((format(printf, 3, 4))) bool fail_plain(Error* r, Code c, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(r->message, sizeof(r->message), fmt, ap);
+  *r = Error::vformat(c, fmt, ap);
   va_end(ap);
   return false;
 }
 
 // Sets "<path>: <prop>: <text>" (or "<path>: <text>" without a property) and
 // returns false so callers can write `return fail(...)`.
-__attribute__((format(printf, 5, 6))) bool fail(Result* r, Error e, const Node& n,
+__attribute__((format(printf, 5, 6))) bool fail(Error* r, Code c, const Node& n,
                                                 const char* prop, const char* fmt, ...) {
-  r->error = e;
-  int used = prop != nullptr ? snprintf(r->message, sizeof(r->message), "%s: %s: ", n.path, prop)
-                             : snprintf(r->message, sizeof(r->message), "%s: ", n.path);
-  if (used < 0) used = 0;
-  if (static_cast<size_t>(used) >= sizeof(r->message)) return false;
+  char text[Error::kDetailCap];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(r->message + used, sizeof(r->message) - static_cast<size_t>(used), fmt, ap);
+  vsnprintf(text, sizeof text, fmt, ap);
   va_end(ap);
+  *r = prop != nullptr ? Error(c, "%s: %s: %s", n.path, prop, text) : Error(c, "%s: %s", n.path, text);
   return false;
 }
 
-#define VTRN_TRY(expr)         \
+#define PARSE_TRY(expr)        \
   do {                         \
     if (!(expr)) return false; \
   } while (0)
@@ -111,10 +109,10 @@ void join_path(Node* out, const Node& parent, const char* name, size_t name_len)
   out->path[at] = '\0';
 }
 
-bool make_child(const void* fdt, const Node& parent, int off, Node* out, Result* r) {
+bool make_child(const void* fdt, const Node& parent, int off, Node* out, Error* r) {
   int len = 0;
   const char* name = fdt_get_name(fdt, off, &len);
-  if (name == nullptr) return fail(r, Error::kBadTree, parent, nullptr, "unreadable child node: %s",
+  if (name == nullptr) return fail(r, Code::kBadTree, parent, nullptr, "unreadable child node: %s",
                                    fdt_strerror(len));
   out->off = off;
   join_path(out, parent, name, static_cast<size_t>(len));
@@ -125,60 +123,60 @@ bool make_child(const void* fdt, const Node& parent, int off, Node* out, Result*
 // rather than resolved to the first copy: dtc cannot produce that, so the
 // blob was made by hand and the two sides could disagree about it.
 bool lookup(const void* fdt, const Node& n, const char* name, const uint8_t** data, int* len,
-            bool* present, Result* r) {
+            bool* present, Error* r) {
   *present = false;
   int count = 0;
   int off;
   fdt_for_each_property_offset(off, fdt, n.off) {
     if (++count > kMaxPropsPerNode)
-      return fail(r, Error::kTooMany, n, nullptr, "more than %d properties", kMaxPropsPerNode);
+      return fail(r, Code::kTooMany, n, nullptr, "more than %d properties", kMaxPropsPerNode);
     const char* pname = nullptr;
     int plen = 0;
     const void* pdata = fdt_getprop_by_offset(fdt, off, &pname, &plen);
     if (pdata == nullptr || pname == nullptr)
-      return fail(r, Error::kBadTree, n, nullptr, "unreadable property: %s", fdt_strerror(plen));
+      return fail(r, Code::kBadTree, n, nullptr, "unreadable property: %s", fdt_strerror(plen));
     // libfdt returns a stored length above INT_MAX as a negative one.
-    if (plen < 0) return fail(r, Error::kBadTree, n, pname, "length %d", plen);
+    if (plen < 0) return fail(r, Code::kBadTree, n, pname, "length %d", plen);
     if (strcmp(pname, name) != 0) continue;
-    if (*present) return fail(r, Error::kDuplicate, n, name, "appears twice");
+    if (*present) return fail(r, Code::kDuplicate, n, name, "appears twice");
     *present = true;
     *data = static_cast<const uint8_t*>(pdata);
     *len = plen;
   }
   if (off != -FDT_ERR_NOTFOUND)
-    return fail(r, Error::kBadTree, n, nullptr, "corrupt property list: %s", fdt_strerror(off));
+    return fail(r, Code::kBadTree, n, nullptr, "corrupt property list: %s", fdt_strerror(off));
   return true;
 }
 
 bool require(const void* fdt, const Node& n, const char* name, const uint8_t** data, int* len,
-             Result* r) {
+             Error* r) {
   bool present = false;
-  VTRN_TRY(lookup(fdt, n, name, data, len, &present, r));
-  if (!present) return fail(r, Error::kMissingProperty, n, name, "missing");
+  PARSE_TRY(lookup(fdt, n, name, data, len, &present, r));
+  if (!present) return fail(r, Code::kMissingProperty, n, name, "missing");
   return true;
 }
 
 bool decode_u32(const Node& n, const char* name, const uint8_t* data, int len, uint32_t* v,
-                Result* r) {
+                Error* r) {
   if (len != 4)
-    return fail(r, Error::kBadProperty, n, name, "length %d, expected 4 (one u32 cell)", len);
+    return fail(r, Code::kBadProperty, n, name, "length %d, expected 4 (one u32 cell)", len);
   *v = fdt32_ld(reinterpret_cast<const fdt32_t*>(data));
   return true;
 }
 
-bool read_u32(const void* fdt, const Node& n, const char* name, uint32_t* v, Result* r) {
+bool read_u32(const void* fdt, const Node& n, const char* name, uint32_t* v, Error* r) {
   const uint8_t* data = nullptr;
   int len = 0;
-  VTRN_TRY(require(fdt, n, name, &data, &len, r));
+  PARSE_TRY(require(fdt, n, name, &data, &len, r));
   return decode_u32(n, name, data, len, v, r);
 }
 
 bool read_u32_optional(const void* fdt, const Node& n, const char* name, uint32_t fallback,
-                       uint32_t* v, Result* r) {
+                       uint32_t* v, Error* r) {
   const uint8_t* data = nullptr;
   int len = 0;
   bool present = false;
-  VTRN_TRY(lookup(fdt, n, name, &data, &len, &present, r));
+  PARSE_TRY(lookup(fdt, n, name, &data, &len, &present, r));
   if (!present) {
     *v = fallback;
     return true;
@@ -187,19 +185,19 @@ bool read_u32_optional(const void* fdt, const Node& n, const char* name, uint32_
 }
 
 bool read_u32_range(const void* fdt, const Node& n, const char* name, uint32_t lo, uint32_t hi,
-                    uint32_t* v, Result* r) {
-  VTRN_TRY(read_u32(fdt, n, name, v, r));
+                    uint32_t* v, Error* r) {
+  PARSE_TRY(read_u32(fdt, n, name, v, r));
   if (*v < lo || *v > hi)
-    return fail(r, Error::kBadProperty, n, name, "%u out of range %u..%u", *v, lo, hi);
+    return fail(r, Code::kBadProperty, n, name, "%u out of range %u..%u", *v, lo, hi);
   return true;
 }
 
-bool read_u64(const void* fdt, const Node& n, const char* name, uint64_t* v, Result* r) {
+bool read_u64(const void* fdt, const Node& n, const char* name, uint64_t* v, Error* r) {
   const uint8_t* data = nullptr;
   int len = 0;
-  VTRN_TRY(require(fdt, n, name, &data, &len, r));
+  PARSE_TRY(require(fdt, n, name, &data, &len, r));
   if (len != 8)
-    return fail(r, Error::kBadProperty, n, name,
+    return fail(r, Code::kBadProperty, n, name,
                 "length %d, expected 8 (one u64, /bits/ 64 or two cells)", len);
   *v = fdt64_ld(reinterpret_cast<const fdt64_t*>(data));
   return true;
@@ -209,20 +207,20 @@ bool read_u64(const void* fdt, const Node& n, const char* name, uint64_t* v, Res
 // empty, printable ASCII (it ends up in logs, JSON and panic records), and
 // short enough for a kNameLen field.
 bool read_string(const void* fdt, const Node& n, const char* name, char* out, size_t cap,
-                 Result* r) {
+                 Error* r) {
   const uint8_t* data = nullptr;
   int len = 0;
-  VTRN_TRY(require(fdt, n, name, &data, &len, r));
+  PARSE_TRY(require(fdt, n, name, &data, &len, r));
   if (len < 1 || data[len - 1] != '\0')
-    return fail(r, Error::kBadProperty, n, name, "not a NUL-terminated string");
+    return fail(r, Code::kBadProperty, n, name, "not a NUL-terminated string");
   size_t chars = static_cast<size_t>(len) - 1;
-  if (chars == 0) return fail(r, Error::kBadProperty, n, name, "empty string");
+  if (chars == 0) return fail(r, Code::kBadProperty, n, name, "empty string");
   if (chars + 1 > cap)
-    return fail(r, Error::kBadProperty, n, name, "%lu characters, at most %lu allowed",
+    return fail(r, Code::kBadProperty, n, name, "%lu characters, at most %lu allowed",
                 static_cast<unsigned long>(chars), static_cast<unsigned long>(cap - 1));
   for (size_t i = 0; i < chars; ++i) {
     if (data[i] < 0x20 || data[i] > 0x7e)
-      return fail(r, Error::kBadProperty, n, name,
+      return fail(r, Code::kBadProperty, n, name,
                   "byte %lu is 0x%02x: one printable ASCII string expected",
                   static_cast<unsigned long>(i), data[i]);
   }
@@ -230,14 +228,14 @@ bool read_string(const void* fdt, const Node& n, const char* name, char* out, si
   return true;
 }
 
-bool check_compatible(const void* fdt, const Node& n, const char* want, Result* r) {
+bool check_compatible(const void* fdt, const Node& n, const char* want, Error* r) {
   const uint8_t* data = nullptr;
   int len = 0;
-  VTRN_TRY(require(fdt, n, "compatible", &data, &len, r));
+  PARSE_TRY(require(fdt, n, "compatible", &data, &len, r));
   if (len < 1 || data[len - 1] != '\0')
-    return fail(r, Error::kBadProperty, n, "compatible", "not a NUL-terminated string list");
+    return fail(r, Code::kBadProperty, n, "compatible", "not a NUL-terminated string list");
   if (fdt_stringlist_contains(reinterpret_cast<const char*>(data), len, want) == 0)
-    return fail(r, Error::kBadProperty, n, "compatible", "must contain \"%s\"", want);
+    return fail(r, Code::kBadProperty, n, "compatible", "must contain \"%s\"", want);
   return true;
 }
 
@@ -245,60 +243,60 @@ bool check_compatible(const void* fdt, const Node& n, const char* want, Result* 
 // (DT spec 2.2.1), so chip 10 is "chip@a". A mismatch usually means a node
 // was copied and only one of the two numbers edited.
 bool check_unit_address(const void* fdt, const Node& n, const char* prefix, uint32_t reg,
-                        Result* r) {
+                        Error* r) {
   char expected[24];
   int want = snprintf(expected, sizeof(expected), "%s@%x", prefix, reg);
   int len = 0;
   const char* name = fdt_get_name(fdt, n.off, &len);
   if (name == nullptr)
-    return fail(r, Error::kBadTree, n, nullptr, "unreadable node name: %s", fdt_strerror(len));
+    return fail(r, Code::kBadTree, n, nullptr, "unreadable node name: %s", fdt_strerror(len));
   if (len != want || memcmp(name, expected, static_cast<size_t>(want)) != 0)
-    return fail(r, Error::kBadProperty, n, "reg", "%u requires node name %s", reg, expected);
+    return fail(r, Code::kBadProperty, n, "reg", "%u requires node name %s", reg, expected);
   return true;
 }
 
 // Reads reg (one cell, the parent has #address-cells = 1 and #size-cells =
 // 0), range-checks it; the caller checks duplicates and then the unit address.
-bool read_reg(const void* fdt, const Node& n, uint32_t max, uint32_t* reg, Result* r) {
+bool read_reg(const void* fdt, const Node& n, uint32_t max, uint32_t* reg, Error* r) {
   return read_u32_range(fdt, n, "reg", 0, max, reg, r);
 }
 
 // Finds the child called exactly `name` (no unit address); two such children
 // are rejected for the same reason as duplicate properties.
 bool find_child(const void* fdt, const Node& parent, const char* name, Node* out, bool* present,
-                Result* r) {
+                Error* r) {
   *present = false;
   size_t want = strlen(name);
   int count = 0;
   int child;
   fdt_for_each_subnode(child, fdt, parent.off) {
     if (++count > kMaxChildrenPerNode)
-      return fail(r, Error::kTooMany, parent, nullptr, "more than %d child nodes",
+      return fail(r, Code::kTooMany, parent, nullptr, "more than %d child nodes",
                   kMaxChildrenPerNode);
     int len = 0;
     const char* cname = fdt_get_name(fdt, child, &len);
     if (cname == nullptr)
-      return fail(r, Error::kBadTree, parent, nullptr, "unreadable child node: %s",
+      return fail(r, Code::kBadTree, parent, nullptr, "unreadable child node: %s",
                   fdt_strerror(len));
     if (static_cast<size_t>(len) != want || memcmp(cname, name, want) != 0) continue;
-    if (*present) return fail(r, Error::kDuplicate, parent, nullptr, "two \"%s\" nodes", name);
+    if (*present) return fail(r, Code::kDuplicate, parent, nullptr, "two \"%s\" nodes", name);
     *present = true;
-    VTRN_TRY(make_child(fdt, parent, child, out, r));
+    PARSE_TRY(make_child(fdt, parent, child, out, r));
   }
   if (child != -FDT_ERR_NOTFOUND)
-    return fail(r, Error::kBadTree, parent, nullptr, "corrupt node list: %s", fdt_strerror(child));
+    return fail(r, Code::kBadTree, parent, nullptr, "corrupt node list: %s", fdt_strerror(child));
   return true;
 }
 
 // Containers of reg-addressed children must say how reg is encoded; we only
 // accept the one encoding the bindings define rather than guessing from the
 // DT defaults (2 and 1), which would make every reg three cells long.
-bool check_cells(const void* fdt, const Node& n, Result* r) {
+bool check_cells(const void* fdt, const Node& n, Error* r) {
   uint32_t v = 0;
-  VTRN_TRY(read_u32(fdt, n, "#address-cells", &v, r));
-  if (v != 1) return fail(r, Error::kBadProperty, n, "#address-cells", "%u, must be 1", v);
-  VTRN_TRY(read_u32(fdt, n, "#size-cells", &v, r));
-  if (v != 0) return fail(r, Error::kBadProperty, n, "#size-cells", "%u, must be 0", v);
+  PARSE_TRY(read_u32(fdt, n, "#address-cells", &v, r));
+  if (v != 1) return fail(r, Code::kBadProperty, n, "#address-cells", "%u, must be 1", v);
+  PARSE_TRY(read_u32(fdt, n, "#size-cells", &v, r));
+  if (v != 0) return fail(r, Code::kBadProperty, n, "#size-cells", "%u, must be 0", v);
   return true;
 }
 
@@ -306,34 +304,34 @@ bool check_cells(const void* fdt, const Node& n, Result* r) {
 // up front so the diagnosis does not depend on node order: a 17th port is
 // "too many ports" even when it comes first and has a bad reg of its own.
 bool check_child_count(const void* fdt, const Node& parent, uint32_t cap, const char* what,
-                       Result* r) {
+                       Error* r) {
   uint32_t n = 0;
   int child;
   fdt_for_each_subnode(child, fdt, parent.off) {
-    if (++n > cap) return fail(r, Error::kTooMany, parent, nullptr, "more than %u %s", cap, what);
+    if (++n > cap) return fail(r, Code::kTooMany, parent, nullptr, "more than %u %s", cap, what);
   }
   if (child != -FDT_ERR_NOTFOUND)
-    return fail(r, Error::kBadTree, parent, nullptr, "corrupt node list: %s", fdt_strerror(child));
+    return fail(r, Code::kBadTree, parent, nullptr, "corrupt node list: %s", fdt_strerror(child));
   return true;
 }
 
-bool check_header(const void* fdt, size_t size, Result* r) {
-  if (fdt == nullptr) return fail_plain(r, Error::kBadTree, "board: no buffer");
+bool check_header(const void* fdt, size_t size, Error* r) {
+  if (fdt == nullptr) return fail_plain(r, Code::kBadTree, "board: no buffer");
   if (size < sizeof(fdt_header))
-    return fail_plain(r, Error::kBadTree, "board: %lu bytes, smaller than a DTB header",
+    return fail_plain(r, Code::kBadTree, "board: %lu bytes, smaller than a DTB header",
                       static_cast<unsigned long>(size));
   int err = fdt_check_header(fdt);
-  if (err != 0) return fail_plain(r, Error::kBadTree, "board: bad DTB header: %s", fdt_strerror(err));
+  if (err != 0) return fail_plain(r, Code::kBadTree, "board: bad DTB header: %s", fdt_strerror(err));
   if (fdt_totalsize(fdt) > size)
-    return fail_plain(r, Error::kBadTree, "board: DTB totalsize %u exceeds the %lu-byte buffer",
+    return fail_plain(r, Code::kBadTree, "board: DTB totalsize %u exceeds the %lu-byte buffer",
                       fdt_totalsize(fdt), static_cast<unsigned long>(size));
   // fdt_check_header accepts versions down to 2, but libfdt 1.6.1's
   // fdt_check_full dereferences a NULL root name on pre-16 blobs (found by
   // fuzzing). dtc and libfdt's writers emit 17; nothing older is a vtrn board.
   if (fdt_version(fdt) < 17)
-    return fail_plain(r, Error::kBadTree, "board: DTB version %u, 17 required", fdt_version(fdt));
+    return fail_plain(r, Code::kBadTree, "board: DTB version %u, 17 required", fdt_version(fdt));
   err = fdt_check_full(fdt, size);
-  if (err != 0) return fail_plain(r, Error::kBadTree, "board: corrupt DTB: %s", fdt_strerror(err));
+  if (err != 0) return fail_plain(r, Code::kBadTree, "board: corrupt DTB: %s", fdt_strerror(err));
   return true;
 }
 
@@ -350,45 +348,45 @@ struct ChipsWalk {
 // Shared by parse_board and parse_chip, so the firmware gets every board-level
 // check (root compatible, model, distinct and dense chip ids) even when it only
 // asks for its own chip.
-bool walk_board(const void* fdt, size_t size, ChipsWalk* w, Result* r) {
-  VTRN_TRY(check_header(fdt, size, r));
+bool walk_board(const void* fdt, size_t size, ChipsWalk* w, Error* r) {
+  PARSE_TRY(check_header(fdt, size, r));
   Node root = root_node();
-  VTRN_TRY(check_compatible(fdt, root, "vtrn,board", r));
+  PARSE_TRY(check_compatible(fdt, root, "vtrn,board", r));
   char model[kNameLen] = {};
-  VTRN_TRY(read_string(fdt, root, "model", model, sizeof(model), r));
+  PARSE_TRY(read_string(fdt, root, "model", model, sizeof(model), r));
   if (w->board != nullptr) memcpy(w->board->model, model, sizeof(model));
 
   bool present = false;
-  VTRN_TRY(find_child(fdt, root, "chips", &w->chips, &present, r));
+  PARSE_TRY(find_child(fdt, root, "chips", &w->chips, &present, r));
   if (!present) {
     Node missing;
     snprintf(missing.path, sizeof(missing.path), "/chips");
-    return fail(r, Error::kMissingNode, missing, nullptr, "missing");
+    return fail(r, Code::kMissingNode, missing, nullptr, "missing");
   }
-  VTRN_TRY(check_cells(fdt, w->chips, r));
-  VTRN_TRY(check_child_count(fdt, w->chips, kMaxChips, "chips", r));
+  PARSE_TRY(check_cells(fdt, w->chips, r));
+  PARSE_TRY(check_child_count(fdt, w->chips, kMaxChips, "chips", r));
 
   uint32_t seen[kMaxChips / 32] = {};
   int child;
   fdt_for_each_subnode(child, fdt, w->chips.off) {
     if (w->count == kMaxChips)
-      return fail(r, Error::kTooMany, w->chips, nullptr, "more than %u chips", kMaxChips);
+      return fail(r, Code::kTooMany, w->chips, nullptr, "more than %u chips", kMaxChips);
     Node cn;
-    VTRN_TRY(make_child(fdt, w->chips, child, &cn, r));
-    VTRN_TRY(check_compatible(fdt, cn, "vtrn,chip", r));
+    PARSE_TRY(make_child(fdt, w->chips, child, &cn, r));
+    PARSE_TRY(check_compatible(fdt, cn, "vtrn,chip", r));
     uint32_t id = 0;
-    VTRN_TRY(read_reg(fdt, cn, kMaxChips - 1, &id, r));
+    PARSE_TRY(read_reg(fdt, cn, kMaxChips - 1, &id, r));
     if ((seen[id / 32] >> (id % 32)) & 1u)
-      return fail(r, Error::kDuplicate, cn, "reg", "chip %u is already defined", id);
+      return fail(r, Code::kDuplicate, cn, "reg", "chip %u is already defined", id);
     seen[id / 32] |= 1u << (id % 32);
-    VTRN_TRY(check_unit_address(fdt, cn, "chip", id, r));
+    PARSE_TRY(check_unit_address(fdt, cn, "chip", id, r));
     ++w->count;
     if (id == w->want) w->found = cn;
   }
   if (child != -FDT_ERR_NOTFOUND)
-    return fail(r, Error::kBadTree, w->chips, nullptr, "corrupt node list: %s",
+    return fail(r, Code::kBadTree, w->chips, nullptr, "corrupt node list: %s",
                 fdt_strerror(child));
-  if (w->count == 0) return fail(r, Error::kMissingNode, w->chips, nullptr, "no chip nodes");
+  if (w->count == 0) return fail(r, Code::kMissingNode, w->chips, nullptr, "no chip nodes");
   // Chip ids index arrays on the host and name QEMU instances, so they are
   // dense: with n chips, ids are exactly 0..n-1.
   for (uint32_t id = 0; id < w->count; ++id) {
@@ -397,7 +395,7 @@ bool walk_board(const void* fdt, size_t size, ChipsWalk* w, Result* r) {
       char name[16];
       int len = snprintf(name, sizeof(name), "chip@%x", id);
       join_path(&gap, w->chips, name, static_cast<size_t>(len));
-      return fail(r, Error::kMissingNode, gap, nullptr,
+      return fail(r, Code::kMissingNode, gap, nullptr,
                   "missing (chip ids must run 0..%u without gaps)", w->count - 1);
     }
   }
@@ -408,84 +406,84 @@ bool walk_board(const void* fdt, size_t size, ChipsWalk* w, Result* r) {
   return true;
 }
 
-bool parse_hbm(const void* fdt, const Node& chip, HbmGeometry* hbm, Result* r) {
+bool parse_hbm(const void* fdt, const Node& chip, HbmGeometry* hbm, Error* r) {
   Node n;
   bool present = false;
-  VTRN_TRY(find_child(fdt, chip, "hbm", &n, &present, r));
+  PARSE_TRY(find_child(fdt, chip, "hbm", &n, &present, r));
   if (!present) {
     join_path(&n, chip, "hbm", 3);
-    return fail(r, Error::kMissingNode, n, nullptr, "missing");
+    return fail(r, Code::kMissingNode, n, nullptr, "missing");
   }
-  VTRN_TRY(check_compatible(fdt, n, "vtrn,hbm", r));
-  VTRN_TRY(read_u32_range(fdt, n, "vtrn,stacks", 1, 8, &hbm->stacks, r));
-  VTRN_TRY(read_u32_range(fdt, n, "vtrn,page-bytes", 4096, 2 * 1024 * 1024, &hbm->page_bytes, r));
+  PARSE_TRY(check_compatible(fdt, n, "vtrn,hbm", r));
+  PARSE_TRY(read_u32_range(fdt, n, "vtrn,stacks", 1, 8, &hbm->stacks, r));
+  PARSE_TRY(read_u32_range(fdt, n, "vtrn,page-bytes", 4096, 2 * 1024 * 1024, &hbm->page_bytes, r));
   if ((hbm->page_bytes & (hbm->page_bytes - 1)) != 0)
-    return fail(r, Error::kBadProperty, n, "vtrn,page-bytes", "%u is not a power of two",
+    return fail(r, Code::kBadProperty, n, "vtrn,page-bytes", "%u is not a power of two",
                 hbm->page_bytes);
-  VTRN_TRY(read_u64(fdt, n, "vtrn,stack-bytes", &hbm->bytes_per_stack, r));
+  PARSE_TRY(read_u64(fdt, n, "vtrn,stack-bytes", &hbm->bytes_per_stack, r));
   if (hbm->bytes_per_stack < kMinStackBytes || hbm->bytes_per_stack > kMaxStackBytes) {
     char v[24];
     format_u64(v, sizeof(v), hbm->bytes_per_stack);
-    return fail(r, Error::kBadProperty, n, "vtrn,stack-bytes",
+    return fail(r, Code::kBadProperty, n, "vtrn,stack-bytes",
                 "%s out of range 16 MiB..64 GiB", v);
   }
   if (hbm->bytes_per_stack % hbm->page_bytes != 0)
-    return fail(r, Error::kBadProperty, n, "vtrn,stack-bytes",
+    return fail(r, Code::kBadProperty, n, "vtrn,stack-bytes",
                 "must be a multiple of vtrn,page-bytes (%u)", hbm->page_bytes);
-  VTRN_TRY(read_u32_range(fdt, n, "vtrn,channels", 1, 32, &hbm->channels, r));
+  PARSE_TRY(read_u32_range(fdt, n, "vtrn,channels", 1, 32, &hbm->channels, r));
   return true;
 }
 
 // Optional container: absent means none. Present means well-formed.
 bool open_container(const void* fdt, const Node& chip, const char* name, Node* n, bool* present,
-                    Result* r) {
-  VTRN_TRY(find_child(fdt, chip, name, n, present, r));
-  if (*present) VTRN_TRY(check_cells(fdt, *n, r));
+                    Error* r) {
+  PARSE_TRY(find_child(fdt, chip, name, n, present, r));
+  if (*present) PARSE_TRY(check_cells(fdt, *n, r));
   return true;
 }
 
-bool parse_ports(const void* fdt, const Node& chip, Chip* out, Result* r) {
+bool parse_ports(const void* fdt, const Node& chip, Chip* out, Error* r) {
   Node ports;
   bool present = false;
-  VTRN_TRY(open_container(fdt, chip, "ports", &ports, &present, r));
+  PARSE_TRY(open_container(fdt, chip, "ports", &ports, &present, r));
   if (!present) return true;
-  VTRN_TRY(check_child_count(fdt, ports, kMaxPorts, "ports", r));
+  PARSE_TRY(check_child_count(fdt, ports, kMaxPorts, "ports", r));
   int child;
   fdt_for_each_subnode(child, fdt, ports.off) {
     if (out->port_count == kMaxPorts)
-      return fail(r, Error::kTooMany, ports, nullptr, "more than %u ports", kMaxPorts);
+      return fail(r, Code::kTooMany, ports, nullptr, "more than %u ports", kMaxPorts);
     Node n;
-    VTRN_TRY(make_child(fdt, ports, child, &n, r));
-    VTRN_TRY(check_compatible(fdt, n, "vtrn,link-port", r));
+    PARSE_TRY(make_child(fdt, ports, child, &n, r));
+    PARSE_TRY(check_compatible(fdt, n, "vtrn,link-port", r));
     LinkPort p;
-    VTRN_TRY(read_reg(fdt, n, kMaxPorts - 1, &p.index, r));
+    PARSE_TRY(read_reg(fdt, n, kMaxPorts - 1, &p.index, r));
     for (uint32_t i = 0; i < out->port_count; ++i) {
       if (out->ports[i].index == p.index)
-        return fail(r, Error::kDuplicate, n, "reg", "port %u is already defined", p.index);
+        return fail(r, Code::kDuplicate, n, "reg", "port %u is already defined", p.index);
     }
-    VTRN_TRY(check_unit_address(fdt, n, "port", p.index, r));
-    VTRN_TRY(read_u32_range(fdt, n, "vtrn,max-speed-gtps", 1, 128, &p.max_speed_gtps, r));
-    VTRN_TRY(read_u32(fdt, n, "vtrn,lanes", &p.lanes, r));
+    PARSE_TRY(check_unit_address(fdt, n, "port", p.index, r));
+    PARSE_TRY(read_u32_range(fdt, n, "vtrn,max-speed-gtps", 1, 128, &p.max_speed_gtps, r));
+    PARSE_TRY(read_u32(fdt, n, "vtrn,lanes", &p.lanes, r));
     if (p.lanes != 1 && p.lanes != 2 && p.lanes != 4 && p.lanes != 8 && p.lanes != 16)
-      return fail(r, Error::kBadProperty, n, "vtrn,lanes", "%u, must be 1, 2, 4, 8 or 16",
+      return fail(r, Code::kBadProperty, n, "vtrn,lanes", "%u, must be 1, 2, 4, 8 or 16",
                   p.lanes);
-    VTRN_TRY(read_u32_optional(fdt, n, "vtrn,faulty-lanes", 0, &p.faulty_lane_mask, r));
+    PARSE_TRY(read_u32_optional(fdt, n, "vtrn,faulty-lanes", 0, &p.faulty_lane_mask, r));
     const uint32_t lane_bits = (1u << p.lanes) - 1u;
     if ((p.faulty_lane_mask & ~lane_bits) != 0)
-      return fail(r, Error::kBadProperty, n, "vtrn,faulty-lanes",
+      return fail(r, Code::kBadProperty, n, "vtrn,faulty-lanes",
                   "0x%x names lanes beyond the %u of vtrn,lanes", p.faulty_lane_mask, p.lanes);
-    VTRN_TRY(read_u32_optional(fdt, n, "vtrn,l0s-idle-us", kDefaultL0sIdleUs, &p.l0s_idle_us, r));
+    PARSE_TRY(read_u32_optional(fdt, n, "vtrn,l0s-idle-us", kDefaultL0sIdleUs, &p.l0s_idle_us, r));
     if (p.l0s_idle_us > kMaxLinkIdleUs)
-      return fail(r, Error::kBadProperty, n, "vtrn,l0s-idle-us", "%u out of range 0..%u",
+      return fail(r, Code::kBadProperty, n, "vtrn,l0s-idle-us", "%u out of range 0..%u",
                   p.l0s_idle_us, kMaxLinkIdleUs);
-    VTRN_TRY(read_u32_optional(fdt, n, "vtrn,l1-idle-us", kDefaultL1IdleUs, &p.l1_idle_us, r));
+    PARSE_TRY(read_u32_optional(fdt, n, "vtrn,l1-idle-us", kDefaultL1IdleUs, &p.l1_idle_us, r));
     if (p.l1_idle_us > kMaxLinkIdleUs)
-      return fail(r, Error::kBadProperty, n, "vtrn,l1-idle-us", "%u out of range 0..%u",
+      return fail(r, Code::kBadProperty, n, "vtrn,l1-idle-us", "%u out of range 0..%u",
                   p.l1_idle_us, kMaxLinkIdleUs);
     // L1 is the deeper state: with both on, it comes after L0s (the link
     // layer enters L1 only once the peer is idle in L0s or L1).
     if (p.l0s_idle_us != 0 && p.l1_idle_us != 0 && p.l1_idle_us < p.l0s_idle_us)
-      return fail(r, Error::kBadProperty, n, "vtrn,l1-idle-us",
+      return fail(r, Code::kBadProperty, n, "vtrn,l1-idle-us",
                   "%u is shorter than vtrn,l0s-idle-us (%u)", p.l1_idle_us, p.l0s_idle_us);
     // Keep ports sorted by index so consumers can iterate in port order.
     uint32_t at = out->port_count;
@@ -497,46 +495,46 @@ bool parse_ports(const void* fdt, const Node& chip, Chip* out, Result* r) {
     ++out->port_count;
   }
   if (child != -FDT_ERR_NOTFOUND)
-    return fail(r, Error::kBadTree, ports, nullptr, "corrupt node list: %s", fdt_strerror(child));
+    return fail(r, Code::kBadTree, ports, nullptr, "corrupt node list: %s", fdt_strerror(child));
   return true;
 }
 
-bool parse_power_domains(const void* fdt, const Node& chip, Chip* out, Result* r) {
+bool parse_power_domains(const void* fdt, const Node& chip, Chip* out, Error* r) {
   Node domains;
   bool present = false;
-  VTRN_TRY(open_container(fdt, chip, "power-domains", &domains, &present, r));
+  PARSE_TRY(open_container(fdt, chip, "power-domains", &domains, &present, r));
   if (!present) return true;
-  VTRN_TRY(check_child_count(fdt, domains, kMaxPowerDomains, "power domains", r));
+  PARSE_TRY(check_child_count(fdt, domains, kMaxPowerDomains, "power domains", r));
   const uint32_t all_cores = (1u << out->neuron_cores) - 1u;
   int child;
   fdt_for_each_subnode(child, fdt, domains.off) {
     if (out->power_domain_count == kMaxPowerDomains)
-      return fail(r, Error::kTooMany, domains, nullptr, "more than %u power domains",
+      return fail(r, Code::kTooMany, domains, nullptr, "more than %u power domains",
                   kMaxPowerDomains);
     Node n;
-    VTRN_TRY(make_child(fdt, domains, child, &n, r));
-    VTRN_TRY(check_compatible(fdt, n, "vtrn,power-domain", r));
+    PARSE_TRY(make_child(fdt, domains, child, &n, r));
+    PARSE_TRY(check_compatible(fdt, n, "vtrn,power-domain", r));
     PowerDomain d;
-    VTRN_TRY(read_reg(fdt, n, kMaxPowerDomains - 1, &d.index, r));
+    PARSE_TRY(read_reg(fdt, n, kMaxPowerDomains - 1, &d.index, r));
     for (uint32_t i = 0; i < out->power_domain_count; ++i) {
       if (out->power_domains[i].index == d.index)
-        return fail(r, Error::kDuplicate, n, "reg", "domain %u is already defined", d.index);
+        return fail(r, Code::kDuplicate, n, "reg", "domain %u is already defined", d.index);
     }
-    VTRN_TRY(check_unit_address(fdt, n, "domain", d.index, r));
-    VTRN_TRY(read_string(fdt, n, "vtrn,name", d.name, sizeof(d.name), r));
-    VTRN_TRY(read_u32_optional(fdt, n, "vtrn,cores", 0, &d.core_mask, r));
+    PARSE_TRY(check_unit_address(fdt, n, "domain", d.index, r));
+    PARSE_TRY(read_string(fdt, n, "vtrn,name", d.name, sizeof(d.name), r));
+    PARSE_TRY(read_u32_optional(fdt, n, "vtrn,cores", 0, &d.core_mask, r));
     if ((d.core_mask & ~all_cores) != 0)
-      return fail(r, Error::kBadProperty, n, "vtrn,cores",
+      return fail(r, Code::kBadProperty, n, "vtrn,cores",
                   "0x%x names cores beyond the chip's %u NeuronCores", d.core_mask,
                   out->neuron_cores);
     for (uint32_t i = 0; i < out->power_domain_count; ++i) {
       const PowerDomain& other = out->power_domains[i];
       if (strcmp(other.name, d.name) == 0)
-        return fail(r, Error::kDuplicate, n, "vtrn,name", "\"%s\" is already used by domain@%x",
+        return fail(r, Code::kDuplicate, n, "vtrn,name", "\"%s\" is already used by domain@%x",
                     d.name, other.index);
       // A core gated by two domains would have two owners for its power state.
       if ((other.core_mask & d.core_mask) != 0)
-        return fail(r, Error::kBadProperty, n, "vtrn,cores",
+        return fail(r, Code::kBadProperty, n, "vtrn,cores",
                     "0x%x overlaps domain@%x (0x%x): a core belongs to one domain", d.core_mask,
                     other.index, other.core_mask);
     }
@@ -549,53 +547,53 @@ bool parse_power_domains(const void* fdt, const Node& chip, Chip* out, Result* r
     ++out->power_domain_count;
   }
   if (child != -FDT_ERR_NOTFOUND)
-    return fail(r, Error::kBadTree, domains, nullptr, "corrupt node list: %s",
+    return fail(r, Code::kBadTree, domains, nullptr, "corrupt node list: %s",
                 fdt_strerror(child));
   return true;
 }
 
-bool read_millicelsius(const void* fdt, const Node& n, const char* name, int32_t* v, Result* r) {
+bool read_millicelsius(const void* fdt, const Node& n, const char* name, int32_t* v, Error* r) {
   uint32_t raw = 0;
-  VTRN_TRY(read_u32(fdt, n, name, &raw, r));
+  PARSE_TRY(read_u32(fdt, n, name, &raw, r));
   // Cells are unsigned; a negative threshold arrives as a huge value and is
   // caught here as out of range.
   if (raw > static_cast<uint32_t>(kMaxMilliCelsius))
-    return fail(r, Error::kBadProperty, n, name, "%u out of range 0..%d", raw, kMaxMilliCelsius);
+    return fail(r, Code::kBadProperty, n, name, "%u out of range 0..%d", raw, kMaxMilliCelsius);
   *v = static_cast<int32_t>(raw);
   return true;
 }
 
-bool parse_thermal_zones(const void* fdt, const Node& chip, Chip* out, Result* r) {
+bool parse_thermal_zones(const void* fdt, const Node& chip, Chip* out, Error* r) {
   Node zones;
   bool present = false;
-  VTRN_TRY(open_container(fdt, chip, "thermal-zones", &zones, &present, r));
+  PARSE_TRY(open_container(fdt, chip, "thermal-zones", &zones, &present, r));
   if (!present) return true;
-  VTRN_TRY(check_child_count(fdt, zones, kMaxThermalZones, "thermal zones", r));
+  PARSE_TRY(check_child_count(fdt, zones, kMaxThermalZones, "thermal zones", r));
   int child;
   fdt_for_each_subnode(child, fdt, zones.off) {
     if (out->thermal_zone_count == kMaxThermalZones)
-      return fail(r, Error::kTooMany, zones, nullptr, "more than %u thermal zones",
+      return fail(r, Code::kTooMany, zones, nullptr, "more than %u thermal zones",
                   kMaxThermalZones);
     Node n;
-    VTRN_TRY(make_child(fdt, zones, child, &n, r));
-    VTRN_TRY(check_compatible(fdt, n, "vtrn,thermal-zone", r));
+    PARSE_TRY(make_child(fdt, zones, child, &n, r));
+    PARSE_TRY(check_compatible(fdt, n, "vtrn,thermal-zone", r));
     ThermalZone z;
-    VTRN_TRY(read_reg(fdt, n, kMaxThermalZones - 1, &z.index, r));
+    PARSE_TRY(read_reg(fdt, n, kMaxThermalZones - 1, &z.index, r));
     for (uint32_t i = 0; i < out->thermal_zone_count; ++i) {
       if (out->thermal_zones[i].index == z.index)
-        return fail(r, Error::kDuplicate, n, "reg", "zone %u is already defined", z.index);
+        return fail(r, Code::kDuplicate, n, "reg", "zone %u is already defined", z.index);
     }
-    VTRN_TRY(check_unit_address(fdt, n, "zone", z.index, r));
-    VTRN_TRY(read_string(fdt, n, "vtrn,name", z.name, sizeof(z.name), r));
+    PARSE_TRY(check_unit_address(fdt, n, "zone", z.index, r));
+    PARSE_TRY(read_string(fdt, n, "vtrn,name", z.name, sizeof(z.name), r));
     for (uint32_t i = 0; i < out->thermal_zone_count; ++i) {
       if (strcmp(out->thermal_zones[i].name, z.name) == 0)
-        return fail(r, Error::kDuplicate, n, "vtrn,name", "\"%s\" is already used by zone@%x",
+        return fail(r, Code::kDuplicate, n, "vtrn,name", "\"%s\" is already used by zone@%x",
                     z.name, out->thermal_zones[i].index);
     }
-    VTRN_TRY(read_millicelsius(fdt, n, "vtrn,throttle-millicelsius", &z.throttle_mc, r));
-    VTRN_TRY(read_millicelsius(fdt, n, "vtrn,critical-millicelsius", &z.critical_mc, r));
+    PARSE_TRY(read_millicelsius(fdt, n, "vtrn,throttle-millicelsius", &z.throttle_mc, r));
+    PARSE_TRY(read_millicelsius(fdt, n, "vtrn,critical-millicelsius", &z.critical_mc, r));
     if (z.critical_mc <= z.throttle_mc)
-      return fail(r, Error::kBadProperty, n, "vtrn,critical-millicelsius",
+      return fail(r, Code::kBadProperty, n, "vtrn,critical-millicelsius",
                   "%d must be above vtrn,throttle-millicelsius (%d)", z.critical_mc,
                   z.throttle_mc);
     uint32_t at = out->thermal_zone_count;
@@ -607,48 +605,48 @@ bool parse_thermal_zones(const void* fdt, const Node& chip, Chip* out, Result* r
     ++out->thermal_zone_count;
   }
   if (child != -FDT_ERR_NOTFOUND)
-    return fail(r, Error::kBadTree, zones, nullptr, "corrupt node list: %s", fdt_strerror(child));
+    return fail(r, Code::kBadTree, zones, nullptr, "corrupt node list: %s", fdt_strerror(child));
   return true;
 }
 
-bool parse_chip_node(const void* fdt, const Node& n, uint32_t id, Chip* out, Result* r) {
+bool parse_chip_node(const void* fdt, const Node& n, uint32_t id, Chip* out, Error* r) {
   out->id = id;
   int len = 0;
   const char* name = fdt_get_name(fdt, n.off, &len);
   // walk_board already matched the name against "chip@<hex id>", so it fits.
   if (name == nullptr || static_cast<size_t>(len) >= sizeof(out->name))
-    return fail(r, Error::kBadTree, n, nullptr, "unreadable node name");
+    return fail(r, Code::kBadTree, n, nullptr, "unreadable node name");
   memcpy(out->name, name, static_cast<size_t>(len));
   out->name[len] = '\0';
-  VTRN_TRY(read_u32_range(fdt, n, "vtrn,neuron-cores", 1, kMaxNeuronCores, &out->neuron_cores, r));
-  VTRN_TRY(read_u32_range(fdt, n, "vtrn,telemetry-period-ms", 10, 10000,
+  PARSE_TRY(read_u32_range(fdt, n, "vtrn,neuron-cores", 1, kMaxNeuronCores, &out->neuron_cores, r));
+  PARSE_TRY(read_u32_range(fdt, n, "vtrn,telemetry-period-ms", 10, 10000,
                           &out->telemetry_period_ms, r));
-  VTRN_TRY(read_u32_range(fdt, n, "vtrn,bar2-mib", 4, 1024, &out->bar2_mib, r));
+  PARSE_TRY(read_u32_range(fdt, n, "vtrn,bar2-mib", 4, 1024, &out->bar2_mib, r));
   if ((out->bar2_mib & (out->bar2_mib - 1)) != 0)
-    return fail(r, Error::kBadProperty, n, "vtrn,bar2-mib", "%u is not a power of two",
+    return fail(r, Code::kBadProperty, n, "vtrn,bar2-mib", "%u is not a power of two",
                 out->bar2_mib);
-  VTRN_TRY(read_u32_optional(fdt, n, "vtrn,dma-queues", kDefaultDmaQueues, &out->dma_queues, r));
+  PARSE_TRY(read_u32_optional(fdt, n, "vtrn,dma-queues", kDefaultDmaQueues, &out->dma_queues, r));
   if (out->dma_queues < 1 || out->dma_queues > kMaxDmaQueues)
-    return fail(r, Error::kBadProperty, n, "vtrn,dma-queues", "%u outside 1..%u", out->dma_queues,
+    return fail(r, Code::kBadProperty, n, "vtrn,dma-queues", "%u outside 1..%u", out->dma_queues,
                 kMaxDmaQueues);
-  VTRN_TRY(read_u32_optional(fdt, n, "vtrn,dma-queue-depth", kDefaultDmaQueueDepth,
+  PARSE_TRY(read_u32_optional(fdt, n, "vtrn,dma-queue-depth", kDefaultDmaQueueDepth,
                              &out->dma_queue_depth, r));
   if (out->dma_queue_depth < 16 || out->dma_queue_depth > 4096 ||
       (out->dma_queue_depth & (out->dma_queue_depth - 1)) != 0)
-    return fail(r, Error::kBadProperty, n, "vtrn,dma-queue-depth",
+    return fail(r, Code::kBadProperty, n, "vtrn,dma-queue-depth",
                 "%u is not a power of two in 16..4096", out->dma_queue_depth);
-  VTRN_TRY(parse_hbm(fdt, n, &out->hbm, r));
-  VTRN_TRY(parse_ports(fdt, n, out, r));
-  VTRN_TRY(parse_power_domains(fdt, n, out, r));
-  VTRN_TRY(parse_thermal_zones(fdt, n, out, r));
+  PARSE_TRY(parse_hbm(fdt, n, &out->hbm, r));
+  PARSE_TRY(parse_ports(fdt, n, out, r));
+  PARSE_TRY(parse_power_domains(fdt, n, out, r));
+  PARSE_TRY(parse_thermal_zones(fdt, n, out, r));
   return true;
 }
 
-// ---- /switches and /links (bindings vtrn,switch and vtrn,link) ----
+// /switches and /links (bindings vtrn,switch and vtrn,link)
 
 // Reads one end: exactly one of "<prefix>-chip" and "<prefix>-switch", each
 // two cells <id port>.
-bool read_end(const void* fdt, const Node& n, const char* prefix, LinkEnd* end, Result* r) {
+bool read_end(const void* fdt, const Node& n, const char* prefix, LinkEnd* end, Error* r) {
   char chip_name[24];
   char switch_name[24];
   snprintf(chip_name, sizeof(chip_name), "vtrn,%s-chip", prefix);
@@ -659,25 +657,25 @@ bool read_end(const void* fdt, const Node& n, const char* prefix, LinkEnd* end, 
   int slen = 0;
   bool cpresent = false;
   bool spresent = false;
-  VTRN_TRY(lookup(fdt, n, chip_name, &cdata, &clen, &cpresent, r));
-  VTRN_TRY(lookup(fdt, n, switch_name, &sdata, &slen, &spresent, r));
+  PARSE_TRY(lookup(fdt, n, chip_name, &cdata, &clen, &cpresent, r));
+  PARSE_TRY(lookup(fdt, n, switch_name, &sdata, &slen, &spresent, r));
   if (cpresent == spresent)
-    return fail(r, cpresent ? Error::kBadProperty : Error::kMissingProperty, n, chip_name,
+    return fail(r, cpresent ? Code::kBadProperty : Code::kMissingProperty, n, chip_name,
                 cpresent ? "and %s both given, exactly one allowed" : "missing (or %s)",
                 switch_name);
   const char* name = cpresent ? chip_name : switch_name;
   const uint8_t* data = cpresent ? cdata : sdata;
   const int len = cpresent ? clen : slen;
-  if (len != 8) return fail(r, Error::kBadProperty, n, name, "%d bytes, must be 2 cells", len);
+  if (len != 8) return fail(r, Code::kBadProperty, n, name, "%d bytes, must be 2 cells", len);
   end->kind = cpresent ? EndKind::kChip : EndKind::kSwitch;
   end->id = fdt32_ld(reinterpret_cast<const fdt32_t*>(data));
   end->port = fdt32_ld(reinterpret_cast<const fdt32_t*>(data + 4));
   const uint32_t max_id = cpresent ? kMaxChips : kMaxSwitches;
   const uint32_t max_port = cpresent ? kMaxPorts : kMaxSwitchPorts;
   if (end->id >= max_id)
-    return fail(r, Error::kBadProperty, n, name, "id %u out of range 0..%u", end->id, max_id - 1);
+    return fail(r, Code::kBadProperty, n, name, "id %u out of range 0..%u", end->id, max_id - 1);
   if (end->port >= max_port)
-    return fail(r, Error::kBadProperty, n, name, "port %u out of range 0..%u", end->port,
+    return fail(r, Code::kBadProperty, n, name, "port %u out of range 0..%u", end->port,
                 max_port - 1);
   return true;
 }
@@ -688,48 +686,48 @@ bool same_end(const LinkEnd& x, const LinkEnd& y) {
 
 // One /links child: compatible, reg (unique, checked by the caller's
 // bitmap), unit address, both ends.
-bool read_link(const void* fdt, const Node& n, uint32_t* seen, Link* out, Result* r) {
-  VTRN_TRY(check_compatible(fdt, n, "vtrn,link", r));
-  VTRN_TRY(read_reg(fdt, n, kMaxLinks - 1, &out->index, r));
+bool read_link(const void* fdt, const Node& n, uint32_t* seen, Link* out, Error* r) {
+  PARSE_TRY(check_compatible(fdt, n, "vtrn,link", r));
+  PARSE_TRY(read_reg(fdt, n, kMaxLinks - 1, &out->index, r));
   if ((seen[out->index / 32] >> (out->index % 32)) & 1u)
-    return fail(r, Error::kDuplicate, n, "reg", "link %u is already defined", out->index);
+    return fail(r, Code::kDuplicate, n, "reg", "link %u is already defined", out->index);
   seen[out->index / 32] |= 1u << (out->index % 32);
-  VTRN_TRY(check_unit_address(fdt, n, "link", out->index, r));
-  VTRN_TRY(read_end(fdt, n, "a", &out->a, r));
-  VTRN_TRY(read_end(fdt, n, "b", &out->b, r));
+  PARSE_TRY(check_unit_address(fdt, n, "link", out->index, r));
+  PARSE_TRY(read_end(fdt, n, "a", &out->a, r));
+  PARSE_TRY(read_end(fdt, n, "b", &out->b, r));
   if (out->a.kind == EndKind::kSwitch && out->b.kind == EndKind::kSwitch)
-    return fail(r, Error::kBadProperty, n, nullptr, "both ends are switches (one must be a chip)");
+    return fail(r, Code::kBadProperty, n, nullptr, "both ends are switches (one must be a chip)");
   if (same_end(out->a, out->b))
-    return fail(r, Error::kBadProperty, n, nullptr, "both ends name the same port");
+    return fail(r, Code::kBadProperty, n, nullptr, "both ends name the same port");
   return true;
 }
 
 // Visits every /links child in document order; absent /links visits none.
 template <typename Visit>
-bool for_each_link(const void* fdt, Visit visit, Result* r) {
+bool for_each_link(const void* fdt, Visit visit, Error* r) {
   Node root = root_node();
   Node links;
   bool present = false;
-  VTRN_TRY(find_child(fdt, root, "links", &links, &present, r));
+  PARSE_TRY(find_child(fdt, root, "links", &links, &present, r));
   if (!present) return true;
-  VTRN_TRY(check_cells(fdt, links, r));
-  VTRN_TRY(check_child_count(fdt, links, kMaxLinks, "links", r));
+  PARSE_TRY(check_cells(fdt, links, r));
+  PARSE_TRY(check_child_count(fdt, links, kMaxLinks, "links", r));
   uint32_t seen[kMaxLinks / 32] = {};
   int child;
   fdt_for_each_subnode(child, fdt, links.off) {
     Node n;
-    VTRN_TRY(make_child(fdt, links, child, &n, r));
+    PARSE_TRY(make_child(fdt, links, child, &n, r));
     Link l;
-    VTRN_TRY(read_link(fdt, n, seen, &l, r));
-    VTRN_TRY(visit(n, l));
+    PARSE_TRY(read_link(fdt, n, seen, &l, r));
+    PARSE_TRY(visit(n, l));
   }
   if (child != -FDT_ERR_NOTFOUND)
-    return fail(r, Error::kBadTree, links, nullptr, "corrupt node list: %s", fdt_strerror(child));
+    return fail(r, Code::kBadTree, links, nullptr, "corrupt node list: %s", fdt_strerror(child));
   return true;
 }
 
 // Fills the wiring of chip `out` (its ports already parsed) from /links.
-bool attach_links(const void* fdt, uint32_t chip_count, Chip* out, Result* r) {
+bool attach_links(const void* fdt, uint32_t chip_count, Chip* out, Error* r) {
   return for_each_link(
       fdt,
       [&](const Node& n, const Link& l) -> bool {
@@ -742,10 +740,10 @@ bool attach_links(const void* fdt, uint32_t chip_count, Chip* out, Result* r) {
             if (out->ports[i].index == me.port) p = &out->ports[i];
           }
           if (p == nullptr)
-            return fail(r, Error::kBadProperty, n, side == 0 ? "vtrn,a-chip" : "vtrn,b-chip",
+            return fail(r, Code::kBadProperty, n, side == 0 ? "vtrn,a-chip" : "vtrn,b-chip",
                         "chip %u has no port %u", me.id, me.port);
           if (p->connected)
-            return fail(r, Error::kDuplicate, n, nullptr,
+            return fail(r, Code::kDuplicate, n, nullptr,
                         "chip %u port %u is already wired by link %u", me.id, me.port, p->link);
           p->connected = true;
           p->link = l.index;
@@ -758,55 +756,55 @@ bool attach_links(const void* fdt, uint32_t chip_count, Chip* out, Result* r) {
       r);
 }
 
-bool parse_switches(const void* fdt, Topology* out, Result* r) {
+bool parse_switches(const void* fdt, Topology* out, Error* r) {
   Node root = root_node();
   Node sw;
   bool present = false;
-  VTRN_TRY(find_child(fdt, root, "switches", &sw, &present, r));
+  PARSE_TRY(find_child(fdt, root, "switches", &sw, &present, r));
   if (!present) return true;
-  VTRN_TRY(check_cells(fdt, sw, r));
-  VTRN_TRY(check_child_count(fdt, sw, kMaxSwitches, "switches", r));
+  PARSE_TRY(check_cells(fdt, sw, r));
+  PARSE_TRY(check_child_count(fdt, sw, kMaxSwitches, "switches", r));
   int child;
   fdt_for_each_subnode(child, fdt, sw.off) {
     Node n;
-    VTRN_TRY(make_child(fdt, sw, child, &n, r));
-    VTRN_TRY(check_compatible(fdt, n, "vtrn,switch", r));
+    PARSE_TRY(make_child(fdt, sw, child, &n, r));
+    PARSE_TRY(check_compatible(fdt, n, "vtrn,switch", r));
     Switch s;
-    VTRN_TRY(read_reg(fdt, n, kMaxSwitches - 1, &s.id, r));
+    PARSE_TRY(read_reg(fdt, n, kMaxSwitches - 1, &s.id, r));
     for (uint32_t i = 0; i < out->switch_count; ++i) {
       if (out->switches[i].id == s.id)
-        return fail(r, Error::kDuplicate, n, "reg", "switch %u is already defined", s.id);
+        return fail(r, Code::kDuplicate, n, "reg", "switch %u is already defined", s.id);
     }
-    VTRN_TRY(check_unit_address(fdt, n, "switch", s.id, r));
-    VTRN_TRY(read_u32_range(fdt, n, "vtrn,ports", 1, kMaxSwitchPorts, &s.ports, r));
-    VTRN_TRY(read_u32_range(fdt, n, "vtrn,max-speed-gtps", 1, 128, &s.max_speed_gtps, r));
-    VTRN_TRY(read_u32(fdt, n, "vtrn,lanes", &s.lanes, r));
+    PARSE_TRY(check_unit_address(fdt, n, "switch", s.id, r));
+    PARSE_TRY(read_u32_range(fdt, n, "vtrn,ports", 1, kMaxSwitchPorts, &s.ports, r));
+    PARSE_TRY(read_u32_range(fdt, n, "vtrn,max-speed-gtps", 1, 128, &s.max_speed_gtps, r));
+    PARSE_TRY(read_u32(fdt, n, "vtrn,lanes", &s.lanes, r));
     if (s.lanes != 1 && s.lanes != 2 && s.lanes != 4 && s.lanes != 8 && s.lanes != 16)
-      return fail(r, Error::kBadProperty, n, "vtrn,lanes", "%u, must be 1, 2, 4, 8 or 16",
+      return fail(r, Code::kBadProperty, n, "vtrn,lanes", "%u, must be 1, 2, 4, 8 or 16",
                   s.lanes);
     out->switches[out->switch_count++] = s;
   }
   if (child != -FDT_ERR_NOTFOUND)
-    return fail(r, Error::kBadTree, sw, nullptr, "corrupt node list: %s", fdt_strerror(child));
+    return fail(r, Code::kBadTree, sw, nullptr, "corrupt node list: %s", fdt_strerror(child));
   return true;
 }
 
-bool parse_topology_into(const void* fdt, size_t size, Topology* out, Result* r) {
+bool parse_topology_into(const void* fdt, size_t size, Topology* out, Error* r) {
   ChipsWalk w;
-  VTRN_TRY(walk_board(fdt, size, &w, r));
-  VTRN_TRY(parse_switches(fdt, out, r));
+  PARSE_TRY(walk_board(fdt, size, &w, r));
+  PARSE_TRY(parse_switches(fdt, out, r));
   // Which ports each chip defines, from the chip nodes themselves.
   uint16_t defined[kMaxChips] = {};
   uint16_t used[kMaxChips] = {};
   int child;
   fdt_for_each_subnode(child, fdt, w.chips.off) {
     Node cn;
-    VTRN_TRY(make_child(fdt, w.chips, child, &cn, r));
+    PARSE_TRY(make_child(fdt, w.chips, child, &cn, r));
     uint32_t id = 0;
-    VTRN_TRY(read_reg(fdt, cn, kMaxChips - 1, &id, r));
+    PARSE_TRY(read_reg(fdt, cn, kMaxChips - 1, &id, r));
     Chip c;
     c.id = id;
-    VTRN_TRY(parse_ports(fdt, cn, &c, r));
+    PARSE_TRY(parse_ports(fdt, cn, &c, r));
     for (uint32_t i = 0; i < c.port_count; ++i) defined[id] |= uint16_t(1u << c.ports[i].index);
   }
   static_assert(kMaxPorts <= 16, "port bitmaps are 16 bits");
@@ -824,9 +822,9 @@ bool parse_topology_into(const void* fdt, size_t size, Topology* out, Result* r)
             on_board = e.id < w.count;
             if (on_board) {
               if (((defined[e.id] >> e.port) & 1u) == 0)
-                return fail(r, Error::kBadProperty, n, prop, "chip %u has no port %u", e.id, e.port);
+                return fail(r, Code::kBadProperty, n, prop, "chip %u has no port %u", e.id, e.port);
               if ((used[e.id] >> e.port) & 1u)
-                return fail(r, Error::kDuplicate, n, prop, "chip %u port %u is wired twice", e.id,
+                return fail(r, Code::kDuplicate, n, prop, "chip %u port %u is wired twice", e.id,
                             e.port);
               used[e.id] |= uint16_t(1u << e.port);
             }
@@ -835,12 +833,12 @@ bool parse_topology_into(const void* fdt, size_t size, Topology* out, Result* r)
             for (uint32_t i = 0; i < out->switch_count; ++i) {
               if (out->switches[i].id == e.id) s = &out->switches[i];
             }
-            if (s == nullptr) return fail(r, Error::kBadProperty, n, prop, "no switch %u", e.id);
+            if (s == nullptr) return fail(r, Code::kBadProperty, n, prop, "no switch %u", e.id);
             if (e.port >= s->ports)
-              return fail(r, Error::kBadProperty, n, prop, "switch %u has %u ports, no port %u",
+              return fail(r, Code::kBadProperty, n, prop, "switch %u has %u ports, no port %u",
                           e.id, s->ports, e.port);
             if ((sw_used[e.id][e.port / 8] >> (e.port % 8)) & 1u)
-              return fail(r, Error::kDuplicate, n, prop, "switch %u port %u is wired twice", e.id,
+              return fail(r, Code::kDuplicate, n, prop, "switch %u port %u is wired twice", e.id,
                           e.port);
             sw_used[e.id][e.port / 8] |= uint8_t(1u << (e.port % 8));
           }
@@ -858,24 +856,24 @@ bool parse_topology_into(const void* fdt, size_t size, Topology* out, Result* r)
       r);
 }
 
-// ---- resize_board: a streaming copy through libfdt's sequential-write API.
+// resize_board: a streaming copy through libfdt's sequential-write API.
 // Read-write insertion (fdt_add_subnode) would put every new node first under
 // its parent, so clones would come out in reverse order ahead of the
 // originals; copying tag by tag keeps the source order and appends clones at
 // the end of /chips.
 
-bool sw_check(int err, size_t out_cap, Result* r) {
+bool sw_check(int err, size_t out_cap, Error* r) {
   if (err == 0) return true;
   if (err == -FDT_ERR_NOSPACE)
-    return fail_plain(r, Error::kTooMany, "resize: output buffer of %lu bytes is too small",
+    return fail_plain(r, Code::kTooMany, "resize: output buffer of %lu bytes is too small",
                       static_cast<unsigned long>(out_cap));
-  return fail_plain(r, Error::kBadTree, "resize: writing the tree failed: %s", fdt_strerror(err));
+  return fail_plain(r, Code::kBadTree, "resize: writing the tree failed: %s", fdt_strerror(err));
 }
 
 // Copies the subtree at `src` (a chip node) as chip `id`: node name and reg
 // renumbered, phandles dropped (they must stay unique, and nothing can refer
 // to a node that did not exist in the source).
-bool emit_clone(const void* fdt, int src, uint32_t id, void* out, size_t out_cap, Result* r) {
+bool emit_clone(const void* fdt, int src, uint32_t id, void* out, size_t out_cap, Error* r) {
   int depth = 0;
   int off = src;
   for (;;) {
@@ -890,7 +888,7 @@ bool emit_clone(const void* fdt, int src, uint32_t id, void* out, size_t out_cap
         char renamed[24] = {};
         if (depth == 0) snprintf(renamed, sizeof(renamed), "chip@%x", id);
         ++depth;
-        VTRN_TRY(sw_check(fdt_begin_node(out, depth == 1 ? renamed : name), out_cap, r));
+        PARSE_TRY(sw_check(fdt_begin_node(out, depth == 1 ? renamed : name), out_cap, r));
         break;
       }
       case FDT_PROP: {
@@ -899,41 +897,41 @@ bool emit_clone(const void* fdt, int src, uint32_t id, void* out, size_t out_cap
         const void* data = fdt_getprop_by_offset(fdt, off, &pname, &plen);
         if (data == nullptr) return sw_check(plen, out_cap, r);
         if (plen < 0)
-          return fail_plain(r, Error::kBadTree, "resize: property %s has length %d", pname, plen);
+          return fail_plain(r, Code::kBadTree, "resize: property %s has length %d", pname, plen);
         if (strcmp(pname, "phandle") == 0 || strcmp(pname, "linux,phandle") == 0) break;
         if (depth == 1 && strcmp(pname, "reg") == 0) {
           fdt32_t reg = cpu_to_fdt32(id);
-          VTRN_TRY(sw_check(fdt_property(out, "reg", &reg, sizeof(reg)), out_cap, r));
+          PARSE_TRY(sw_check(fdt_property(out, "reg", &reg, sizeof(reg)), out_cap, r));
         } else {
-          VTRN_TRY(sw_check(fdt_property(out, pname, data, plen), out_cap, r));
+          PARSE_TRY(sw_check(fdt_property(out, pname, data, plen), out_cap, r));
         }
         break;
       }
       case FDT_END_NODE:
-        VTRN_TRY(sw_check(fdt_end_node(out), out_cap, r));
+        PARSE_TRY(sw_check(fdt_end_node(out), out_cap, r));
         if (--depth == 0) return true;
         break;
       case FDT_NOP:
         break;
       default:
-        return fail_plain(r, Error::kBadTree, "resize: unexpected tag %u in chip node", tag);
+        return fail_plain(r, Code::kBadTree, "resize: unexpected tag %u in chip node", tag);
     }
     off = next;
   }
 }
 
 bool resize_into(const void* fdt, const ChipsWalk& w, int last_chip, uint32_t chips, void* out,
-                 size_t out_cap, Result* r) {
+                 size_t out_cap, Error* r) {
   int cap = out_cap > static_cast<size_t>(INT_MAX) ? INT_MAX : static_cast<int>(out_cap);
-  VTRN_TRY(sw_check(fdt_create(out, cap), out_cap, r));
+  PARSE_TRY(sw_check(fdt_create(out, cap), out_cap, r));
   int rsv = fdt_num_mem_rsv(fdt);
   for (int i = 0; i < rsv; ++i) {
     uint64_t addr = 0;
     uint64_t bytes = 0;
-    VTRN_TRY(sw_check(fdt_get_mem_rsv(fdt, i, &addr, &bytes), out_cap, r));
-    VTRN_TRY(sw_check(fdt_add_reservemap_entry(out, addr, bytes), out_cap, r));
+    PARSE_TRY(sw_check(fdt_get_mem_rsv(fdt, i, &addr, &bytes), out_cap, r));
+    PARSE_TRY(sw_check(fdt_add_reservemap_entry(out, addr, bytes), out_cap, r));
   }
-  VTRN_TRY(sw_check(fdt_finish_reservemap(out), out_cap, r));
+  PARSE_TRY(sw_check(fdt_finish_reservemap(out), out_cap, r));
 
   int depth = 0;
   int chips_depth = -1;  // depth of /chips while inside it
@@ -955,7 +953,7 @@ bool resize_into(const void* fdt, const ChipsWalk& w, int last_chip, uint32_t ch
           // walk_board validated every chip's reg; re-checked so a bug here
           // cannot read past the property.
           if (reg == nullptr || len != 4)
-            return fail_plain(r, Error::kBadTree, "resize: chip node lost its reg");
+            return fail_plain(r, Code::kBadTree, "resize: chip node lost its reg");
           if (fdt32_ld(static_cast<const fdt32_t*>(reg)) >= chips) {
             skip_depth = depth;
             break;
@@ -964,7 +962,7 @@ bool resize_into(const void* fdt, const ChipsWalk& w, int last_chip, uint32_t ch
         int len = 0;
         const char* name = fdt_get_name(fdt, off, &len);
         if (name == nullptr) return sw_check(len, out_cap, r);
-        VTRN_TRY(sw_check(fdt_begin_node(out, name), out_cap, r));
+        PARSE_TRY(sw_check(fdt_begin_node(out, name), out_cap, r));
         break;
       }
       case FDT_PROP: {
@@ -974,8 +972,8 @@ bool resize_into(const void* fdt, const ChipsWalk& w, int last_chip, uint32_t ch
         const void* data = fdt_getprop_by_offset(fdt, off, &pname, &plen);
         if (data == nullptr) return sw_check(plen, out_cap, r);
         if (plen < 0)
-          return fail_plain(r, Error::kBadTree, "resize: property %s has length %d", pname, plen);
-        VTRN_TRY(sw_check(fdt_property(out, pname, data, plen), out_cap, r));
+          return fail_plain(r, Code::kBadTree, "resize: property %s has length %d", pname, plen);
+        PARSE_TRY(sw_check(fdt_property(out, pname, data, plen), out_cap, r));
         break;
       }
       case FDT_END_NODE:
@@ -986,20 +984,20 @@ bool resize_into(const void* fdt, const ChipsWalk& w, int last_chip, uint32_t ch
         }
         if (depth == chips_depth) {
           for (uint32_t id = w.count; id < chips; ++id)
-            VTRN_TRY(emit_clone(fdt, last_chip, id, out, out_cap, r));
+            PARSE_TRY(emit_clone(fdt, last_chip, id, out, out_cap, r));
           chips_depth = -1;
         }
-        VTRN_TRY(sw_check(fdt_end_node(out), out_cap, r));
+        PARSE_TRY(sw_check(fdt_end_node(out), out_cap, r));
         --depth;
         break;
       case FDT_NOP:
         break;
       default:
-        return fail_plain(r, Error::kBadTree, "resize: unexpected tag %u", tag);
+        return fail_plain(r, Code::kBadTree, "resize: unexpected tag %u", tag);
     }
     off = next;
   }
-  VTRN_TRY(sw_check(fdt_finish(out), out_cap, r));
+  PARSE_TRY(sw_check(fdt_finish(out), out_cap, r));
   fdt_set_boot_cpuid_phys(out, fdt_boot_cpuid_phys(fdt));
   return true;
 }
@@ -1008,10 +1006,10 @@ bool resize_into(const void* fdt, const ChipsWalk& w, int last_chip, uint32_t ch
 
 }  // namespace
 
-Result parse_board(const void* fdt, size_t size, Board* out) {
-  Result r;
+Error parse_board(const void* fdt, size_t size, Board* out) {
+  Error r;
   if (out == nullptr) {
-    fail_plain(&r, Error::kBadTree, "board: no output");
+    fail_plain(&r, Code::kBadTree, "board: no output");
     return r;
   }
   *out = Board{};
@@ -1021,10 +1019,10 @@ Result parse_board(const void* fdt, size_t size, Board* out) {
   return r;
 }
 
-Result parse_chip(const void* fdt, size_t size, uint32_t chip_id, Chip* out) {
-  Result r;
+Error parse_chip(const void* fdt, size_t size, uint32_t chip_id, Chip* out) {
+  Error r;
   if (out == nullptr) {
-    fail_plain(&r, Error::kBadTree, "board: no output");
+    fail_plain(&r, Code::kBadTree, "board: no output");
     return r;
   }
   *out = Chip{};
@@ -1035,7 +1033,7 @@ Result parse_chip(const void* fdt, size_t size, uint32_t chip_id, Chip* out) {
     return r;
   }
   if (w.found.off < 0) {
-    fail(&r, Error::kNoSuchChip, w.chips, nullptr, "no chip %u (the board has chips 0..%u)",
+    fail(&r, Code::kNoSuchChip, w.chips, nullptr, "no chip %u (the board has chips 0..%u)",
          chip_id, w.count - 1);
     return r;
   }
@@ -1044,10 +1042,10 @@ Result parse_chip(const void* fdt, size_t size, uint32_t chip_id, Chip* out) {
   return r;
 }
 
-Result parse_topology(const void* fdt, size_t size, Topology* out) {
-  Result r;
+Error parse_topology(const void* fdt, size_t size, Topology* out) {
+  Error r;
   if (out == nullptr) {
-    fail_plain(&r, Error::kBadTree, "board: no output");
+    fail_plain(&r, Code::kBadTree, "board: no output");
     return r;
   }
   *out = Topology{};
@@ -1055,15 +1053,15 @@ Result parse_topology(const void* fdt, size_t size, Topology* out) {
   return r;
 }
 
-Result resize_board(const void* fdt, size_t size, uint32_t chips, void* out, size_t out_cap) {
-  Result r;
+Error resize_board(const void* fdt, size_t size, uint32_t chips, void* out, size_t out_cap) {
+  Error r;
   if (chips == 0 || chips > kMaxChips) {
-    fail_plain(&r, Error::kBadProperty, "resize: %u chips requested, must be 1..%u", chips,
+    fail_plain(&r, Code::kBadProperty, "resize: %u chips requested, must be 1..%u", chips,
                kMaxChips);
     return r;
   }
   if (out == nullptr) {
-    fail_plain(&r, Error::kBadTree, "resize: no output buffer");
+    fail_plain(&r, Code::kBadTree, "resize: no output buffer");
     return r;
   }
   ChipsWalk w;
@@ -1071,7 +1069,7 @@ Result resize_board(const void* fdt, size_t size, uint32_t chips, void* out, siz
   const uint8_t* in_lo = static_cast<const uint8_t*>(fdt);
   const uint8_t* out_lo = static_cast<const uint8_t*>(out);
   if (out_lo < in_lo + size && in_lo < out_lo + out_cap) {
-    fail_plain(&r, Error::kBadTree, "resize: output buffer overlaps the input");
+    fail_plain(&r, Code::kBadTree, "resize: output buffer overlaps the input");
     return r;
   }
   // Clones copy the highest-numbered chip: boards list chips in id order,
@@ -1085,23 +1083,9 @@ Result resize_board(const void* fdt, size_t size, uint32_t chips, void* out, siz
   Board check;
   r = parse_board(out, fdt_totalsize(out), &check);
   if (r.ok() && check.chip_count != chips)
-    fail_plain(&r, Error::kBadTree, "resize: produced %u chips instead of %u", check.chip_count,
+    fail_plain(&r, Code::kBadTree, "resize: produced %u chips instead of %u", check.chip_count,
                chips);
   return r;
-}
-
-const char* error_name(Error e) {
-  switch (e) {
-    case Error::kOk: return "ok";
-    case Error::kBadTree: return "bad_tree";
-    case Error::kMissingNode: return "missing_node";
-    case Error::kMissingProperty: return "missing_property";
-    case Error::kBadProperty: return "bad_property";
-    case Error::kTooMany: return "too_many";
-    case Error::kDuplicate: return "duplicate";
-    case Error::kNoSuchChip: return "no_such_chip";
-  }
-  return "unknown";
 }
 
 }  // namespace vtrn::board

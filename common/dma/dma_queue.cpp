@@ -23,7 +23,7 @@ Resolved resolve(uint64_t addr, uint32_t length, bool host, const AddressMap& ma
     if (addr > map.host_window_size || length > map.host_window_size - addr) return {range_err, nullptr};
     return {kOk, map.host_window + addr};
   }
-  // ---- HBM ---- a stitched allocation's device addresses: only through
+  // A stitched allocation's device addresses: only through
   // the policy, which knows what is mapped there.
   if (map.remap_size != 0 && map.policy && addr >= map.remap_base &&
       addr - map.remap_base < map.remap_size) {
@@ -32,7 +32,6 @@ Resolved resolve(uint64_t addr, uint32_t length, bool host, const AddressMap& ma
     if (s != kOk) return {s, nullptr};
     return {kOk, map.remap + (addr - map.remap_base)};
   }
-  // ---- end HBM ----
   if (addr < map.hbm_base || addr - map.hbm_base > map.hbm_size ||
       length > map.hbm_size - (addr - map.hbm_base))
     return {range_err, nullptr};
@@ -62,7 +61,8 @@ Status validate(const Descriptor& d, const AddressMap& map, const uint8_t** src,
 }
 
 Queue::Queue(QueueControl* ctl, Descriptor* sq, Completion* cq, uint32_t depth, QueueStats* stats)
-    : ctl_(ctl), sq_(sq), cq_(cq), stats_(stats), depth_(depth) {
+    : ctl_(ctl), sq_(sq), cq_(cq), depth_(depth) {
+  stats_.attach(stats);
   reset_seen_ = load_acquire(&ctl_->reset_req);
   restart();
   store_release(&ctl_->reset_ack, reset_seen_);
@@ -98,19 +98,22 @@ bool Queue::cq_space(uint32_t needed) {
   return depth_ - used >= needed;
 }
 
-void Queue::stats_begin() {
-  if (stats_) __atomic_store_n(&stats_->seq, stats_->seq + 1, __ATOMIC_RELEASE);
+void Queue::bump(uint64_t QueueStats::*field, uint64_t by) {
+  counts_.*field += by;
+  stats_.put(&(stats_.shared()->*field), counts_.*field);
 }
 
-void Queue::stats_end() {
-  if (stats_) __atomic_store_n(&stats_->seq, stats_->seq + 1, __ATOMIC_RELEASE);
+void Queue::bump_status(uint32_t status) {
+  if (status >= kStatusCount) return;
+  ++counts_.errors_by_status[status];
+  stats_.put(&stats_.shared()->errors_by_status[status], counts_.errors_by_status[status]);
 }
 
 void Queue::add_busy_ns(uint64_t ns) {
-  if (!stats_) return;
-  stats_begin();
-  stats_->busy_ns += ns;
-  stats_end();
+  if (!stats_.attached()) return;
+  stats_.begin();
+  bump(&QueueStats::busy_ns, ns);
+  stats_.end();
 }
 
 void Queue::complete(uint64_t cookie, Status status, uint32_t bytes, bool irq, PollResult* r) {
@@ -120,12 +123,12 @@ void Queue::complete(uint64_t cookie, Status status, uint32_t bytes, bool irq, P
   store_release(&ctl_->cq_prod, cq_prod_);
   ++r->completions;
   if (irq && load_acquire(&ctl_->irq_armed)) r->irq = true;
-  if (stats_) {
-    ++stats_->chains;
-    stats_->bytes += bytes;
-    if (status != kOk) ++stats_->errors;
-    if (status < kStatusCount) ++stats_->errors_by_status[status];
-    if (irq) ++stats_->irqs;
+  if (stats_.attached()) {
+    bump(&QueueStats::chains, 1);
+    bump(&QueueStats::bytes, bytes);
+    if (status != kOk) bump(&QueueStats::errors, 1);
+    bump_status(status);
+    if (irq) bump(&QueueStats::irqs, 1);
   }
 }
 
@@ -148,14 +151,18 @@ PollResult Queue::poll(const AddressMap& map, Copier& copier, uint32_t budget) {
   }
   if (error_ != kQueueOk) {
     // Whatever chain was open can never finish: say so rather than drop it.
-    if (in_chain_ && cq_space(1)) complete(chain_cookie_, kErrQueueBroken, uint32_t(chain_bytes_), chain_irq_, &r);
+    if (in_chain_ && cq_space(1)) {
+      if (stats_.attached()) stats_.begin();
+      complete(chain_cookie_, kErrQueueBroken, uint32_t(chain_bytes_), chain_irq_, &r);
+      if (stats_.attached()) stats_.end();
+    }
     in_chain_ = false;
     return r;
   }
   sq_prod_seen_ = prod;
   if (prod == sq_cons_) return r;
 
-  stats_begin();
+  if (stats_.attached()) stats_.begin();
   while (sq_cons_ != prod && r.descriptors < budget) {
     Descriptor d;
     memcpy(&d, &sq_[sq_cons_ & (depth_ - 1)], sizeof d);
@@ -165,7 +172,7 @@ PollResult Queue::poll(const AddressMap& map, Copier& copier, uint32_t budget) {
     if (!cq_space(needed)) break;
     ++sq_cons_;
     ++r.descriptors;
-    if (stats_) ++stats_->descriptors;
+    if (stats_.attached()) bump(&QueueStats::descriptors, 1);
 
     if (first) {
       if (in_chain_) complete(chain_cookie_, kErrChainUnterminated, uint32_t(chain_bytes_), chain_irq_, &r);
@@ -200,7 +207,7 @@ PollResult Queue::poll(const AddressMap& map, Copier& copier, uint32_t budget) {
       in_chain_ = false;
     }
   }
-  stats_end();
+  if (stats_.attached()) stats_.end();
   // Release: our reads of the consumed descriptors are done before the host
   // may reuse their slots.
   store_release(&ctl_->sq_cons, sq_cons_);

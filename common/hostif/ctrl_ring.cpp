@@ -138,4 +138,17 @@ void RingConsumer::reset(uint32_t index) {
   if (mem_.my_error) store_release(mem_.my_error, kCtrlOk);
 }
 
+const char* ring_error_name(uint32_t e) {
+  switch (e) {
+    case kCtrlOk: return "ok";
+    case kCtrlIndexJump: return "producer index jumped";
+    case kCtrlIndexBackward: return "producer index moved backwards";
+    case kCtrlBadLength: return "slot length too large";
+    case kCtrlBadCrc: return "slot CRC mismatch";
+    case kCtrlBadKind: return "wrong slot kind";
+    case kCtrlConsumerAhead: return "consumer index beyond producer";
+  }
+  return "unknown";
+}
+
 }  // namespace vtrn::hostif

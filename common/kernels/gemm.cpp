@@ -207,7 +207,7 @@ void micro_f32(const float* ap, const float* bp, uint32_t kc, float* c, size_t l
   }
 }
 
-// ---- MXFP4: integer products per block ----
+// MXFP4: integer products per block
 //
 // E2M1 elements are multiples of 0.5 up to 6, so twice an element is an
 // integer up to 12, a product of two is at most 144 and the sum of a block's

@@ -197,6 +197,15 @@ uint32_t speed_mtps(LinkSpeed s) {
   return 0;
 }
 
+LinkSpeed speed_from_gtps(uint32_t g) {
+  if (g >= 64) return LinkSpeed::k64GT;
+  if (g >= 32) return LinkSpeed::k32GT;
+  if (g >= 16) return LinkSpeed::k16GT;
+  if (g >= 8) return LinkSpeed::k8GT;
+  if (g >= 5) return LinkSpeed::k5GT;
+  return LinkSpeed::k2_5GT;
+}
+
 uint64_t link_bytes_per_us(LinkSpeed s, uint32_t width) {
   const uint64_t mt = speed_mtps(s);
   if (s <= LinkSpeed::k5GT) return mt * width * 8 / (10 * 8);

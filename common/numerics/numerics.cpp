@@ -2,7 +2,7 @@
 // operand sizes, shape checks and whole-operand conversion. The scalar
 // conversions are constexpr in the header so kernels inline them; this file
 // holds what loops over blocks and rows. Built into the firmware too, so no
-// heap and no stdio: error lines are formatted by hand.
+// heap: a bad shape is a vtrn::Error (common/error) naming the field.
 #include "vtrn/numerics.h"
 
 #include <string.h>
@@ -17,31 +17,6 @@ struct Name {
 constexpr Name kNames[] = {
     {"fp32", DType::kF32},         {"f32", DType::kF32},          {"bf16", DType::kBF16},
     {"fp8-e4m3", DType::kFP8E4M3}, {"fp8-e5m2", DType::kFP8E5M2}, {"mxfp4", DType::kMXFP4},
-};
-
-// A tiny bounded line writer: the firmware has no snprintf worth using here.
-struct Line {
-  char* out;
-  size_t cap;
-  size_t len = 0;
-  void put(const char* s) {
-    while (*s) {
-      if (out && len + 1 < cap) out[len] = *s;
-      ++len;
-      ++s;
-    }
-    if (out && cap) out[len < cap ? len : cap - 1] = '\0';
-  }
-  void put_u64(uint64_t v) {
-    char buf[24];
-    int i = 23;
-    buf[i] = '\0';
-    do {
-      buf[--i] = char('0' + v % 10);
-      v /= 10;
-    } while (v);
-    put(buf + i);
-  }
 };
 
 size_t elem_bytes(DType dtype) {
@@ -130,28 +105,21 @@ size_t scale_bytes(DType dtype, uint32_t rows, uint32_t k) {
   return dtype == DType::kMXFP4 ? size_t(rows) * (k / kMxBlock) : 0;
 }
 
-bool check_gemm(DType dtype, uint32_t m, uint32_t n, uint32_t k, char* err, size_t cap) {
-  Line line{err, cap};
+vtrn::Error check_gemm(DType dtype, uint32_t m, uint32_t n, uint32_t k) {
+  using vtrn::Code;
+  using vtrn::Error;
   if (!dtype_valid(uint32_t(dtype))) {
-    line.put("dtype: ");
-    line.put_u64(uint32_t(dtype));
-    line.put(" is not a known dtype (fp32, bf16, fp8-e4m3, fp8-e5m2, mxfp4)");
-    return false;
+    return Error(Code::kInvalidArgument,
+                 "dtype: %u is not a known dtype (fp32, bf16, fp8-e4m3, fp8-e5m2, mxfp4)",
+                 unsigned(dtype));
   }
   const char* names[3] = {"m", "n", "k"};
   const uint32_t dims[3] = {m, n, k};
   for (int i = 0; i < 3; ++i) {
-    if (dims[i] == 0) {
-      line.put(names[i]);
-      line.put(": must be at least 1");
-      return false;
-    }
+    if (dims[i] == 0) return Error(Code::kInvalidArgument, "%s: must be at least 1", names[i]);
   }
   if (dtype == DType::kMXFP4 && k % kMxBlock != 0) {
-    line.put("k: ");
-    line.put_u64(k);
-    line.put(" is not a multiple of 32 for mxfp4");
-    return false;
+    return Error(Code::kInvalidArgument, "k: %u is not a multiple of 32 for mxfp4", unsigned(k));
   }
   // Elements in 64 bits (each factor < 2^32, so no overflow), compared with
   // the cap divided by the element size so the byte count cannot overflow
@@ -167,19 +135,12 @@ bool check_gemm(DType dtype, uint32_t m, uint32_t n, uint32_t k, char* err, size
   for (const Buf& b : bufs) {
     const uint64_t elems = b.rows * b.cols;
     if (elems > kMaxOperandBytes / b.elem) {
-      line.put(b.name);
-      line.put(": ");
-      line.put_u64(b.rows);
-      line.put(" x ");
-      line.put_u64(b.cols);
-      line.put(" elements exceed the ");
-      line.put_u64(kMaxOperandBytes >> 30);
-      line.put(" GiB operand limit");
-      return false;
+      return Error(Code::kInvalidArgument, "%s: %llu x %llu elements exceed the %llu GiB operand limit",
+                   b.name, (unsigned long long)b.rows, (unsigned long long)b.cols,
+                   (unsigned long long)(kMaxOperandBytes >> 30));
     }
   }
-  if (err && cap) err[0] = '\0';
-  return true;
+  return Error();
 }
 
 void quantize_operand(DType dtype, const float* src, uint32_t rows, uint32_t k, void* dst,

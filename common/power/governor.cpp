@@ -59,11 +59,9 @@ Decision Governor::evaluate(const GovernorInput& in) {
       const uint32_t from = thermal_limit_ > pstate_ ? thermal_limit_ : pstate_;
       if (from < lowest) {
         thermal_limit_ = from + 1;
-        ++steps_down_;
       }
     } else if (all_cool && thermal_limit_ > 0) {
       --thermal_limit_;
-      ++steps_up_;
     }
   }
 

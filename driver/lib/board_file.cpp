@@ -108,9 +108,9 @@ bool decode_board(const std::string& label, std::vector<uint8_t> dtb, uint32_t c
                   BoardSpec* out, std::string* err) {
   const std::string prefix = "board " + label + ": ";
   vtrn::board::Board board;
-  vtrn::board::Result r = vtrn::board::parse_board(dtb.data(), dtb.size(), &board);
+  vtrn::Error r = vtrn::board::parse_board(dtb.data(), dtb.size(), &board);
   if (!r.ok()) {
-    *err = prefix + r.message;
+    *err = prefix + r.detail();
     return false;
   }
   if (chips != 0 && chips != board.chip_count) {
@@ -124,14 +124,14 @@ bool decode_board(const std::string& label, std::vector<uint8_t> dtb, uint32_t c
     std::vector<uint8_t> resized(cap);
     r = vtrn::board::resize_board(dtb.data(), dtb.size(), chips, resized.data(), cap);
     if (!r.ok()) {
-      *err = prefix + r.message;
+      *err = prefix + r.detail();
       return false;
     }
     if (fdt_pack(resized.data()) == 0) resized.resize(fdt_totalsize(resized.data()));
     dtb = std::move(resized);
     r = vtrn::board::parse_board(dtb.data(), dtb.size(), &board);
     if (!r.ok()) {
-      *err = prefix + r.message;
+      *err = prefix + r.detail();
       return false;
     }
   }
@@ -140,7 +140,7 @@ bool decode_board(const std::string& label, std::vector<uint8_t> dtb, uint32_t c
     vtrn::board::Chip chip;
     r = vtrn::board::parse_chip(dtb.data(), dtb.size(), board.chip_ids[i], &chip);
     if (!r.ok()) {
-      *err = prefix + r.message;
+      *err = prefix + r.detail();
       return false;
     }
     out->chips.push_back(chip);

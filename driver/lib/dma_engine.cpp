@@ -1,7 +1,7 @@
 // Host side of a chip's DMA (see vtrn/drv/dma_engine.h for the trust and
 // threading model).
 #include "vtrn/drv/dma_engine.h"
-#include "vtrn/drv/seqlock_retry.h"
+#include "vtrn/seqlock.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -685,17 +685,8 @@ bool DmaEngine::snapshot(uint32_t qi, DmaQueueSnapshot* out) {
   if (q == nullptr) return false;
   *out = DmaQueueSnapshot{};
   // Seqlock: the device holds it odd while it updates a few counters.
-  SeqlockRetry retry;
-  do {
-    const uint32_t s1 = __atomic_load_n(&q->stats->seq, __ATOMIC_ACQUIRE);
-    if (s1 & 1u) continue;
-    memcpy(&out->device, q->stats, sizeof out->device);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if (__atomic_load_n(&q->stats->seq, __ATOMIC_ACQUIRE) == s1) {
-      out->device_stats_valid = true;
-      break;
-    }
-  } while (retry.again());
+  vtrn::hostif::SeqlockRetry retry;
+  out->device_stats_valid = vtrn::hostif::seqlock_read(q->stats, &out->device, retry);
   std::lock_guard<std::mutex> l(q->mu);
   out->device_error = q->hq.device_error();
   out->fault = q->fault;

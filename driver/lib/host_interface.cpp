@@ -1,11 +1,10 @@
 // Host-side BAR2 access (see vtrn/drv/host_interface.h).
 #include "vtrn/drv/host_interface.h"
-#include "vtrn/drv/seqlock_retry.h"
 
 #include <string.h>
 
 #include "vtrn/power.h"    // ---- power ----
-#include "vtrn/seqlock.h"  // ---- power ----
+#include "vtrn/seqlock.h"
 
 namespace drv {
 
@@ -131,16 +130,8 @@ bool HostInterface::read_telemetry(Telemetry* out) const {
   if (!up_) return false;
   // The firmware refreshes the block for a few microseconds every period;
   // SeqlockRetry waits out a vCPU descheduled mid-update.
-  SeqlockRetry retry;
-  do {
-    uint32_t s1 = load_acquire_field(&telemetry_->seq);
-    if (s1 & 1u) continue;
-    memcpy(out, telemetry_, sizeof *out);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    uint32_t s2 = load_acquire_field(&telemetry_->seq);
-    if (s1 == s2) return true;
-  } while (retry.again());
-  return false;
+  vtrn::hostif::SeqlockRetry retry;
+  return vtrn::hostif::seqlock_read(telemetry_, out, retry);
 }
 
 // ---- power ----
@@ -189,11 +180,8 @@ bool HostInterface::read_power(vtrn::power::PowerTelemetry* out, std::string* er
     return false;
   }
   const auto* block = reinterpret_cast<const vtrn::power::PowerTelemetry*>(base_ + r.offset);
-  SeqlockRetry retry;
-  bool read = false;
-  while (!(read = vtrn::power::seqlock_read(block, out, 1)) && retry.again()) {
-  }
-  if (!read) {
+  vtrn::hostif::SeqlockRetry retry;
+  if (!vtrn::hostif::seqlock_read(block, out, retry)) {
     *err = "power block: the firmware never held still (seqlock)";
     return false;
   }

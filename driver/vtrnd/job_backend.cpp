@@ -8,6 +8,7 @@
 
 #include "hbm_service.h"
 #include "vtrn/jobs_abi.h"
+#include "vtrn/seqlock.h"
 
 namespace drv {
 
@@ -203,19 +204,11 @@ void DaemonJobBackend::ctrl(uint32_t chip, const Vtrn__Ctrl__Request& req, uint3
 
 namespace {
 
-// Copies a record that starts with a uint32_t seq counter under the table's
-// seqlock rule: an even seq that is the same before and after the copy.
+// Copies one record of the job table under its seqlock.
 template <typename T>
 bool read_record(const uint8_t* p, T* out) {
-  for (int attempt = 0; attempt < 16; ++attempt) {
-    const uint32_t s0 = __atomic_load_n(reinterpret_cast<const uint32_t*>(p), __ATOMIC_ACQUIRE);
-    if (s0 & 1) continue;
-    memcpy(out, p, sizeof(T));
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    const uint32_t s1 = __atomic_load_n(reinterpret_cast<const uint32_t*>(p), __ATOMIC_RELAXED);
-    if (s0 == s1) return true;
-  }
-  return false;
+  vtrn::hostif::SeqlockRetry retry;
+  return vtrn::hostif::seqlock_read(reinterpret_cast<const T*>(p), out, retry);
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // status reads and LinkControl forwarding (see link_service.h).
 #include "link_service.h"
 #include "proto_arena.h"
-#include "vtrn/drv/seqlock_retry.h"
+#include "vtrn/seqlock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -190,10 +190,10 @@ LinkService::~LinkService() { stop(); }
 
 bool LinkService::prepare(std::string* err) {
   topo_ = std::make_unique<vtrn::board::Topology>();
-  const vtrn::board::Result r =
+  const vtrn::Error r =
       vtrn::board::parse_topology(board_.dtb.data(), board_.dtb.size(), topo_.get());
   if (!r.ok()) {
-    *err = std::string("board wiring: ") + r.message;
+    *err = std::string("board wiring: ") + r.detail();
     return false;
   }
   if (topo_->link_count == 0) return true;
@@ -345,15 +345,9 @@ bool LinkService::read_chip(Chip* chip, abi::LinksBlock* out, std::string* err) 
     *err = "chip not ready";
     return false;
   }
-  const auto* hdr = reinterpret_cast<const abi::LinksHeader*>(bar2);
-  drv::SeqlockRetry retry;
-  do {
-    const uint32_t s1 = __atomic_load_n(&hdr->seq, __ATOMIC_ACQUIRE);
-    if (s1 & 1u) continue;
-    memcpy(out, bar2, sizeof *out);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    const uint32_t s2 = __atomic_load_n(&hdr->seq, __ATOMIC_RELAXED);
-    if (s1 != s2) continue;
+  vtrn::hostif::SeqlockRetry retry;
+  if (vtrn::hostif::seqlock_read<offsetof(abi::LinksHeader, seq)>(
+          reinterpret_cast<const abi::LinksBlock*>(bar2), out, retry)) {
     const abi::LinksHeader& h = out->header;
     if (h.magic != abi::kMagic || h.version != abi::kVersion ||
         h.header_size != sizeof(abi::LinksHeader) || h.port_size != sizeof(abi::PortStatus) ||
@@ -362,7 +356,7 @@ bool LinkService::read_chip(Chip* chip, abi::LinksBlock* out, std::string* err) 
       return false;
     }
     return true;
-  } while (retry.again());
+  }
   *err = "link status block is being rewritten continuously";
   return false;
 }

@@ -61,22 +61,28 @@ void block_range(Op op, uint32_t ranks, uint64_t bytes, uint32_t block, uint64_t
   *len = (e - b) * 4;
 }
 
-bool check_plan(const Plan& p, char* err, size_t cap) {
+vtrn::Error check_plan(const Plan& p) {
+  using vtrn::Code;
+  using vtrn::Error;
   if (p.op != Op::kAllReduce && p.op != Op::kAllGather) {
-    snprintf(err, cap, "op: %u is not all-reduce or all-gather", unsigned(p.op));
-  } else if (p.ranks < 2 || p.ranks > kMaxRanks) {
-    snprintf(err, cap, "ranks: %u is not in 2..%u", unsigned(p.ranks), unsigned(kMaxRanks));
-  } else if (p.rank >= p.ranks) {
-    snprintf(err, cap, "rank: %u is not below ranks %u", unsigned(p.rank), unsigned(p.ranks));
-  } else if (p.bytes == 0 || p.bytes % 4 != 0 || p.bytes > (1ull << 32)) {
-    snprintf(err, cap, "bytes: %llu is not a multiple of 4 in 4..4 GiB",
-             (unsigned long long)p.bytes);
-  } else if (p.max_frame < sizeof(FrameHeader) + 4) {
-    snprintf(err, cap, "max_frame: %u holds no data", unsigned(p.max_frame));
-  } else {
-    return true;
+    return Error(Code::kInvalidArgument, "op: %u is not all-reduce or all-gather", unsigned(p.op));
   }
-  return false;
+  if (p.ranks < 2 || p.ranks > kMaxRanks) {
+    return Error(Code::kInvalidArgument, "ranks: %u is not in 2..%u", unsigned(p.ranks),
+                 unsigned(kMaxRanks));
+  }
+  if (p.rank >= p.ranks) {
+    return Error(Code::kInvalidArgument, "rank: %u is not below ranks %u", unsigned(p.rank),
+                 unsigned(p.ranks));
+  }
+  if (p.bytes == 0 || p.bytes % 4 != 0 || p.bytes > (1ull << 32)) {
+    return Error(Code::kInvalidArgument, "bytes: %llu is not a multiple of 4 in 4..4 GiB",
+                 (unsigned long long)p.bytes);
+  }
+  if (p.max_frame < sizeof(FrameHeader) + 4) {
+    return Error(Code::kInvalidArgument, "max_frame: %u holds no data", unsigned(p.max_frame));
+  }
+  return Error();
 }
 
 uint32_t Collective::payload_max() const {

@@ -3,135 +3,129 @@
 //
 // Frames for a collective id above the last one this chip ran, arriving
 // before this chip's submit, are held (not consumed) for kHoldNs; older ids
-// and anything past that bound are dropped and counted, so a leftover of a
-// failed collective can never block a port for good.
+// and anything past that bound are dropped (counted as rejected while a
+// collective runs), so a leftover of a failed collective can never block a
+// port for good.
 #include "fw/collectives_service.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "fw/arch.h"
-#include "fw/collective.h"
+#include "fw/ctrl_service.h"
 #include "fw/hbm_service.h"
 #include "fw/links_service.h"
 #include "fw/log.h"
+#include "fw/wire.h"
 #include "vtrn/link.h"
 
 namespace fw::collectives {
 namespace {
 
+using vtrn::Code;
+using vtrn::Error;
+
 constexpr uint64_t kHoldNs = 2'000'000'000;
 constexpr uint32_t kDefaultTimeoutMs = 60'000;
 constexpr uint32_t kDefaultStepTimeoutMs = 5'000;
-constexpr uint32_t kMaxFrame = 4096;
 
-coll::Collective g_coll;
-uint64_t g_job_id = 0;
-uint32_t g_send_port = 0, g_recv_port = 0;
-uint32_t g_last_id = 0;       // highest collective id this chip started
-bool g_running = false;
-bool g_event_owed = false;
-uint64_t g_start_ns = 0, g_end_ns = 0;
-uint64_t g_hold_since = 0;    // a future collective's frame at a port head since
-bool g_holding = false;
-uint64_t g_dropped_idle = 0;  // frames dropped while no collective ran
-char g_reason[224] = {};      // the end event's reason: the step, then the ports
-alignas(8) uint8_t g_tx[kMaxFrame];
+constinit CollectivesService g_service;
+
+bool on_frame(uint32_t port, const uint8_t* data, uint32_t length, uint64_t now) {
+  return g_service.on_frame(port, data, length, now);
+}
+bool pump(uint64_t now) { return g_service.pump(now); }
+
+const links::FrameClient kClient{coll::kFrameMagic, on_frame, pump};
+
+const Route kRoutes[] = {
+    route<&CollectivesService::submit>(VTRN__CTRL__REQUEST__BODY_COLLECTIVE_SUBMIT,
+                                       VTRN__CTRL__RESPONSE__BODY_COLLECTIVE_SUBMIT),
+};
+
+// The LinkState name of a port, running or not.
+const char* port_state(uint32_t port) {
+  uint32_t state = 0;
+  (void)links::port_runs(port, &state);
+  return vtrn::link::to_string(vtrn::link::LinkState(state));
+}
+
+}  // namespace
+
+CollectivesService& service() { return g_service; }
+
+std::span<const Route> CollectivesService::routes() const { return kRoutes; }
+
+void CollectivesService::init(const Boot&) { links::set_frame_client(&kClient); }
 
 // Ends the job: the event is owed from now on. A failure's reason names the
 // step (from the state machine) and the link ports' states, so a timeout on
 // a link stuck in Recovery or Detect says so.
-void finish(uint64_t now) {
-  g_running = false;
-  g_event_owed = true;
-  g_end_ns = now;
-  g_reason[0] = '\0';
-  if (g_coll.state() != coll::State::kDone) {
-    uint32_t ss = 0, rs = 0;
-    char why[96];
-    (void)links::port_runs(g_send_port, &ss, why, sizeof why);
-    (void)links::port_runs(g_recv_port, &rs, why, sizeof why);
-    snprintf(g_reason, sizeof g_reason, "%s; send port %u %s, receive port %u %s", g_coll.reason(),
-             unsigned(g_send_port), vtrn::link::to_string(vtrn::link::LinkState(ss)),
-             unsigned(g_recv_port), vtrn::link::to_string(vtrn::link::LinkState(rs)));
+void CollectivesService::finish(uint64_t now) {
+  running_ = false;
+  event_owed_ = true;
+  end_ns_ = now;
+  reason_[0] = '\0';
+  if (coll_.state() != coll::State::kDone) {
+    snprintf(reason_, sizeof reason_, "%s; send port %u %s, receive port %u %s", coll_.reason(),
+             unsigned(send_port_), port_state(send_port_), unsigned(recv_port_),
+             port_state(recv_port_));
   }
-  if (g_coll.state() == coll::State::kDone) {
+  if (coll_.state() == coll::State::kDone) {
     log(kLogInfo, "collectives: job %llu (collective %u) done: %llu bytes sent, %llu received",
-        (unsigned long long)g_job_id, unsigned(g_coll.collective_id()),
-        (unsigned long long)g_coll.bytes_sent(), (unsigned long long)g_coll.bytes_received());
+        (unsigned long long)job_id_, unsigned(coll_.collective_id()),
+        (unsigned long long)coll_.bytes_sent(), (unsigned long long)coll_.bytes_received());
   } else {
-    log(kLogWarn, "collectives: job %llu (collective %u) ended: %s", (unsigned long long)g_job_id,
-        unsigned(g_coll.collective_id()), g_reason);
+    log(kLogWarn, "collectives: job %llu (collective %u) ended: %s", (unsigned long long)job_id_,
+        unsigned(coll_.collective_id()), reason_);
   }
 }
 
-bool on_frame(uint32_t port, const uint8_t* data, uint32_t length, uint64_t now) {
+bool CollectivesService::on_frame(uint32_t port, const uint8_t* data, uint32_t length,
+                                  uint64_t now) {
   coll::FrameHeader h{};
   if (length >= sizeof h) memcpy(&h, data, sizeof h);
-  if (g_running && port == g_recv_port) {
-    const coll::Verdict v = g_coll.on_frame(data, length, now);
+  if (running_ && port == recv_port_) {
+    const coll::Verdict v = coll_.on_frame(data, length, now);
     if (v == coll::Verdict::kHold) return false;
-    if (!g_coll.active()) finish(now);
+    if (!coll_.active()) finish(now);
     return true;
   }
-  if (!g_running && length >= sizeof h && h.collective_id > g_last_id) {
+  if (!running_ && length >= sizeof h && h.collective_id > last_id_) {
     // The neighbour started a collective this chip has not been told of yet.
-    if (!g_holding) {
-      g_holding = true;
-      g_hold_since = now;
+    if (!holding_) {
+      holding_ = true;
+      hold_since_ = now;
     }
-    if (now - g_hold_since < kHoldNs) return false;
+    if (now - hold_since_ < kHoldNs) return false;
   }
-  g_holding = false;
-  if (g_running) g_coll.count_rejected();
-  else ++g_dropped_idle;
+  holding_ = false;
+  if (running_) coll_.count_rejected();
   return true;
 }
 
-bool pump(uint64_t now) {
-  if (!g_running) return g_holding;
-  g_coll.poll(now);
-  while (g_coll.active() && links::tx_space(g_send_port) > 0) {
-    const uint32_t len = g_coll.next_frame(g_tx, sizeof g_tx);
+bool CollectivesService::pump(uint64_t now) {
+  if (!running_) return holding_;
+  coll_.poll(now);
+  while (coll_.active() && links::tx_space(send_port_) > 0) {
+    const uint32_t len = coll_.next_frame(tx_, sizeof tx_);
     if (len == 0) break;
-    if (links::send_frame(g_send_port, g_tx, len) != vtrn::link::LinkStatus::kOk) break;
-    g_coll.sent(now);
+    if (links::send_frame(send_port_, tx_, len) != vtrn::link::LinkStatus::kOk) break;
+    coll_.sent(now);
   }
-  if (!g_coll.active()) {
+  if (!coll_.active()) {
     finish(now);
     return false;
   }
   return true;
 }
 
-const links::FrameClient kClient{coll::kFrameMagic, on_frame, pump};
-
-template <typename T>
-T* arena_new(pb::Arena& arena) {
-  ProtobufCAllocator* a = arena.allocator();
-  return static_cast<T*>(a->alloc(a->allocator_data, sizeof(T)));
-}
-
-bool reject(Vtrn__Ctrl__Response* resp, Vtrn__Ctrl__Status st, char* error, size_t cap,
-            const char* what) {
-  resp->status = st;
-  snprintf(error, cap, "collective: %s", what);
-  return true;
-}
-
-}  // namespace
-
-void init() { links::set_frame_client(&kClient); }
-
-bool serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena& arena,
-           char* error, size_t error_cap) {
-  if (req.body_case != VTRN__CTRL__REQUEST__BODY_COLLECTIVE_SUBMIT) return false;
-  const Vtrn__Ctrl__CollectiveSubmitRequest* r = req.collective_submit;
-  const auto bad = VTRN__CTRL__STATUS__STATUS_BAD_REQUEST;
-  if (r == nullptr) return reject(resp, bad, error, error_cap, "no body");
+Error CollectivesService::submit(const Vtrn__Ctrl__CollectiveSubmitRequest& req,
+                                 Vtrn__Ctrl__CollectiveSubmitResponse& body, Call&) {
+  const Vtrn__Ctrl__CollectiveSubmitRequest* r = &req;
   // Copy, then validate, then use: nothing of the decoded request is kept.
   coll::Plan plan;
-  plan.op = coll::Op(r->op);
+  plan.op = coll::Op(wire(r->op));
   plan.collective_id = r->collective_id;
   plan.ranks = r->ranks;
   plan.rank = r->rank;
@@ -143,86 +137,73 @@ bool serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena
   const uint64_t job_id = r->job_id;
   const uint32_t send_port = r->send_port, recv_port = r->recv_port;
   const uint64_t in_addr = r->in_addr, out_addr = r->out_addr;
-  char why[112];
-  if (g_running || g_event_owed) {
-    return reject(resp, VTRN__CTRL__STATUS__STATUS_BUSY, error, error_cap,
-                  "another collective runs on this chip");
+  if (running_ || event_owed_) {
+    return Error(Code::kBusy, "collective: another collective runs on this chip");
   }
-  if (!coll::check_plan(plan, why, sizeof why)) return reject(resp, bad, error, error_cap, why);
-  if (plan.collective_id <= g_last_id) {
-    snprintf(why, sizeof why, "collective_id: %u is not above the last one, %u",
-             unsigned(plan.collective_id), unsigned(g_last_id));
-    return reject(resp, bad, error, error_cap, why);
+  Error why = coll::check_plan(plan);
+  if (!why.ok()) return Error(Code::kInvalidArgument, "collective: %s", why.detail());
+  if (plan.collective_id <= last_id_) {
+    return Error(Code::kInvalidArgument, "collective: collective_id: %u is not above the last one, %u",
+                 unsigned(plan.collective_id), unsigned(last_id_));
   }
   uint32_t st = 0;
-  if (!links::port_runs(send_port, &st, why, sizeof why) ||
-      !links::port_runs(recv_port, &st, why, sizeof why)) {
-    return reject(resp, bad, error, error_cap, why);
-  }
+  why = links::port_runs(send_port, &st);
+  if (why.ok()) why = links::port_runs(recv_port, &st);
+  if (!why.ok()) return Error(Code::kInvalidArgument, "collective: %s", why.detail());
   const uint64_t out_bytes = coll::output_bytes(plan.op, plan.ranks, plan.bytes);
   if (hbm::check(in_addr, plan.bytes) != hbm::Access::kOk) {
-    snprintf(why, sizeof why, "in_addr: 0x%llx + %llu is not inside a live allocation",
-             (unsigned long long)in_addr, (unsigned long long)plan.bytes);
-    return reject(resp, bad, error, error_cap, why);
+    return Error(Code::kInvalidArgument,
+                 "collective: in_addr: 0x%llx + %llu is not inside a live allocation",
+                 (unsigned long long)in_addr, (unsigned long long)plan.bytes);
   }
   if (hbm::check(out_addr, out_bytes) != hbm::Access::kOk) {
-    snprintf(why, sizeof why, "out_addr: 0x%llx + %llu is not inside a live allocation",
-             (unsigned long long)out_addr, (unsigned long long)out_bytes);
-    return reject(resp, bad, error, error_cap, why);
+    return Error(Code::kInvalidArgument,
+                 "collective: out_addr: 0x%llx + %llu is not inside a live allocation",
+                 (unsigned long long)out_addr, (unsigned long long)out_bytes);
   }
   if (in_addr < out_addr + out_bytes && out_addr < in_addr + plan.bytes) {
-    return reject(resp, bad, error, error_cap, "in_addr and out_addr overlap");
-  }
-  auto* body = arena_new<Vtrn__Ctrl__CollectiveSubmitResponse>(arena);
-  if (body == nullptr) {
-    return reject(resp, VTRN__CTRL__STATUS__STATUS_INTERNAL, error, error_cap, "out of response memory");
+    return Error(Code::kInvalidArgument, "collective: in_addr and out_addr overlap");
   }
   const uint64_t now = arch::now_ns();
-  g_job_id = job_id;
-  g_send_port = send_port;
-  g_recv_port = recv_port;
-  g_last_id = plan.collective_id;
-  g_start_ns = now;
-  g_running = true;
-  g_holding = false;
-  g_coll.start(plan, reinterpret_cast<const uint8_t*>(uintptr_t(in_addr)),
-               reinterpret_cast<uint8_t*>(uintptr_t(out_addr)), now);
+  job_id_ = job_id;
+  send_port_ = send_port;
+  recv_port_ = recv_port;
+  last_id_ = plan.collective_id;
+  start_ns_ = now;
+  running_ = true;
+  holding_ = false;
+  coll_.start(plan, reinterpret_cast<const uint8_t*>(uintptr_t(in_addr)),
+              reinterpret_cast<uint8_t*>(uintptr_t(out_addr)), now);
   log(kLogInfo, "collectives: job %llu: %s collective %u, rank %u of %u, %llu bytes, send port %u, "
       "receive port %u", (unsigned long long)job_id,
       plan.op == coll::Op::kAllReduce ? "all-reduce" : "all-gather", unsigned(plan.collective_id),
       unsigned(plan.rank), unsigned(plan.ranks), (unsigned long long)plan.bytes, unsigned(send_port),
       unsigned(recv_port));
-  vtrn__ctrl__collective_submit_response__init(body);
-  body->state = VTRN__CTRL__JOB_STATE__JOB_STATE_QUEUED;
-  resp->status = VTRN__CTRL__STATUS__STATUS_OK;
-  resp->body_case = VTRN__CTRL__RESPONSE__BODY_COLLECTIVE_SUBMIT;
-  resp->collective_submit = body;
-  return true;
+  body.state = VTRN__CTRL__JOB_STATE__JOB_STATE_QUEUED;
+  return Error();
 }
 
-bool poll(EventSender send) {
-  if (!g_event_owed) return false;
+Vectors CollectivesService::poll(Turn&) {
+  if (!event_owed_) return 0;
   Vtrn__Ctrl__CollectiveEvent ce = VTRN__CTRL__COLLECTIVE_EVENT__INIT;
-  ce.job_id = g_job_id;
-  const coll::State s = g_coll.state();
+  ce.job_id = job_id_;
+  const coll::State s = coll_.state();
   ce.state = s == coll::State::kDone       ? VTRN__CTRL__JOB_STATE__JOB_STATE_DONE
              : s == coll::State::kTimedOut ? VTRN__CTRL__JOB_STATE__JOB_STATE_TIMED_OUT
                                            : VTRN__CTRL__JOB_STATE__JOB_STATE_FAILED;
-  ce.reason = s == coll::State::kDone ? const_cast<char*>("") : g_reason;
-  ce.failed_step = g_coll.failed_step();
-  ce.start_ns = g_start_ns;
-  ce.end_ns = g_end_ns;
-  ce.bytes_sent = g_coll.bytes_sent();
-  ce.bytes_received = g_coll.bytes_received();
-  ce.frames_rejected = g_coll.frames_rejected();
+  ce.reason = s == coll::State::kDone ? const_cast<char*>("") : reason_;
+  ce.failed_step = coll_.failed_step();
+  ce.start_ns = start_ns_;
+  ce.end_ns = end_ns_;
+  ce.bytes_sent = coll_.bytes_sent();
+  ce.bytes_received = coll_.bytes_received();
+  ce.frames_rejected = coll_.frames_rejected();
   Vtrn__Ctrl__Event ev = VTRN__CTRL__EVENT__INIT;
   ev.body_case = VTRN__CTRL__EVENT__BODY_COLLECTIVE;
   ev.collective = &ce;
-  if (!send(ev)) return false;
-  g_event_owed = false;
-  return true;
+  if (!ctrl::send_event(ev)) return 0;
+  event_owed_ = false;
+  return vector(vtrn::hostif::kVectorControl);
 }
-
-bool has_work() { return g_event_owed; }
 
 }  // namespace fw::collectives

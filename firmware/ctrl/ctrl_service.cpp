@@ -1,35 +1,44 @@
-// Control service over the BAR2 rings. See fw/ctrl_service.h.
+// The control service over the BAR2 rings. See fw/ctrl_service.h.
 #include "fw/ctrl_service.h"
 
+#include "fw/arch.h"
+#include "fw/host_interface.h"
 #include "fw/log.h"
+#include "fw/power_service.h"
 
 namespace fw::ctrl {
 
 using namespace vtrn::hostif;
 
 namespace {
-const char* ctrl_error_name(CtrlError e) {
-  switch (e) {
-    case kCtrlOk: return "ok";
-    case kCtrlIndexJump: return "producer index jumped";
-    case kCtrlIndexBackward: return "producer index moved backwards";
-    case kCtrlBadLength: return "slot length too large";
-    case kCtrlBadCrc: return "slot CRC mismatch";
-    case kCtrlBadKind: return "wrong slot kind";
-    case kCtrlConsumerAhead: return "consumer index beyond producer";
-  }
-  return "unknown";
-}
+ControlService g_service;
 }  // namespace
 
-void Service::init(const RingMemory& requests, const RingMemory& responses,
-                   Dispatcher* dispatcher) {
-  requests_ = RingConsumer(requests, 1u << kSlotRequest);
-  responses_ = RingProducer(responses);
-  dispatcher_ = dispatcher;
+ControlService& service() { return g_service; }
+
+bool send_event(const Vtrn__Ctrl__Event& event) { return g_service.send_event(event); }
+
+ControlService::ControlService()
+    : CoreHandlers(static_cast<Backend&>(*this)),
+      arena_(arena_buffer_, sizeof arena_buffer_),
+      dispatcher_({}, *this, arena_) {}
+
+uint64_t ControlService::do_uptime_ns() { return arch::now_ns(); }
+
+void ControlService::do_set_log_level(uint32_t level) {
+  (void)logging::set_level(level);
+  log(kLogInfo, "log: level set to %u by host", unsigned(level));
 }
 
-void Service::check_broken() {
+void ControlService::init(const Boot& boot) {
+  bind(boot.facts);
+  dispatcher_.route_to(boot.services);
+  requests_ = RingConsumer(boot.hostif->request_ring(), 1u << kSlotRequest);
+  responses_ = RingProducer(boot.hostif->response_ring());
+  boot_generation_ = boot.hostif->boot_generation();
+}
+
+void ControlService::check_broken() {
   if (stopped_) return;
   const CtrlError req = requests_.error();
   const CtrlError resp = responses_.error();
@@ -37,14 +46,14 @@ void Service::check_broken() {
   stopped_ = true;
   if (req != kCtrlOk) {
     log(kLogErr, "ctrl: request ring broken at index %u: %s (error %u); control service stopped",
-        unsigned(requests_.index()), ctrl_error_name(req), unsigned(req));
+        unsigned(requests_.index()), ring_error_name(req), unsigned(req));
   } else {
     log(kLogErr, "ctrl: response ring broken at index %u: %s (error %u); control service stopped",
-        unsigned(responses_.index()), ctrl_error_name(resp), unsigned(resp));
+        unsigned(responses_.index()), ring_error_name(resp), unsigned(resp));
   }
 }
 
-bool Service::has_work() {
+bool ControlService::has_work() {
   if (stopped_ || shutdown_) return false;
   if (!requests_.has_pending()) return false;
   // A full response ring means: wait, the request stays where it is.
@@ -53,7 +62,10 @@ bool Service::has_work() {
   return space && !stopped_;
 }
 
-uint32_t Service::poll() {
+Vectors ControlService::poll(Turn& turn) {
+  // A request is a resume trigger: an autosuspended device wakes before it
+  // is served.
+  if (has_work()) power::note_activity();
   uint32_t produced = 0;
   while (!stopped_ && !shutdown_) {
     if (!requests_.has_pending()) break;
@@ -62,7 +74,7 @@ uint32_t Service::poll() {
     SlotHeader hdr;
     const RingStatus st = requests_.pop(&hdr, request_, sizeof request_);
     if (st != RingStatus::kOk) break;
-    const Outcome o = dispatcher_->dispatch(request_, hdr.length, response_, sizeof response_);
+    const Outcome o = dispatcher_.dispatch(request_, hdr.length, response_, sizeof response_);
     const RingStatus ps = responses_.push(kSlotResponse, hdr.seq, response_, o.length);
     if (ps != RingStatus::kOk) {
       // Space was checked before consuming; only a broken ring gets here.
@@ -72,13 +84,12 @@ uint32_t Service::poll() {
     if (o.action == Action::kShutdown) shutdown_ = true;
   }
   check_broken();
-  return produced;
+  if (shutdown_) turn.halt = "shutdown requested by the host";
+  return produced > 0 ? vector(kVectorControl) : 0;
 }
 
-bool Service::send_boot_event(uint32_t boot_generation, uint64_t boot_ns) {
-  const uint32_t n = encode_boot_event(boot_generation, boot_ns, response_, sizeof response_);
-  if (n == 0) return false;
-  if (responses_.push(kSlotEvent, event_seq_ + 1, response_, n) != RingStatus::kOk) {
+bool ControlService::push_event(uint32_t length) {
+  if (responses_.push(kSlotEvent, event_seq_ + 1, response_, length) != RingStatus::kOk) {
     check_broken();
     return false;
   }
@@ -87,20 +98,24 @@ bool Service::send_boot_event(uint32_t boot_generation, uint64_t boot_ns) {
   return true;
 }
 
-// ---- HBM (generic: any service's Event) ----
-bool Service::send_event(const Vtrn__Ctrl__Event& event) {
+Vectors ControlService::on_ready(uint64_t ready_ns) {
+  const uint32_t n = encode_boot_event(boot_generation_, ready_ns, response_, sizeof response_);
+  if (n == 0 || !push_event(n)) log(kLogErr, "ctrl: could not queue the boot event");
+  return vector(kVectorControl);
+}
+
+bool ControlService::send_event(const Vtrn__Ctrl__Event& event) {
   if (stopped_) return false;
   const size_t n = vtrn__ctrl__event__get_packed_size(&event);
   if (n > sizeof response_) return false;
   vtrn__ctrl__event__pack(&event, response_);
-  if (responses_.push(kSlotEvent, event_seq_ + 1, response_, uint32_t(n)) != RingStatus::kOk) {
-    check_broken();
-    return false;
-  }
-  ++event_seq_;
-  ++events_;
-  return true;
+  return push_event(uint32_t(n));
 }
-// ---- end HBM ----
+
+void ControlService::fill_telemetry(Telemetry* t) const {
+  t->ctrl_requests = dispatcher_.requests();
+  t->ctrl_errors = dispatcher_.errors();
+  t->events_sent = events_;
+}
 
 }  // namespace fw::ctrl

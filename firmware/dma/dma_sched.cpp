@@ -14,11 +14,8 @@ using vtrn::hostif::load_acquire;
 
 namespace {
 
-bool fail(char* err, size_t err_size, const char* fmt, unsigned long long a = 0,
-          unsigned long long b = 0, unsigned long long c = 0) {
-  if (err && err_size) snprintf(err, err_size, fmt, a, b, c);
-  return false;
-}
+using vtrn::Code;
+using vtrn::Error;
 
 // Counts the bytes the queues hand to the real copier.
 class CountingCopier final : public Copier {
@@ -37,29 +34,29 @@ class CountingCopier final : public Copier {
 
 }  // namespace
 
-bool derive_hbm(const HbmInputs& in, HbmRange* out, char* err, size_t err_size) {
-  if (in.hbm_bytes == 0) return fail(err, err_size, "hbm: the board gives this chip no HBM");
+Error derive_hbm(const HbmInputs& in, HbmRange* out) {
+  if (in.hbm_bytes == 0) return Error(Code::kBadProperty, "hbm: the board gives this chip no HBM");
   if (in.ram_base > UINT64_MAX - kFirmwareRamBytes ||
       in.ram_base + kFirmwareRamBytes > UINT64_MAX - in.hbm_bytes) {
-    return fail(err, err_size, "hbm: %llu MiB above RAM base 0x%llx wraps the address space",
-                in.hbm_bytes >> 20, in.ram_base);
+    return Error(Code::kNoSpace, "hbm: %llu MiB above RAM base 0x%llx wraps the address space",
+                 (unsigned long long)(in.hbm_bytes >> 20), (unsigned long long)in.ram_base);
   }
   const uint64_t base = in.ram_base + kFirmwareRamBytes;
   const uint64_t need = kFirmwareRamBytes + in.hbm_bytes;
   if (in.ram_size < need) {
-    return fail(err, err_size,
-                "hbm: RAM is %llu MiB, the firmware's 64 MiB plus %llu MiB of HBM need %llu MiB "
-                "(QEMU -m too small for this board)",
-                in.ram_size >> 20, in.hbm_bytes >> 20, need >> 20);
+    return Error(Code::kNoSpace,
+                 "hbm: RAM is %llu MiB, the firmware's 64 MiB plus %llu MiB of HBM need %llu MiB "
+                 "(QEMU -m too small for this board)",
+                 (unsigned long long)(in.ram_size >> 20), (unsigned long long)(in.hbm_bytes >> 20),
+                 (unsigned long long)(need >> 20));
   }
   if (in.firmware_end > base) {
-    return fail(err, err_size,
-                "hbm: firmware memory ends at 0x%llx, inside HBM starting at 0x%llx", in.firmware_end,
-                base);
+    return Error(Code::kNoSpace, "hbm: firmware memory ends at 0x%llx, inside HBM starting at 0x%llx",
+                 (unsigned long long)in.firmware_end, (unsigned long long)base);
   }
   out->base = base;
   out->size = in.hbm_bytes;
-  return true;
+  return Error();
 }
 
 const char* queue_error_name(uint32_t e) {
@@ -72,30 +69,31 @@ const char* queue_error_name(uint32_t e) {
   }
 }
 
-bool check_geometry(uint32_t queues, uint32_t depth, char* err, size_t err_size) {
+Error check_geometry(uint32_t queues, uint32_t depth) {
   if (queues == 0 || queues > kMaxQueues) {
-    return fail(err, err_size, "dma: %llu queues, the ABI allows 1..%llu", queues, kMaxQueues);
+    return Error(Code::kBadProperty, "dma: %u queues, the ABI allows 1..%u", unsigned(queues),
+                 unsigned(kMaxQueues));
   }
   if (depth < kMinDepth || depth > kMaxDepth || (depth & (depth - 1))) {
-    return fail(err, err_size, "dma: queue depth %llu is not a power of two in %llu..%llu", depth,
-                kMinDepth, kMaxDepth);
+    return Error(Code::kBadProperty, "dma: queue depth %u is not a power of two in %u..%u",
+                 unsigned(depth), unsigned(kMinDepth), unsigned(kMaxDepth));
   }
-  return true;
+  return Error();
 }
 
-bool Scheduler::init(uint8_t* region, uint64_t region_size, uint32_t queues, uint32_t depth,
-                     const HbmRange& hbm, const Budget& budget, Clock clock,
-                     Observer* observer, char* err, size_t err_size) {
-  if (!check_geometry(queues, depth, err, err_size)) return false;
+Error Scheduler::init(uint8_t* region, uint64_t region_size, uint32_t queues, uint32_t depth,
+                      const HbmRange& hbm, const Budget& budget, Clock clock, Observer* observer) {
+  VTRN_TRY(check_geometry(queues, depth));
   const uint64_t need = dma_region_bytes(queues, depth);
   if (region_size < need) {
-    return fail(err, err_size, "dma: region of %llu bytes, %llu queues need %llu", region_size,
-                queues, need);
+    return Error(Code::kNoSpace, "dma: region of %llu bytes, %u queues need %llu",
+                 (unsigned long long)region_size, unsigned(queues), (unsigned long long)need);
   }
   if (budget.descriptors == 0 || budget.chunk == 0 || budget.chunk > budget.descriptors ||
       budget.bytes == 0) {
-    return fail(err, err_size, "dma: budget of %llu descriptors in chunks of %llu, %llu bytes",
-                budget.descriptors, budget.chunk, budget.bytes);
+    return Error(Code::kInvalidArgument, "dma: budget of %u descriptors in chunks of %u, %llu bytes",
+                 unsigned(budget.descriptors), unsigned(budget.chunk),
+                 (unsigned long long)budget.bytes);
   }
   memset(region, 0, need);
 
@@ -128,7 +126,7 @@ bool Scheduler::init(uint8_t* region, uint64_t region_size, uint32_t queues, uin
   clock_ = clock;
   observer_ = observer;
   totals_ = Totals{};
-  return true;
+  return Error();
 }
 
 bool Scheduler::runnable(const Slot& s, uint64_t wake_gen) const {

@@ -2,8 +2,8 @@
 // vtrn.ctrl handlers. See fw/hbm_manager.h.
 //
 // Every response body comes from the request's protobuf-c arena (it must
-// outlive packing); an arena that runs dry answers STATUS_INTERNAL naming
-// the body, never a half-filled message.
+// outlive packing); an arena that runs dry is an internal error naming the
+// body, never a half-filled message.
 #include "fw/hbm_manager.h"
 
 #include <stdio.h>
@@ -13,41 +13,32 @@ namespace fw::hbm {
 namespace {
 
 using vtrn::hbm::Allocator;
-using vtrn::hbm::Error;
 
-template <class T>
-T* make(pb::Arena& arena, void (*init)(T*)) {
-  ProtobufCAllocator* a = arena.allocator();
-  T* p = static_cast<T*>(a->alloc(a->allocator_data, sizeof(T)));
-  if (p != nullptr) init(p);
-  return p;
-}
+using vtrn::Code;
+using vtrn::Error;
 
-template <class T>
-T* make_array(pb::Arena& arena, size_t n) {
-  if (n == 0) return nullptr;
-  ProtobufCAllocator* a = arena.allocator();
-  T* p = static_cast<T*>(a->alloc(a->allocator_data, sizeof(T) * n));
-  if (p != nullptr) memset(static_cast<void*>(p), 0, sizeof(T) * n);
-  return p;
-}
+const Route kRoutes[] = {
+    route<&Manager::serve_alloc>(VTRN__CTRL__REQUEST__BODY_HBM_ALLOC,
+                                 VTRN__CTRL__RESPONSE__BODY_HBM_ALLOC),
+    route<&Manager::serve_free>(VTRN__CTRL__REQUEST__BODY_HBM_FREE,
+                                VTRN__CTRL__RESPONSE__BODY_HBM_FREE),
+    route<&Manager::serve_free_owner>(VTRN__CTRL__REQUEST__BODY_HBM_FREE_OWNER,
+                                      VTRN__CTRL__RESPONSE__BODY_HBM_FREE_OWNER),
+    route<&Manager::serve_stats>(VTRN__CTRL__REQUEST__BODY_HBM_STATS,
+                                 VTRN__CTRL__RESPONSE__BODY_HBM_STATS),
+    route<&Manager::serve_list>(VTRN__CTRL__REQUEST__BODY_HBM_LIST,
+                                VTRN__CTRL__RESPONSE__BODY_HBM_LIST),
+    route<&Manager::serve_retired>(VTRN__CTRL__REQUEST__BODY_HBM_RETIRED,
+                                   VTRN__CTRL__RESPONSE__BODY_HBM_RETIRED),
+    route<&Manager::serve_import>(VTRN__CTRL__REQUEST__BODY_HBM_IMPORT_RETIRED,
+                                  VTRN__CTRL__RESPONSE__BODY_HBM_IMPORT_RETIRED),
+    route<&Manager::serve_inject>(VTRN__CTRL__REQUEST__BODY_HBM_INJECT_ECC,
+                                  VTRN__CTRL__RESPONSE__BODY_HBM_INJECT_ECC),
+};
 
-bool bad_request(Vtrn__Ctrl__Response* resp, char* error, size_t cap, const char* what) {
-  resp->status = VTRN__CTRL__STATUS__STATUS_BAD_REQUEST;
-  snprintf(error, cap, "%s", what);
-  return true;
-}
-
-bool no_arena(Vtrn__Ctrl__Response* resp, char* error, size_t cap, const char* body) {
-  resp->status = VTRN__CTRL__STATUS__STATUS_INTERNAL;
-  snprintf(error, cap, "hbm: the response arena cannot hold the %s body", body);
-  return true;
-}
-
-bool not_ready(Vtrn__Ctrl__Response* resp, char* error, size_t cap) {
-  resp->status = VTRN__CTRL__STATUS__STATUS_BUSY;
-  snprintf(error, cap, "hbm: the HBM manager is not initialised");
-  return true;
+Error bad_owner(const char* field, uint64_t owner) {
+  return Error(Code::kInvalidArgument, "%s: 0x%llx is not a firmware, client or job owner", field,
+               (unsigned long long)owner);
 }
 
 }  // namespace
@@ -68,6 +59,13 @@ bool owner_key(uint64_t owner, uint32_t* key) {
 
 uint64_t owner_from_key(uint32_t key) {
   return (uint64_t(key >> kOwnerIdBits) << 32) | (key & ((1u << kOwnerIdBits) - 1));
+}
+
+std::span<const Route> Manager::routes() const { return kRoutes; }
+
+Error Manager::ready() const {
+  if (!ready_) return Error(Code::kNotReady, "hbm: the HBM manager is not initialised");
+  return Error();
 }
 
 size_t Manager::arena_bytes(const vtrn::board::HbmGeometry& g, uint64_t base,
@@ -266,136 +264,71 @@ vtrn::dma::Status DmaPolicy::check(uint64_t addr, uint64_t length) const {
   return m_->dma_unchecked() && !remap ? vtrn::dma::kOk : vtrn::dma::kErrNotAllocated;
 }
 
-// ---- vtrn.ctrl handlers --------------------------------------------------------
-
-bool Manager::serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp,
-                    pb::Arena& arena, char* error, size_t cap) {
-  switch (req.body_case) {
-    case VTRN__CTRL__REQUEST__BODY_HBM_ALLOC:
-    case VTRN__CTRL__REQUEST__BODY_HBM_FREE:
-    case VTRN__CTRL__REQUEST__BODY_HBM_FREE_OWNER:
-    case VTRN__CTRL__REQUEST__BODY_HBM_STATS:
-    case VTRN__CTRL__REQUEST__BODY_HBM_LIST:
-    case VTRN__CTRL__REQUEST__BODY_HBM_RETIRED:
-    case VTRN__CTRL__REQUEST__BODY_HBM_IMPORT_RETIRED:
-    case VTRN__CTRL__REQUEST__BODY_HBM_INJECT_ECC: break;
-    default: return false;
-  }
-  if (!ready_) return not_ready(resp, error, cap);
-  resp->status = VTRN__CTRL__STATUS__STATUS_OK;
-  switch (req.body_case) {
-    case VTRN__CTRL__REQUEST__BODY_HBM_ALLOC: return serve_alloc(*req.hbm_alloc, resp, arena, error, cap);
-    case VTRN__CTRL__REQUEST__BODY_HBM_FREE: return serve_free(*req.hbm_free, resp, arena, error, cap);
-    case VTRN__CTRL__REQUEST__BODY_HBM_FREE_OWNER:
-      return serve_free_owner(*req.hbm_free_owner, resp, arena, error, cap);
-    case VTRN__CTRL__REQUEST__BODY_HBM_STATS: return serve_stats(resp, arena, error, cap);
-    case VTRN__CTRL__REQUEST__BODY_HBM_LIST: return serve_list(*req.hbm_list, resp, arena, error, cap);
-    case VTRN__CTRL__REQUEST__BODY_HBM_RETIRED: return serve_retired(resp, arena, error, cap);
-    case VTRN__CTRL__REQUEST__BODY_HBM_IMPORT_RETIRED:
-      return serve_import(*req.hbm_import_retired, resp, arena, error, cap);
-    case VTRN__CTRL__REQUEST__BODY_HBM_INJECT_ECC:
-      return serve_inject(*req.hbm_inject_ecc, resp, arena, error, cap);
-    default: return false;
-  }
-}
-
-bool Manager::serve_alloc(const Vtrn__Ctrl__HbmAllocRequest& r, Vtrn__Ctrl__Response* resp,
-                          pb::Arena& arena, char* error, size_t cap) {
+Error Manager::serve_alloc(const Vtrn__Ctrl__HbmAllocRequest& r, Vtrn__Ctrl__HbmAllocResponse& body,
+                           Call&) {
   uint32_t key = 0;
-  if (!owner_key(r.owner, &key)) {
-    char line[96];
-    snprintf(line, sizeof line, "hbm_alloc.owner: 0x%llx is not a firmware, client or job owner",
-             (unsigned long long)r.owner);
-    return bad_request(resp, error, cap, line);
-  }
+  if (!owner_key(r.owner, &key)) return bad_owner("hbm_alloc.owner", r.owner);
   if (r.category >= vtrn::hbm::kCategoryCount) {
-    char line[80];
-    snprintf(line, sizeof line, "hbm_alloc.category: %u, must be 0..%u", unsigned(r.category),
-             unsigned(vtrn::hbm::kCategoryCount - 1));
-    return bad_request(resp, error, cap, line);
+    return Error(Code::kInvalidArgument, "hbm_alloc.category: %u, must be 0..%u",
+                 unsigned(r.category), unsigned(vtrn::hbm::kCategoryCount - 1));
   }
-  auto* body = make(arena, vtrn__ctrl__hbm_alloc_response__init);
-  if (body == nullptr) return no_arena(resp, error, cap, "hbm_alloc");
   Status s = Status::kOk;
   if (r.set_quota) s = a_.set_quota(key, r.quota_bytes);
   uint64_t addr = 0;
   if (s == Status::kOk) s = a_.allocate(key, vtrn::hbm::Category(r.category), r.bytes, r.align, &addr);
-  body->result = uint32_t(s);
+  body.result = uint32_t(s);
   if (s == Status::kOk) {
     vtrn::hbm::AllocationInfo info;
-    if (a_.lookup(addr, 1, &info) == Status::kOk) body->bytes = info.bytes;
-    body->addr = addr;
+    if (a_.lookup(addr, 1, &info) == Status::kOk) body.bytes = info.bytes;
+    body.addr = addr;
   }
   vtrn::hbm::OwnerUsage u;
   if (a_.owner_usage(key, &u) == Status::kOk) {
-    body->owner_used_bytes = u.used_bytes;
-    body->owner_quota_bytes = u.quota;
+    body.owner_used_bytes = u.used_bytes;
+    body.owner_quota_bytes = u.quota;
   } else {
-    body->owner_quota_bytes = vtrn::hbm::kNoQuota;
+    body.owner_quota_bytes = vtrn::hbm::kNoQuota;
   }
-  resp->body_case = VTRN__CTRL__RESPONSE__BODY_HBM_ALLOC;
-  resp->hbm_alloc = body;
-  return true;
+  return Error();
 }
 
-bool Manager::serve_free(const Vtrn__Ctrl__HbmFreeRequest& r, Vtrn__Ctrl__Response* resp,
-                         pb::Arena& arena, char* error, size_t cap) {
+Error Manager::serve_free(const Vtrn__Ctrl__HbmFreeRequest& r, Vtrn__Ctrl__HbmFreeResponse& body,
+                          Call&) {
   uint32_t key = vtrn::hbm::kAnyOwner;
-  if (!r.any_owner && !owner_key(r.owner, &key)) {
-    char line[96];
-    snprintf(line, sizeof line, "hbm_free.owner: 0x%llx is not a firmware, client or job owner",
-             (unsigned long long)r.owner);
-    return bad_request(resp, error, cap, line);
-  }
-  auto* body = make(arena, vtrn__ctrl__hbm_free_response__init);
-  if (body == nullptr) return no_arena(resp, error, cap, "hbm_free");
+  if (!r.any_owner && !owner_key(r.owner, &key)) return bad_owner("hbm_free.owner", r.owner);
   vtrn::hbm::AllocationInfo info;
   const bool known = a_.lookup(r.addr, 1, &info) == Status::kOk && info.addr == r.addr;
   const Status s = a_.free(r.addr, key);
-  body->result = uint32_t(s);
+  body.result = uint32_t(s);
   if (known) {
-    body->bytes = info.bytes;
-    body->owner = owner_from_key(info.owner);
+    body.bytes = info.bytes;
+    body.owner = owner_from_key(info.owner);
   }
-  resp->body_case = VTRN__CTRL__RESPONSE__BODY_HBM_FREE;
-  resp->hbm_free = body;
-  return true;
+  return Error();
 }
 
-bool Manager::serve_free_owner(const Vtrn__Ctrl__HbmFreeOwnerRequest& r,
-                               Vtrn__Ctrl__Response* resp, pb::Arena& arena, char* error,
-                               size_t cap) {
+Error Manager::serve_free_owner(const Vtrn__Ctrl__HbmFreeOwnerRequest& r,
+                                Vtrn__Ctrl__HbmFreeOwnerResponse& body, Call&) {
   uint32_t key = 0;
-  if (!owner_key(r.owner, &key)) {
-    char line[96];
-    snprintf(line, sizeof line,
-             "hbm_free_owner.owner: 0x%llx is not a firmware, client or job owner",
-             (unsigned long long)r.owner);
-    return bad_request(resp, error, cap, line);
-  }
-  auto* body = make(arena, vtrn__ctrl__hbm_free_owner_response__init);
-  if (body == nullptr) return no_arena(resp, error, cap, "hbm_free_owner");
+  if (!owner_key(r.owner, &key)) return bad_owner("hbm_free_owner.owner", r.owner);
   uint32_t n = 0;
-  body->bytes = free_owner(r.owner, &n);
-  body->allocations = n;
-  body->result = uint32_t(Status::kOk);
-  resp->body_case = VTRN__CTRL__RESPONSE__BODY_HBM_FREE_OWNER;
-  resp->hbm_free_owner = body;
-  return true;
+  body.bytes = free_owner(r.owner, &n);
+  body.allocations = n;
+  body.result = uint32_t(Status::kOk);
+  return Error();
 }
 
-bool Manager::serve_stats(Vtrn__Ctrl__Response* resp, pb::Arena& arena, char* error,
-                          size_t cap) {
-  auto* b = make(arena, vtrn__ctrl__hbm_stats_response__init);
+Error Manager::serve_stats(const Vtrn__Ctrl__HbmStatsRequest&, Vtrn__Ctrl__HbmStatsResponse& body,
+                           Call& c) {
+  Vtrn__Ctrl__HbmStatsResponse* b = &body;
   const uint32_t stacks = geometry_.stacks < vtrn::hbm::kMaxStacks ? geometry_.stacks
                                                                     : vtrn::hbm::kMaxStacks;
-  uint64_t* cat_bytes = make_array<uint64_t>(arena, vtrn::hbm::kCategoryCount);
-  uint32_t* cat_count = make_array<uint32_t>(arena, vtrn::hbm::kCategoryCount);
-  uint64_t* corr = make_array<uint64_t>(arena, stacks);
-  uint32_t* ret = make_array<uint32_t>(arena, stacks);
-  if (b == nullptr || cat_bytes == nullptr || cat_count == nullptr || corr == nullptr ||
-      ret == nullptr)
-    return no_arena(resp, error, cap, "hbm_stats");
+  uint64_t* cat_bytes = c.make_array<uint64_t>(vtrn::hbm::kCategoryCount);
+  uint32_t* cat_count = c.make_array<uint32_t>(vtrn::hbm::kCategoryCount);
+  uint64_t* corr = c.make_array<uint64_t>(stacks);
+  uint32_t* ret = c.make_array<uint32_t>(stacks);
+  if (cat_bytes == nullptr || cat_count == nullptr || corr == nullptr || ret == nullptr)
+    return c.no_memory("hbm_stats");
   vtrn::hbm::Stats st;
   a_.stats(&st);
   b->hbm_base = base_;
@@ -420,9 +353,9 @@ bool Manager::serve_stats(Vtrn__Ctrl__Response* resp, pb::Arena& arena, char* er
   b->fail_quota = st.fail_quota;
   b->fail_bad_argument = st.fail_bad_argument;
   b->fail_no_metadata = st.fail_no_metadata;
-  for (uint32_t c = 0; c < vtrn::hbm::kCategoryCount; ++c) {
-    cat_bytes[c] = st.category_bytes[c];
-    cat_count[c] = st.category_allocations[c];
+  for (uint32_t i = 0; i < vtrn::hbm::kCategoryCount; ++i) {
+    cat_bytes[i] = st.category_bytes[i];
+    cat_count[i] = st.category_allocations[i];
   }
   b->n_category_bytes = vtrn::hbm::kCategoryCount;
   b->category_bytes = cat_bytes;
@@ -450,24 +383,18 @@ bool Manager::serve_stats(Vtrn__Ctrl__Response* resp, pb::Arena& arena, char* er
   b->stitches = st.stitches;
   b->stitch_extents_max = st.stitch_extents_max;
   b->max_extents = kLimits.max_extents;
-  resp->body_case = VTRN__CTRL__RESPONSE__BODY_HBM_STATS;
-  resp->hbm_stats = b;
-  return true;
+  return Error();
 }
 
-bool Manager::serve_list(const Vtrn__Ctrl__HbmListRequest& r, Vtrn__Ctrl__Response* resp,
-                         pb::Arena& arena, char* error, size_t cap) {
+Error Manager::serve_list(const Vtrn__Ctrl__HbmListRequest& r, Vtrn__Ctrl__HbmListResponse& b,
+                          Call& c) {
   if (r.max == 0 || r.max > kMaxListEntries) {
-    char line[64];
-    snprintf(line, sizeof line, "hbm_list.max: %u, must be 1..%u", unsigned(r.max),
-             unsigned(kMaxListEntries));
-    return bad_request(resp, error, cap, line);
+    return Error(Code::kInvalidArgument, "hbm_list.max: %u, must be 1..%u", unsigned(r.max),
+                 unsigned(kMaxListEntries));
   }
-  auto* b = make(arena, vtrn__ctrl__hbm_list_response__init);
-  auto* entries = make_array<Vtrn__Ctrl__HbmAllocation>(arena, r.max);
-  auto* ptrs = make_array<Vtrn__Ctrl__HbmAllocation*>(arena, r.max);
-  if (b == nullptr || entries == nullptr || ptrs == nullptr)
-    return no_arena(resp, error, cap, "hbm_list");
+  auto* entries = c.make_array<Vtrn__Ctrl__HbmAllocation>(r.max);
+  auto* ptrs = c.make_array<Vtrn__Ctrl__HbmAllocation*>(r.max);
+  if (entries == nullptr || ptrs == nullptr) return c.no_memory("hbm_list");
   uint64_t from = r.from_addr;
   uint32_t n = 0;
   vtrn::hbm::AllocationInfo info;
@@ -484,82 +411,65 @@ bool Manager::serve_list(const Vtrn__Ctrl__HbmListRequest& r, Vtrn__Ctrl__Respon
     ptrs[n++] = e;
     from = info.addr + info.bytes;
   }
-  b->n_allocations = n;
-  b->allocations = ptrs;
+  b.n_allocations = n;
+  b.allocations = ptrs;
   // One more probe says whether another page exists (stateless paging).
   if (n == r.max && a_.next_allocation(from, &info) == Status::kOk) {
-    b->more = true;
-    b->next_addr = from;
+    b.more = true;
+    b.next_addr = from;
   }
-  resp->body_case = VTRN__CTRL__RESPONSE__BODY_HBM_LIST;
-  resp->hbm_list = b;
-  return true;
+  return Error();
 }
 
-bool Manager::serve_retired(Vtrn__Ctrl__Response* resp, pb::Arena& arena, char* error,
-                            size_t cap) {
-  auto* b = make(arena, vtrn__ctrl__hbm_retired_response__init);
-  uint64_t* pages = make_array<uint64_t>(arena, kLimits.max_retired_pages);
-  if (b == nullptr || pages == nullptr) return no_arena(resp, error, cap, "hbm_retired");
+Error Manager::serve_retired(const Vtrn__Ctrl__HbmRetiredRequest&,
+                             Vtrn__Ctrl__HbmRetiredResponse& b, Call& c) {
+  uint64_t* pages = c.make_array<uint64_t>(kLimits.max_retired_pages);
+  if (pages == nullptr) return c.no_memory("hbm_retired");
   uint32_t n = 0;
   if (a_.export_retired(pages, kLimits.max_retired_pages, &n) != Status::kOk) n = 0;
   for (uint32_t i = 0; i < n; ++i) pages[i] -= base_;
-  b->n_offsets = n;
-  b->offsets = pages;
-  resp->body_case = VTRN__CTRL__RESPONSE__BODY_HBM_RETIRED;
-  resp->hbm_retired = b;
-  return true;
+  b.n_offsets = n;
+  b.offsets = pages;
+  return Error();
 }
 
-bool Manager::serve_import(const Vtrn__Ctrl__HbmImportRetiredRequest& r,
-                           Vtrn__Ctrl__Response* resp, pb::Arena& arena, char* error,
-                           size_t cap) {
+Error Manager::serve_import(const Vtrn__Ctrl__HbmImportRetiredRequest& r,
+                            Vtrn__Ctrl__HbmImportRetiredResponse& b, Call& c) {
   if (r.n_offsets > kLimits.max_retired_pages) {
-    char line[80];
-    snprintf(line, sizeof line, "hbm_import_retired.offsets: %zu entries, at most %u",
-             r.n_offsets, unsigned(kLimits.max_retired_pages));
-    return bad_request(resp, error, cap, line);
+    return Error(Code::kInvalidArgument, "hbm_import_retired.offsets: %zu entries, at most %u",
+                 r.n_offsets, unsigned(kLimits.max_retired_pages));
   }
-  uint64_t* pages = make_array<uint64_t>(arena, r.n_offsets);
-  auto* b = make(arena, vtrn__ctrl__hbm_import_retired_response__init);
-  if (b == nullptr || (r.n_offsets > 0 && pages == nullptr))
-    return no_arena(resp, error, cap, "hbm_import_retired");
+  uint64_t* pages = c.make_array<uint64_t>(r.n_offsets);
+  if (r.n_offsets > 0 && pages == nullptr) return c.no_memory("hbm_import_retired");
   // Offsets are turned into addresses here; the allocator validates each
   // (range, page alignment) before it applies any.
   for (size_t i = 0; i < r.n_offsets; ++i) {
     const uint64_t off = r.offsets[i];
     if (off >= a_.total_bytes()) {
-      char line[96];
-      snprintf(line, sizeof line, "hbm_import_retired.offsets[%zu]: 0x%llx is outside HBM", i,
-               (unsigned long long)off);
-      return bad_request(resp, error, cap, line);
+      return Error(Code::kInvalidArgument, "hbm_import_retired.offsets[%zu]: 0x%llx is outside HBM",
+                   i, (unsigned long long)off);
     }
     pages[i] = base_ + off;
   }
   const Status s = a_.import_retired(pages, uint32_t(r.n_offsets));
   dma_unchecked_ = r.dma_unchecked;
-  b->result = uint32_t(s);
+  b.result = uint32_t(s);
   vtrn::hbm::Stats st;
   a_.stats(&st);
-  b->retired_pages = st.retired_pages;
-  resp->body_case = VTRN__CTRL__RESPONSE__BODY_HBM_IMPORT_RETIRED;
-  resp->hbm_import_retired = b;
-  return true;
+  b.retired_pages = st.retired_pages;
+  return Error();
 }
 
-bool Manager::serve_inject(const Vtrn__Ctrl__HbmInjectEccRequest& r, Vtrn__Ctrl__Response* resp,
-                           pb::Arena& arena, char* error, size_t cap) {
-  auto* b = make(arena, vtrn__ctrl__hbm_inject_ecc_response__init);
-  auto* ev = make(arena, vtrn__ctrl__hbm_ecc_event__init);
-  if (b == nullptr || ev == nullptr) return no_arena(resp, error, cap, "hbm_inject_ecc");
+Error Manager::serve_inject(const Vtrn__Ctrl__HbmInjectEccRequest& r,
+                            Vtrn__Ctrl__HbmInjectEccResponse& b, Call& c) {
+  auto* ev = c.make(vtrn__ctrl__hbm_ecc_event__init);
+  if (ev == nullptr) return c.no_memory("hbm_inject_ecc");
   EccRecord rec;
   (void)inject_ecc(r.addr, r.uncorrectable, &rec);
-  b->result = uint32_t(rec.result);
+  b.result = uint32_t(rec.result);
   fill_ecc_event(rec, ev);
-  b->event = ev;
-  resp->body_case = VTRN__CTRL__RESPONSE__BODY_HBM_INJECT_ECC;
-  resp->hbm_inject_ecc = b;
-  return true;
+  b.event = ev;
+  return Error();
 }
 
 }  // namespace fw::hbm

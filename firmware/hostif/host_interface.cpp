@@ -16,7 +16,6 @@ using namespace vtrn::hostif;
 void HostInterface::init(uint64_t base, const HeaderInfo& info) {
   base_ = reinterpret_cast<uint8_t*>(uintptr_t(base));
   header_ = reinterpret_cast<FwHeader*>(base_);
-  telemetry_ = reinterpret_cast<Telemetry*>(base_ + kTelemetryOffset);
   indexes_ = reinterpret_cast<CtrlIndexes*>(base_ + kCtrlIndexOffset);
 
   // Read the previous boot's generation before anything is overwritten. The
@@ -28,7 +27,8 @@ void HostInterface::init(uint64_t base, const HeaderInfo& info) {
 
   __atomic_store_n(&header_->state, uint32_t(kStateOff), __ATOMIC_RELEASE);
   memset(base_ + kPanicOffset, 0, sizeof(PanicRecord));
-  memset(telemetry_, 0, sizeof(Telemetry));
+  memset(base_ + kTelemetryOffset, 0, sizeof(Telemetry));
+  telemetry_.attach(reinterpret_cast<Telemetry*>(base_ + kTelemetryOffset));
   memset(indexes_, 0, sizeof(CtrlIndexes));
   memset(base_ + kLogOffset, 0, sizeof(LogRingHeader));
 
@@ -94,20 +94,9 @@ void HostInterface::beat() {
 }
 
 void HostInterface::publish_telemetry(const Telemetry& t) {
-  // Our own copy of the sequence: BAR2 is host-writable.
-  const uint32_t seq = telemetry_seq_;
-  telemetry_seq_ = seq + 2;
-  // Odd sequence first; the fence keeps the field stores after it.
-  __atomic_store_n(&telemetry_->seq, seq + 1, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
   Telemetry copy = t;
-  copy.seq = seq + 1;
   copy.version = vtrn::hostif::kTelemetryVersion;
-  // Everything after seq, as one copy.
-  memcpy(reinterpret_cast<uint8_t*>(telemetry_) + sizeof copy.seq,
-         reinterpret_cast<const uint8_t*>(&copy) + sizeof copy.seq, sizeof copy - sizeof copy.seq);
-  // Release: the fields are visible before the even sequence number.
-  __atomic_store_n(&telemetry_->seq, seq + 2, __ATOMIC_RELEASE);
+  telemetry_.publish(copy);
 }
 
 }  // namespace fw::hostif

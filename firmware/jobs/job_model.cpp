@@ -5,16 +5,20 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "fw/wire.h"
 #include "vtrn/kernels.h"
 #include "vtrn/numerics.h"
 
 namespace fw::jobs {
 namespace {
 
-__attribute__((format(printf, 3, 4))) bool fail(char* err, size_t cap, const char* fmt, ...) {
+using vtrn::Code;
+using vtrn::Error;
+
+__attribute__((format(printf, 3, 4))) bool fail(Error* err, Code code, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(err, cap, fmt, ap);
+  *err = Error::vformat(code, fmt, ap);
   va_end(ap);
   return false;
 }
@@ -37,27 +41,25 @@ bool overlaps(const Buffer& x, const Buffer& y) {
   return x.bytes && y.bytes && x.addr < y.addr + y.bytes && y.addr < x.addr + x.bytes;
 }
 
-bool check_shape(const Step& s, uint32_t i, char* err, size_t cap) {
+bool check_shape(const Step& s, uint32_t i, Error* err) {
   const char* name = kernel_name(s.kernel);
-  if (!name) return fail(err, cap, "steps[%u].kernel: %u is not a known kernel", i, s.kernel);
+  if (!name) return fail(err, Code::kInvalidArgument, "steps[%u].kernel: %u is not a known kernel", i, s.kernel);
   if (!vtrn::num::dtype_valid(s.dtype)) {
-    return fail(err, cap, "steps[%u].dtype: %u is not a known dtype", i, s.dtype);
+    return fail(err, Code::kInvalidArgument, "steps[%u].dtype: %u is not a known dtype", i, s.dtype);
   }
   if (s.kernel == kKernelGemm) {
-    char why[96];
-    if (!vtrn::num::check_gemm(vtrn::num::DType(s.dtype), s.m, s.n, s.k, why, sizeof why)) {
-      return fail(err, cap, "steps[%u].%s", i, why);
-    }
+    const Error why = vtrn::num::check_gemm(vtrn::num::DType(s.dtype), s.m, s.n, s.k);
+    if (!why.ok()) return fail(err, Code::kInvalidArgument, "steps[%u].%s", i, why.detail());
     return true;
   }
   if (s.dtype != uint32_t(vtrn::num::DType::kF32)) {
-    return fail(err, cap, "steps[%u].dtype: %s takes fp32 only, not %s", i, name,
+    return fail(err, Code::kInvalidArgument, "steps[%u].dtype: %s takes fp32 only, not %s", i, name,
                 vtrn::num::dtype_name(vtrn::num::DType(s.dtype)));
   }
-  if (s.m == 0) return fail(err, cap, "steps[%u].m: must be at least 1", i);
-  if (s.n == 0) return fail(err, cap, "steps[%u].n: must be at least 1", i);
+  if (s.m == 0) return fail(err, Code::kInvalidArgument, "steps[%u].m: must be at least 1", i);
+  if (s.n == 0) return fail(err, Code::kInvalidArgument, "steps[%u].n: must be at least 1", i);
   if (f32_bytes(uint64_t(s.m) * s.n) > vtrn::num::kMaxOperandBytes) {
-    return fail(err, cap, "steps[%u].m: %u x n %u floats exceed %llu bytes", i, s.m, s.n,
+    return fail(err, Code::kInvalidArgument, "steps[%u].m: %u x n %u floats exceed %llu bytes", i, s.m, s.n,
                 (unsigned long long)vtrn::num::kMaxOperandBytes);
   }
   return true;
@@ -150,8 +152,8 @@ void submit_from_proto(const Vtrn__Ctrl__JobSubmitRequest& req, Submit* out) {
     const Vtrn__Ctrl__JobStep* p = req.steps ? req.steps[i] : nullptr;
     if (!p) continue;
     Step& s = out->steps[i];
-    s.kernel = uint32_t(p->kernel);
-    s.dtype = uint32_t(p->dtype);
+    s.kernel = wire(p->kernel);
+    s.dtype = wire(p->dtype);
     s.m = p->m;
     s.n = p->n;
     s.k = p->k;
@@ -163,36 +165,38 @@ void submit_from_proto(const Vtrn__Ctrl__JobSubmitRequest& req, Submit* out) {
   }
 }
 
-bool check_step_buffers(const Submit& s, uint32_t i, BufferCheck& hbm, char* err, size_t cap) {
+Error check_step_buffers(const Submit& s, uint32_t i, BufferCheck& hbm) {
   Buffer b[kMaxBuffers];
   const uint32_t n = step_buffers(s.steps[i], b);
   for (uint32_t j = 0; j < n; ++j) {
+    const unsigned long long addr = b[j].addr, bytes = b[j].bytes;
     if (b[j].addr + b[j].bytes < b[j].addr) {
-      return fail(err, cap, "steps[%u].%s: 0x%llx + %llu wraps around the address space", i,
-                  b[j].field, (unsigned long long)b[j].addr, (unsigned long long)b[j].bytes);
+      return Error(Code::kInvalidArgument, "steps[%u].%s: 0x%llx + %llu wraps around the address space",
+                   i, b[j].field, addr, bytes);
     }
     switch (hbm.check(b[j].addr, b[j].bytes)) {
       case Access::kOk: break;
       case Access::kNotAllocated:
-        return fail(err, cap, "steps[%u].%s: 0x%llx + %llu is not inside a live allocation", i,
-                    b[j].field, (unsigned long long)b[j].addr, (unsigned long long)b[j].bytes);
+        return Error(Code::kInvalidArgument, "steps[%u].%s: 0x%llx + %llu is not inside a live allocation",
+                     i, b[j].field, addr, bytes);
       case Access::kEccError:
-        return fail(err, cap, "steps[%u].%s: 0x%llx + %llu has an uncorrectable ECC error", i,
-                    b[j].field, (unsigned long long)b[j].addr, (unsigned long long)b[j].bytes);
+        return Error(Code::kInvalidArgument, "steps[%u].%s: 0x%llx + %llu has an uncorrectable ECC error",
+                     i, b[j].field, addr, bytes);
     }
   }
-  return true;
+  return Error();
 }
 
-bool validate(const Submit& s, BufferCheck& hbm, char* err, size_t cap) {
-  if (s.job_id == 0) return fail(err, cap, "job_id: 0 is reserved");
-  if (s.step_count == 0) return fail(err, cap, "steps: a job needs at least one step");
+Error validate(const Submit& s, BufferCheck& hbm) {
+  if (s.job_id == 0) return Error(Code::kInvalidArgument, "job_id: 0 is reserved");
+  if (s.step_count == 0) return Error(Code::kInvalidArgument, "steps: a job needs at least one step");
   if (s.step_count > kMaxSteps) {
-    return fail(err, cap, "steps: %u steps, at most %u", s.step_count, kMaxSteps);
+    return Error(Code::kInvalidArgument, "steps: %u steps, at most %u", s.step_count, kMaxSteps);
   }
   for (uint32_t i = 0; i < s.step_count; ++i) {
     const Step& st = s.steps[i];
-    if (!check_shape(st, i, err, cap)) return false;
+    Error err;
+    if (!check_shape(st, i, &err)) return err;
     Buffer b[kMaxBuffers];
     const uint32_t n = step_buffers(st, b);
     // The output must not overlap what other cores read while they write
@@ -202,13 +206,13 @@ bool validate(const Submit& s, BufferCheck& hbm, char* err, size_t cap) {
     const bool in_place_ok = st.kernel != kKernelGemm && st.kernel != kKernelSum;
     for (uint32_t j = 0; j + 1 < n; ++j) {
       if (overlaps(out, b[j]) && !(in_place_ok && out.addr == b[j].addr)) {
-        return fail(err, cap, "steps[%u].out_addr: 0x%llx + %llu overlaps %s", i,
-                    (unsigned long long)out.addr, (unsigned long long)out.bytes, b[j].field);
+        return Error(Code::kInvalidArgument, "steps[%u].out_addr: 0x%llx + %llu overlaps %s", i,
+                     (unsigned long long)out.addr, (unsigned long long)out.bytes, b[j].field);
       }
     }
-    if (!check_step_buffers(s, i, hbm, err, cap)) return false;
+    VTRN_TRY(check_step_buffers(s, i, hbm));
   }
-  return true;
+  return Error();
 }
 
 }  // namespace fw::jobs

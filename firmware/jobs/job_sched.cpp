@@ -90,21 +90,20 @@ int Scheduler::free_slot() const {
   return oldest;
 }
 
-SubmitStatus Scheduler::submit(const Submit& s, uint64_t now, char* err, size_t cap) {
+vtrn::Error Scheduler::submit(const Submit& s, uint64_t now) {
   for (const Job& j : jobs_) {
     if ((j.state == kQueued || j.state == kRunning) && j.sub.job_id == s.job_id) {
       ++counters_.rejected;
-      snprintf(err, cap, "job_id: %llu is already %s", (unsigned long long)s.job_id,
-               state_name(j.state));
-      return SubmitStatus::kBadRequest;
+      return vtrn::Error(vtrn::Code::kInvalidArgument, "job_id: %llu is already %s",
+                         (unsigned long long)s.job_id, state_name(j.state));
     }
   }
   const int slot = free_slot();
   if (slot < 0) {
     ++counters_.rejected;
-    snprintf(err, cap, "job table full: %u jobs queued, running or ending; retry later",
-             unsigned(kSlots));
-    return SubmitStatus::kBusy;
+    return vtrn::Error(vtrn::Code::kCapacity,
+                       "job table full: %u jobs queued, running or ending; retry later",
+                       unsigned(kSlots));
   }
   Job& j = jobs_[slot];
   j = Job{};
@@ -124,7 +123,7 @@ SubmitStatus Scheduler::submit(const Submit& s, uint64_t now, char* err, size_t 
   j.state = kQueued;
   ++counters_.accepted;
   ++generation_;
-  return SubmitStatus::kAccepted;
+  return vtrn::Error();
 }
 
 int Scheduler::pick_next() const {
@@ -195,9 +194,9 @@ bool Scheduler::stop_job(Job& j, uint32_t code) {
 
 uint32_t Scheduler::start(int slot, uint32_t free, uint64_t now, BufferCheck& hbm) {
   Job& j = jobs_[slot];
-  char err[kReasonLen];
-  if (!check_step_buffers(j.sub, 0, hbm, err, sizeof err)) {
-    snprintf(j.reason, sizeof j.reason, "%s", err);
+  const vtrn::Error err = check_step_buffers(j.sub, 0, hbm);
+  if (!err.ok()) {
+    set_reason(j, "%.*s", int(sizeof j.reason - 1), err.detail());
     j.failed_step = 0;
     j.start_ns = now;
     end(slot, kFailed, now);
@@ -256,9 +255,9 @@ uint32_t Scheduler::poll(uint64_t now, bool device_active, BufferCheck& hbm) {
         // Past the last step: executors see it and leave.
         store_rel(&r.cursor, uint64_t(j.sub.step_count) << 32);
       } else if (load_rlx(&r.stop) == kStopNone) {
-        char err[kReasonLen];
-        if (!check_step_buffers(j.sub, j.step, hbm, err, sizeof err)) {
-          snprintf(j.reason, sizeof j.reason, "%s", err);
+        const vtrn::Error err = check_step_buffers(j.sub, j.step, hbm);
+        if (!err.ok()) {
+          set_reason(j, "%.*s", int(sizeof j.reason - 1), err.detail());
           j.failed_step = j.step;
           stop_job(j, kStopFail);
         } else {

@@ -11,8 +11,10 @@
 
 namespace fw::platform {
 
-bool parse_bootargs(const char* args, uint32_t* chip_id, uint64_t* board_address,
-                    uint64_t* board_size, char* err, size_t err_size) {
+vtrn::Error parse_bootargs(const char* args, uint32_t* chip_id, uint64_t* board_address,
+                           uint64_t* board_size) {
+  using vtrn::Code;
+  using vtrn::Error;
   bool have_chip = false, have_addr = false, have_size = false;
   const char* s = args;
   while (*s) {
@@ -28,8 +30,7 @@ bool parse_bootargs(const char* args, uint32_t* chip_id, uint64_t* board_address
     const size_t vlen = wlen - klen - 1;
     if (vlen == 0 || vlen >= sizeof value) {
       if (klen > 5 && strncmp(word, "vtrn.", 5) == 0) {
-        snprintf(err, err_size, "bootargs: %.*s: empty or too long value", int(klen), word);
-        return false;
+        return Error(Code::kInvalidArgument, "bootargs: %.*s: empty or too long value", int(klen), word);
       }
       continue;
     }
@@ -41,13 +42,11 @@ bool parse_bootargs(const char* args, uint32_t* chip_id, uint64_t* board_address
     auto key_is = [&](const char* k) { return strlen(k) == klen && strncmp(word, k, klen) == 0; };
     if (key_is("vtrn.chip") || key_is("vtrn.board") || key_is("vtrn.board_size")) {
       if (!numeric) {
-        snprintf(err, err_size, "bootargs: %.*s=%s: not a number", int(klen), word, value);
-        return false;
+        return Error(Code::kInvalidArgument, "bootargs: %.*s=%s: not a number", int(klen), word, value);
       }
       if (key_is("vtrn.chip")) {
         if (v > 0xffffffffull) {
-          snprintf(err, err_size, "bootargs: vtrn.chip=%s: out of range", value);
-          return false;
+          return Error(Code::kInvalidArgument, "bootargs: vtrn.chip=%s: out of range", value);
         }
         *chip_id = uint32_t(v);
         have_chip = true;
@@ -62,11 +61,8 @@ bool parse_bootargs(const char* args, uint32_t* chip_id, uint64_t* board_address
   }
   const char* missing = !have_chip ? "vtrn.chip" : !have_addr ? "vtrn.board"
                         : !have_size ? "vtrn.board_size" : nullptr;
-  if (missing) {
-    snprintf(err, err_size, "bootargs: %s: missing", missing);
-    return false;
-  }
-  return true;
+  if (missing) return Error(Code::kInvalidArgument, "bootargs: %s: missing", missing);
+  return Error();
 }
 
 }  // namespace fw::platform

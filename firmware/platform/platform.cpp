@@ -17,7 +17,6 @@ using vtrn::hostif::kPanicPlatform;
 
 Scan g_scan;
 uint64_t g_scanned_address = 0;  // 0: no scan yet (RAM never starts at 0 on virt)
-char g_err[160];
 
 const void* checked_tree(uint64_t address) {
   const void* fdt = reinterpret_cast<const void*>(uintptr_t(address));
@@ -36,7 +35,8 @@ const void* checked_tree(uint64_t address) {
 const void* scanned_tree(uint64_t address) {
   const void* fdt = checked_tree(address);
   if (g_scanned_address != address) {
-    if (!scan_tree(fdt, &g_scan, g_err, sizeof g_err)) panic(kPanicPlatform, "%s", g_err);
+    const vtrn::Error e = scan_tree(fdt, &g_scan);
+    if (!e.ok()) panic(kPanicPlatform, "%s", e.detail());
     g_scanned_address = address;
   }
   return fdt;
@@ -46,14 +46,14 @@ const void* scanned_tree(uint64_t address) {
 
 void parse_console(uint64_t address, uint64_t* uart_base, uint32_t* uart_clock_hz) {
   const void* fdt = scanned_tree(address);
-  if (!resolve_console(fdt, g_scan, uart_base, uart_clock_hz, g_err, sizeof g_err)) {
-    panic(kPanicPlatform, "%s", g_err);
-  }
+  const vtrn::Error e = resolve_console(fdt, g_scan, uart_base, uart_clock_hz);
+  if (!e.ok()) panic(kPanicPlatform, "%s", e.detail());
 }
 
 void parse(uint64_t address, Platform* out) {
   const void* fdt = scanned_tree(address);
-  if (!resolve_platform(fdt, g_scan, out, g_err, sizeof g_err)) panic(kPanicPlatform, "%s", g_err);
+  const vtrn::Error e = resolve_platform(fdt, g_scan, out);
+  if (!e.ok()) panic(kPanicPlatform, "%s", e.detail());
   out->dtb.base = address;
 }
 

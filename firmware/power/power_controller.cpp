@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fw/wire.h"
 #include "vtrn/link.h"
 #include "vtrn_ctrl.pb-c.h"
 
@@ -14,24 +15,26 @@ namespace fw::power {
 using vtrn::power::CoreState;
 using vtrn::power::DeviceState;
 using vtrn::power::LinkPowerState;
+using vtrn::Code;
+using vtrn::Error;
 using vtrn::power::Status;
 
 namespace {
 
 bool read_u32(const void* fdt, int node, const char* name, uint32_t lo, uint32_t hi, bool* present,
-              uint32_t* out, char* error, size_t cap) {
+              uint32_t* out, vtrn::Error* error) {
   int len = 0;
   const void* p = fdt_getprop(fdt, node, name, &len);
   *present = p != nullptr;
   if (p == nullptr) return true;
   if (len != 4) {
-    snprintf(error, cap, "%s: %d bytes, expected one u32 cell", name, len);
+    *error = vtrn::Error(vtrn::Code::kBadProperty, "%s: %d bytes, expected one u32 cell", name, len);
     return false;
   }
   const uint32_t v = fdt32_ld(static_cast<const fdt32_t*>(p));
   if (v < lo || v > hi) {
-    snprintf(error, cap, "%s: %u out of range %u..%u", name, unsigned(v), unsigned(lo),
-             unsigned(hi));
+    *error = vtrn::Error(vtrn::Code::kBadProperty, "%s: %u out of range %u..%u", name, unsigned(v),
+                         unsigned(lo), unsigned(hi));
     return false;
   }
   *out = v;
@@ -75,7 +78,24 @@ Vtrn__Ctrl__PowerDeviceState proto_state(DeviceState s) {
 constexpr uint32_t kMaxCapMw = 100000000;
 constexpr uint32_t kMaxAutosuspendMs = 3600000;
 
+// Every power request is answered with the status; the response fields of
+// the five alias one message type.
+const Route kRoutes[] = {
+    route<&Controller::set_state>(VTRN__CTRL__REQUEST__BODY_POWER_SET_STATE,
+                                  VTRN__CTRL__RESPONSE__BODY_POWER_SET_STATE),
+    route<&Controller::set_cap>(VTRN__CTRL__REQUEST__BODY_POWER_SET_CAP,
+                                VTRN__CTRL__RESPONSE__BODY_POWER_SET_CAP),
+    route<&Controller::set_pstate_limit>(VTRN__CTRL__REQUEST__BODY_POWER_SET_PSTATE_LIMIT,
+                                         VTRN__CTRL__RESPONSE__BODY_POWER_SET_PSTATE_LIMIT),
+    route<&Controller::set_autosuspend>(VTRN__CTRL__REQUEST__BODY_POWER_SET_AUTOSUSPEND,
+                                        VTRN__CTRL__RESPONSE__BODY_POWER_SET_AUTOSUSPEND),
+    route<&Controller::status>(VTRN__CTRL__REQUEST__BODY_POWER_STATUS,
+                               VTRN__CTRL__RESPONSE__BODY_POWER_STATUS),
+};
+
 }  // namespace
+
+std::span<const Route> Controller::routes() const { return kRoutes; }
 
 LinkPowerState link_power_state(uint32_t ltssm_state) {
   using vtrn::link::LinkState;
@@ -91,27 +111,27 @@ LinkPowerState link_power_state(uint32_t ltssm_state) {
   }
 }
 
-bool read_board_extras(const void* fdt, size_t size, uint32_t chip_id, BoardPowerExtras* out,
-                       char* error, size_t error_cap) {
+vtrn::Error read_board_extras(const void* fdt, size_t size, uint32_t chip_id,
+                              BoardPowerExtras* out) {
+  using vtrn::Code;
+  using vtrn::Error;
   *out = BoardPowerExtras{};
   if (fdt_check_full(fdt, size) != 0) {
-    snprintf(error, error_cap, "board dtb: not a valid flattened device tree");
-    return false;
+    return Error(Code::kBadTree, "board dtb: not a valid flattened device tree");
   }
   const int chip = find_chip(fdt, chip_id);
   if (chip < 0) {
-    snprintf(error, error_cap, "board dtb: no chip with reg %u", unsigned(chip_id));
-    return false;
+    return Error(Code::kNoSuchChip, "board dtb: no chip with reg %u", unsigned(chip_id));
   }
-  char msg[96];
+  Error msg;
   int len = 0;
   const void* opp = fdt_getprop(fdt, chip, "vtrn,operating-points", &len);
   if (opp != nullptr) {
     const uint32_t cells = len > 0 ? uint32_t(len) / 4 : 0;
     if (len <= 0 || len % 8 != 0 || cells / 2 > vtrn::power::kMaxOperatingPoints) {
-      snprintf(error, error_cap, "chip %u: vtrn,operating-points: %d bytes, expected 1..%u "
-               "<MHz mV> pairs", unsigned(chip_id), len, unsigned(vtrn::power::kMaxOperatingPoints));
-      return false;
+      return Error(Code::kBadProperty,
+                   "chip %u: vtrn,operating-points: %d bytes, expected 1..%u <MHz mV> pairs",
+                   unsigned(chip_id), len, unsigned(vtrn::power::kMaxOperatingPoints));
     }
     const auto* c = static_cast<const fdt32_t*>(opp);
     out->opp_count = cells / 2;
@@ -122,9 +142,8 @@ bool read_board_extras(const void* fdt, size_t size, uint32_t chip_id, BoardPowe
   }
   bool present = false;
   if (!read_u32(fdt, chip, "vtrn,autosuspend-delay-ms", 0, kMaxAutosuspendMs, &present,
-                &out->autosuspend_delay_ms, msg, sizeof msg)) {
-    snprintf(error, error_cap, "chip %u: %s", unsigned(chip_id), msg);
-    return false;
+                &out->autosuspend_delay_ms, &msg)) {
+    return msg.prefix("chip %u: ", unsigned(chip_id));
   }
   // Link power per state; the order L0 >= L0s >= L1 is checked with the
   // defaults filled in (vtrn::power::validate names the field).
@@ -138,13 +157,12 @@ bool read_board_extras(const void* fdt, size_t size, uint32_t chip_id, BoardPowe
       {"vtrn,link-l1-milliwatts", &out->has_link_l1_mw, &out->link_l1_mw},
   };
   for (const auto& lp : kLinkPower) {
-    if (!read_u32(fdt, chip, lp.name, 0, 100000, lp.present, lp.value, msg, sizeof msg)) {
-      snprintf(error, error_cap, "chip %u: %s", unsigned(chip_id), msg);
-      return false;
+    if (!read_u32(fdt, chip, lp.name, 0, 100000, lp.present, lp.value, &msg)) {
+      return msg.prefix("chip %u: ", unsigned(chip_id));
     }
   }
   const int zones = fdt_subnode_offset(fdt, chip, "thermal-zones");
-  if (zones < 0) return true;
+  if (zones < 0) return Error();
   int node;
   fdt_for_each_subnode(node, fdt, zones) {
     const void* reg = fdt_getprop(fdt, node, "reg", &len);
@@ -153,23 +171,19 @@ bool read_board_extras(const void* fdt, size_t size, uint32_t chip_id, BoardPowe
     if (index >= vtrn::power::kMaxThermalZones) continue;
     BoardPowerExtras::Zone& z = out->zones[index];
     uint32_t v = 0;
-    bool ok = read_u32(fdt, node, "vtrn,ambient-millicelsius", 0, 100000, &present, &v, msg,
-                       sizeof msg);
+    bool ok = read_u32(fdt, node, "vtrn,ambient-millicelsius", 0, 100000, &present, &v, &msg);
     if (ok && present) z.has_ambient = true, z.ambient_mc = int32_t(v);
-    ok = ok && read_u32(fdt, node, "vtrn,hysteresis-millicelsius", 100, 50000, &present, &v, msg,
-                        sizeof msg);
+    ok = ok && read_u32(fdt, node, "vtrn,hysteresis-millicelsius", 100, 50000, &present, &v, &msg);
     if (ok && present) z.has_hysteresis = true, z.hysteresis_mc = int32_t(v);
     ok = ok && read_u32(fdt, node, "vtrn,resistance-millicelsius-per-watt", 1, 100000, &present,
-                        &z.resistance_mc_per_w, msg, sizeof msg);
+                        &z.resistance_mc_per_w, &msg);
     ok = ok && read_u32(fdt, node, "vtrn,capacitance-millijoules-per-celsius", 1, 100000000,
-                        &present, &z.capacitance_mj_per_c, msg, sizeof msg);
+                        &present, &z.capacitance_mj_per_c, &msg);
     if (!ok) {
-      snprintf(error, error_cap, "chip %u: thermal zone %u: %s", unsigned(chip_id),
-               unsigned(index), msg);
-      return false;
+      return msg.prefix("chip %u: thermal zone %u: ", unsigned(chip_id), unsigned(index));
     }
   }
-  return true;
+  return Error();
 }
 
 vtrn::power::PowerConfig config_from_chip(const vtrn::board::Chip& chip,
@@ -208,7 +222,8 @@ vtrn::power::PowerConfig config_from_chip(const vtrn::board::Chip& chip,
   return c;
 }
 
-vtrn::power::ConfigError Controller::init(const vtrn::power::PowerConfig& cfg, uint64_t now_ns) {
+vtrn::power::ConfigError Controller::configure(const vtrn::power::PowerConfig& cfg,
+                                               uint64_t now_ns) {
   quiesce_pending_ = resume_pending_ = in_flight_ = activity_seen_ = false;
   transitions_ = 0;
   last_refresh_ns_ = now_ns;
@@ -338,7 +353,7 @@ void Controller::note_activity(uint64_t now_ns) {
   pm_.put(now_ns);
 }
 
-void Controller::poll(uint64_t now_ns) {
+void Controller::complete(uint64_t now_ns) {
   // A completion may start the next transition (a pending request), which
   // sets the flags again: loop until nothing more can be done now.
   for (int guard = 0; guard < 4; ++guard) {
@@ -370,83 +385,8 @@ int32_t Controller::hottest_mc() const {
   return t;
 }
 
-bool Controller::serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp,
-                       ProtobufCAllocator* alloc, char* error, size_t error_cap,
-                       uint64_t now_ns) {
-  Vtrn__Ctrl__Response__BodyCase body;
-  Status st = Status::kOk;
-  switch (req.body_case) {
-    case VTRN__CTRL__REQUEST__BODY_POWER_SET_STATE: {
-      body = VTRN__CTRL__RESPONSE__BODY_POWER_SET_STATE;
-      const Vtrn__Ctrl__PowerDeviceState s = req.power_set_state->state;
-      if (s == VTRN__CTRL__POWER_DEVICE_STATE__POWER_DEVICE_STATE_D0) {
-        st = pm_.request_device_state(DeviceState::kD0, now_ns);
-      } else if (s == VTRN__CTRL__POWER_DEVICE_STATE__POWER_DEVICE_STATE_D3HOT) {
-        st = pm_.request_device_state(DeviceState::kD3hot, now_ns);
-      } else {
-        resp->status = VTRN__CTRL__STATUS__STATUS_BAD_REQUEST;
-        snprintf(error, error_cap, "power_set_state.state: %d, must be D0 (0) or D3HOT (2)",
-                 int(s));
-        return true;
-      }
-      poll(now_ns);
-      break;
-    }
-    case VTRN__CTRL__REQUEST__BODY_POWER_SET_CAP: {
-      body = VTRN__CTRL__RESPONSE__BODY_POWER_SET_CAP;
-      const uint32_t cap = req.power_set_cap->cap_mw;
-      if (cap > kMaxCapMw) {
-        resp->status = VTRN__CTRL__STATUS__STATUS_BAD_REQUEST;
-        snprintf(error, error_cap, "power_set_cap.cap_mw: %u, must be 0 (no cap) .. %u",
-                 unsigned(cap), unsigned(kMaxCapMw));
-        return true;
-      }
-      st = pm_.set_power_cap_mw(cap, now_ns);
-      break;
-    }
-    case VTRN__CTRL__REQUEST__BODY_POWER_SET_PSTATE_LIMIT: {
-      body = VTRN__CTRL__RESPONSE__BODY_POWER_SET_PSTATE_LIMIT;
-      const uint32_t p = req.power_set_pstate_limit->pstate;
-      if (p >= pm_.config().opp_count) {
-        resp->status = VTRN__CTRL__STATUS__STATUS_BAD_REQUEST;
-        snprintf(error, error_cap, "power_set_pstate_limit.pstate: %u, the chip has pstates 0..%u",
-                 unsigned(p), unsigned(pm_.config().opp_count - 1));
-        return true;
-      }
-      st = pm_.set_pstate_limit(p, now_ns);
-      break;
-    }
-    case VTRN__CTRL__REQUEST__BODY_POWER_SET_AUTOSUSPEND: {
-      body = VTRN__CTRL__RESPONSE__BODY_POWER_SET_AUTOSUSPEND;
-      const uint32_t ms = req.power_set_autosuspend->delay_ms;
-      if (ms > kMaxAutosuspendMs) {
-        resp->status = VTRN__CTRL__STATUS__STATUS_BAD_REQUEST;
-        snprintf(error, error_cap, "power_set_autosuspend.delay_ms: %u, must be 0 (off) .. %u",
-                 unsigned(ms), unsigned(kMaxAutosuspendMs));
-        return true;
-      }
-      pm_.set_autosuspend_delay_ms(ms, now_ns);
-      break;
-    }
-    case VTRN__CTRL__REQUEST__BODY_POWER_STATUS:
-      body = VTRN__CTRL__RESPONSE__BODY_POWER_STATUS;
-      break;
-    default:
-      return false;
-  }
-  if (st != Status::kOk) {
-    resp->status = VTRN__CTRL__STATUS__STATUS_INTERNAL;
-    snprintf(error, error_cap, "power: %s", vtrn::power::status_name(st));
-    return true;
-  }
-  auto* out = static_cast<Vtrn__Ctrl__PowerStatusResponse*>(
-      alloc->alloc(alloc->allocator_data, sizeof(Vtrn__Ctrl__PowerStatusResponse)));
-  if (out == nullptr) {
-    resp->status = VTRN__CTRL__STATUS__STATUS_INTERNAL;
-    snprintf(error, error_cap, "power: response arena exhausted");
-    return true;
-  }
-  vtrn__ctrl__power_status_response__init(out);
+Error Controller::answer(Status st, Vtrn__Ctrl__PowerStatusResponse* out) const {
+  if (st != Status::kOk) return Error(Code::kInternal, "power: %s", vtrn::power::status_name(st));
   const vtrn::power::ClockBudget b = pm_.clock_budget();
   out->state = proto_state(pm_.device().state());
   out->pstate = pm_.pstate();
@@ -456,17 +396,58 @@ bool Controller::serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* res
   out->pstate_limit = pm_.governor().host_limit();
   out->autosuspend_delay_ms = pm_.device().autosuspend_delay_ms();
   out->clock_event_reasons = pm_.clock_event_reasons();
-  resp->status = VTRN__CTRL__STATUS__STATUS_OK;
-  resp->body_case = body;
-  // Every power response shares one message type; the oneof members alias.
-  switch (body) {
-    case VTRN__CTRL__RESPONSE__BODY_POWER_SET_STATE: resp->power_set_state = out; break;
-    case VTRN__CTRL__RESPONSE__BODY_POWER_SET_CAP: resp->power_set_cap = out; break;
-    case VTRN__CTRL__RESPONSE__BODY_POWER_SET_PSTATE_LIMIT: resp->power_set_pstate_limit = out; break;
-    case VTRN__CTRL__RESPONSE__BODY_POWER_SET_AUTOSUSPEND: resp->power_set_autosuspend = out; break;
-    default: resp->power_status = out; break;
+  return Error();
+}
+
+Error Controller::set_state(const Vtrn__Ctrl__PowerSetStateRequest& r,
+                            Vtrn__Ctrl__PowerStatusResponse& out, Call& c) {
+  Status st;
+  const uint32_t state = wire(r.state);
+  if (state == VTRN__CTRL__POWER_DEVICE_STATE__POWER_DEVICE_STATE_D0) {
+    st = pm_.request_device_state(DeviceState::kD0, c.now_ns());
+  } else if (state == VTRN__CTRL__POWER_DEVICE_STATE__POWER_DEVICE_STATE_D3HOT) {
+    st = pm_.request_device_state(DeviceState::kD3hot, c.now_ns());
+  } else {
+    return Error(Code::kInvalidArgument, "power_set_state.state: %d, must be D0 (0) or D3HOT (2)",
+                 int(state));
   }
-  return true;
+  complete(c.now_ns());
+  return answer(st, &out);
+}
+
+Error Controller::set_cap(const Vtrn__Ctrl__PowerSetCapRequest& r,
+                          Vtrn__Ctrl__PowerStatusResponse& out, Call& c) {
+  if (r.cap_mw > kMaxCapMw) {
+    return Error(Code::kInvalidArgument, "power_set_cap.cap_mw: %u, must be 0 (no cap) .. %u",
+                 unsigned(r.cap_mw), unsigned(kMaxCapMw));
+  }
+  return answer(pm_.set_power_cap_mw(r.cap_mw, c.now_ns()), &out);
+}
+
+Error Controller::set_pstate_limit(const Vtrn__Ctrl__PowerSetPstateLimitRequest& r,
+                                   Vtrn__Ctrl__PowerStatusResponse& out, Call& c) {
+  if (r.pstate >= pm_.config().opp_count) {
+    return Error(Code::kInvalidArgument,
+                 "power_set_pstate_limit.pstate: %u, the chip has pstates 0..%u",
+                 unsigned(r.pstate), unsigned(pm_.config().opp_count - 1));
+  }
+  return answer(pm_.set_pstate_limit(r.pstate, c.now_ns()), &out);
+}
+
+Error Controller::set_autosuspend(const Vtrn__Ctrl__PowerSetAutosuspendRequest& r,
+                                  Vtrn__Ctrl__PowerStatusResponse& out, Call& c) {
+  if (r.delay_ms > kMaxAutosuspendMs) {
+    return Error(Code::kInvalidArgument,
+                 "power_set_autosuspend.delay_ms: %u, must be 0 (off) .. %u",
+                 unsigned(r.delay_ms), unsigned(kMaxAutosuspendMs));
+  }
+  pm_.set_autosuspend_delay_ms(r.delay_ms, c.now_ns());
+  return answer(Status::kOk, &out);
+}
+
+Error Controller::status(const Vtrn__Ctrl__PowerStatusRequest&,
+                         Vtrn__Ctrl__PowerStatusResponse& out, Call&) {
+  return answer(Status::kOk, &out);
 }
 
 }  // namespace fw::power

@@ -78,11 +78,6 @@ uint64_t paced_ns(uint32_t core) {
 
 bool device_active() { return __atomic_load_n(&g_active, __ATOMIC_ACQUIRE) != 0; }
 
-uint64_t pace_delay_ns(uint64_t busy_ns) {
-  const uint64_t w = __atomic_load_n(&g_clock_word, __ATOMIC_ACQUIRE);
-  return delay_for(busy_ns, uint32_t(w), uint32_t(w >> 32));
-}
-
 void pace(uint32_t core, uint64_t busy_ns) {
   const uint64_t t_call = arch::now_ticks();
   uint64_t w = __atomic_load_n(&g_clock_word, __ATOMIC_ACQUIRE);

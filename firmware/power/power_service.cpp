@@ -2,7 +2,8 @@
 // fw/power_service.h). Board -> config at boot, the BAR2 power block under
 // its seqlock, cross-core publication of the clock and the D0 flag, log
 // lines for every state, operating-point and reason change, and the cost of
-// each refresh measured on the generic timer.
+// each refresh measured on the generic timer. The HBM traffic the model
+// charges comes from the DMA service's totals.
 //
 // Core activity: core 0 is the boot (service) core, whose work is this
 // event loop (control ring, DMA copies, telemetry, and kernel chunks on a
@@ -18,15 +19,19 @@
 #include <string.h>
 
 #include "fw/arch.h"
+#include "fw/dma_service.h"
+#include "fw/host_interface.h"
 #include "fw/log.h"
 #include "fw/panic.h"
 #include "fw/pb_arena.h"
 #include "fw/power_shared.h"
-#include "vtrn/seqlock.h"
 
 #if __has_include("fw/cores.h")
 #include "fw/cores.h"
 #define VTRN_FW_POWER_HAVE_CORES 1
+// CoreSample::state is fw::cores' numbering.
+static_assert(fw::cores::kCoreOff == 0 && fw::cores::kCoreIdle == 1 &&
+              fw::cores::kCoreRunning == 2);
 #else
 #define VTRN_FW_POWER_HAVE_CORES 0
 #endif
@@ -40,8 +45,7 @@ using vtrn::power::PowerTelemetry;
 
 constexpr uint32_t kBootCoreIntensityPermille = 500;
 
-// The one service instance, for report_link() (set by init, boot core only).
-Service* g_service = nullptr;
+constinit PowerService g_service;
 
 const char* reason_text(uint64_t r, char* buf, size_t cap) {
   static constexpr struct {
@@ -69,19 +73,18 @@ const char* reason_text(uint64_t r, char* buf, size_t cap) {
 
 }  // namespace
 
-void Service::init(const ServiceConfig& cfg) {
+PowerService& service() { return g_service; }
+
+void PowerService::init(const Boot& boot) {
   const uint64_t now = arch::now_ns();
   BoardPowerExtras extras;
-  char error[160];
-  if (!read_board_extras(cfg.board_fdt, cfg.board_size, cfg.chip->id, &extras, error,
-                         sizeof error)) {
-    panic(vtrn::hostif::kPanicBoard, "power: %s", error);
-  }
-  const vtrn::power::PowerConfig pc = config_from_chip(*cfg.chip, extras);
-  const vtrn::power::ConfigError e = ctl_.init(pc, now);
+  const vtrn::Error bad = read_board_extras(boot.board_fdt, boot.board_size, boot.chip->id, &extras);
+  if (!bad.ok()) panic(vtrn::hostif::kPanicBoard, "power: %s", bad.detail());
+  const vtrn::power::PowerConfig pc = config_from_chip(*boot.chip, extras);
+  const vtrn::power::ConfigError e = configure(pc, now);
   if (!e.ok()) {
     panic(vtrn::hostif::kPanicBoard, "power: chip %u: power configuration rejected: %s[%u]",
-          unsigned(cfg.chip->id), e.field, unsigned(e.index));
+          unsigned(boot.chip->id), e.field, unsigned(e.index));
   }
   core_count_ = pc.core_count;
   init_ns_ = now;
@@ -90,25 +93,24 @@ void Service::init(const ServiceConfig& cfg) {
   CoreSample base[vtrn::power::kMaxCores];
   uint32_t n = 0;
   sample(base, &n, now, 0);
-  ctl_.set_baseline(base, n);
+  set_baseline(base, n);
 
   // The region table is ours (written at boot, before READY); still check
   // that the block fits where it says.
-  const FwHeader& h = *cfg.header;
+  FwHeader& h = *boot.hostif->header();
   for (uint32_t i = 0; i < h.region_count && i < vtrn::hostif::kMaxRegions; ++i) {
     const vtrn::hostif::Region& r = h.regions[i];
     if (r.type != kRegionPower) continue;
-    if (r.size >= sizeof(PowerTelemetry) && r.offset % 8 == 0 && r.offset <= cfg.bar2_size &&
-        r.size <= cfg.bar2_size - r.offset) {
-      block_ = reinterpret_cast<PowerTelemetry*>(cfg.bar2 + r.offset);
+    if (r.size >= sizeof(PowerTelemetry) && r.offset % 8 == 0 && r.offset <= boot.bar2_size &&
+        r.size <= boot.bar2_size - r.offset) {
+      block_.attach(reinterpret_cast<PowerTelemetry*>(boot.bar2 + r.offset));
     }
   }
-  attach_wakeup(cfg.gic, cfg.timer_intid);
+  attach_wakeup(boot.gic, boot.timer_intid);
   enabled_ = true;
-  g_service = this;
   publish(now);
-  if (block_ != nullptr) {
-    cfg.header->capabilities = cfg.header->capabilities | vtrn::hostif::kCapPower;
+  if (block_.attached()) {
+    h.capabilities = h.capabilities | vtrn::hostif::kCapPower;
   } else {
     log(kLogWarn, "power: no power region in BAR2: telemetry block not published");
   }
@@ -125,7 +127,7 @@ void Service::init(const ServiceConfig& cfg) {
       unsigned(pc.autosuspend_delay_ms), VTRN_FW_POWER_HAVE_CORES ? "fw::cores" : "boot-core idle time");
 }
 
-void Service::sample(CoreSample* out, uint32_t* n, uint64_t now_ns, uint64_t boot_idle_ns) const {
+void PowerService::sample(CoreSample* out, uint32_t* n, uint64_t now_ns, uint64_t boot_idle_ns) const {
   const uint64_t up = now_ns - init_ns_;
   // Core 0 is the service core: everything it does outside WFI (control
   // ring, DMA copies, telemetry, kernel chunks on a one-core chip) is work.
@@ -165,26 +167,22 @@ void Service::sample(CoreSample* out, uint32_t* n, uint64_t now_ns, uint64_t boo
   *n = core_count_;
 }
 
-void Service::publish(uint64_t now_ns) {
-  const vtrn::power::ClockBudget b = ctl_.clock();
+void PowerService::publish(uint64_t now_ns) {
+  const vtrn::power::ClockBudget b = clock();
   publish_clock(b.frequency_mhz, b.max_frequency_mhz);
-  publish_active(ctl_.active());
-  if (block_ == nullptr) return;
-  ctl_.snapshot(&scratch_);
+  publish_active(active());
+  if (!block_.attached()) return;
+  snapshot(&scratch_);
   scratch_.refresh_ns = refresh_ns_;
   scratch_.refresh_max_ns = refresh_max_ns_;
   scratch_.refresh_total_ns = refresh_total_ns_;
   scratch_.refreshes = refreshes_;
   (void)now_ns;
-  // Our own sequence number: BAR2 is host-writable, the seq word there is
-  // not trusted as the writer's state.
-  __atomic_store_n(&block_->seq, seq_, __ATOMIC_RELAXED);
-  vtrn::power::seqlock_write(block_, scratch_);
-  seq_ += 2;
+  block_.publish(scratch_);
 }
 
-void Service::report_changes() {
-  const vtrn::power::PowerManager& pm = ctl_.manager();
+void PowerService::report_changes() {
+  const vtrn::power::PowerManager& pm = manager();
   const uint32_t state = uint32_t(pm.device().state());
   if (state != logged_state_) {
     log(kLogInfo, "power: device %s -> %s",
@@ -197,23 +195,24 @@ void Service::report_changes() {
     char buf[96];
     log(kLogInfo, "power: pstate %u (%u MHz), reasons %s, die %d mC, %u mW", unsigned(pm.pstate()),
         unsigned(pm.operating_point().frequency_mhz), reason_text(reasons, buf, sizeof buf),
-        int(ctl_.hottest_mc()), unsigned(pm.power_mw()));
+        int(hottest_mc()), unsigned(pm.power_mw()));
     logged_pstate_ = pm.pstate();
     logged_reasons_ = reasons;
   }
 }
 
-void Service::refresh(uint64_t boot_idle_ns, uint64_t hbm_bytes) {
+void PowerService::tick(Turn& turn) {
   if (!enabled_) return;
-  if (hbm_bytes > hbm_bytes_seen_) ctl_.add_hbm_bytes(hbm_bytes - hbm_bytes_seen_);
+  const uint64_t hbm_bytes = dma::service().totals().bytes;
+  if (hbm_bytes > hbm_bytes_seen_) add_hbm_bytes(hbm_bytes - hbm_bytes_seen_);
   hbm_bytes_seen_ = hbm_bytes;
   const uint64_t t0 = arch::now_ticks();
   const uint64_t now = arch::ticks_to_ns(t0);
   CoreSample s[vtrn::power::kMaxCores];
   uint32_t n = 0;
-  sample(s, &n, now, boot_idle_ns);
-  ctl_.refresh(s, n, now);
-  ctl_.poll(now);
+  sample(s, &n, now, turn.idle_ns);
+  refresh(s, n, now);
+  complete(now);
   publish(now);
   const uint64_t cost = arch::ticks_to_ns(arch::now_ticks() - t0);
   refresh_ns_ = cost;
@@ -224,21 +223,23 @@ void Service::refresh(uint64_t boot_idle_ns, uint64_t hbm_bytes) {
 }
 
 void report_link(uint32_t port, uint32_t ltssm_state, uint64_t tx_bytes) {
-  if (g_service != nullptr) g_service->note_link(port, ltssm_state, tx_bytes);
+  g_service.report_link(port, ltssm_state, tx_bytes);
 }
 
-void Service::note_link(uint32_t port, uint32_t ltssm_state, uint64_t tx_bytes) {
+void note_activity() { g_service.note_activity(); }
+
+void PowerService::report_link(uint32_t port, uint32_t ltssm_state, uint64_t tx_bytes) {
   if (!enabled_) return;
-  ctl_.note_link(port, link_power_state(ltssm_state), tx_bytes, arch::now_ns());
+  note_link(port, link_power_state(ltssm_state), tx_bytes, arch::now_ns());
 }
 
-void Service::note_activity() {
+void PowerService::note_activity() {
   if (!enabled_) return;
-  ctl_.note_activity(arch::now_ns());
-  if (ctl_.has_work()) poll();
+  Controller::note_activity(arch::now_ns());
+  if (transition_pending()) settle();
 }
 
-void Service::poll() {
+void PowerService::settle() {
   if (!enabled_) return;
   // Jobs in flight hold a quiesce; DMA progresses only in this loop, so it
   // is always at a chunk boundary here.
@@ -251,25 +252,34 @@ void Service::poll() {
     if (c.state == fw::cores::kCoreRunning) in_flight = true;
   }
 #endif
-  ctl_.set_work_in_flight(in_flight);
-  const uint32_t before = ctl_.transitions();
+  set_work_in_flight(in_flight);
+  const uint32_t before = transitions();
   const uint64_t now = arch::now_ns();
-  ctl_.poll(now);
-  if (ctl_.transitions() != before) {
+  complete(now);
+  if (transitions() != before) {
     publish(now);
     report_changes();
   }
 }
 
-bool Service::serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena& arena,
-                    char* error, size_t error_cap) {
-  if (!enabled_) return false;
-  const uint64_t now = arch::now_ns();
-  if (!ctl_.serve(req, resp, arena.allocator(), error, error_cap, now)) return false;
-  poll();
-  publish(now);
+Vectors PowerService::poll(Turn&) {
+  settle();
+  return 0;
+}
+
+vtrn::Error PowerService::ready() const {
+  if (!enabled_) return vtrn::Error(vtrn::Code::kNotReady, "power: the power service is not initialised");
+  return vtrn::Error();
+}
+
+void PowerService::served(uint64_t now_ns) {
+  settle();
+  publish(now_ns);
   report_changes();
-  return true;
+}
+
+void PowerService::fill_telemetry(vtrn::hostif::Telemetry* t) const {
+  t->temperature_mc = hottest_mc();
 }
 
 }  // namespace fw::power

@@ -1,20 +1,28 @@
 // Fault injection on request of the host (see fw/reliability.h).
 #include "fw/reliability.h"
 
-#include <stdio.h>
-
 #include "fw/arch.h"
+#include "fw/host_interface.h"
 #include "fw/log.h"
+#include "fw/wire.h"
 
 namespace fw::reliability {
 namespace {
+
+using vtrn::Code;
+using vtrn::Error;
 
 // Inside the 40-bit physical map but outside everything mmu::map() covers
 // (RAM is at 1 GiB, the high ECAM at 256 GiB, the 64-bit PCIe window at
 // 512 GiB): a translation fault, not a device access.
 constexpr uintptr_t kUnmappedAddress = 0x7f'dead'0000ull;
 
-volatile uint32_t g_armed = VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_NONE;
+const Route kRoutes[] = {
+    route<&ReliabilityService::inject>(VTRN__CTRL__REQUEST__BODY_RELIABILITY_INJECT,
+                                       VTRN__CTRL__RESPONSE__BODY_RELIABILITY_INJECT),
+};
+
+constinit ReliabilityService g_service;
 
 const char* fault_name(uint32_t f) {
   switch (f) {
@@ -27,36 +35,32 @@ const char* fault_name(uint32_t f) {
 
 }  // namespace
 
-bool serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena& arena,
-           char* error, size_t error_cap, uint64_t heartbeat) {
-  if (req.body_case != VTRN__CTRL__REQUEST__BODY_RELIABILITY_INJECT) return false;
-  const uint32_t fault = uint32_t(req.reliability_inject->fault);
+ReliabilityService& service() { return g_service; }
+
+std::span<const Route> ReliabilityService::routes() const { return kRoutes; }
+
+void ReliabilityService::init(const Boot& boot) { hostif_ = boot.hostif; }
+
+Error ReliabilityService::inject(const Vtrn__Ctrl__ReliabilityInjectRequest& r,
+                                 Vtrn__Ctrl__ReliabilityInjectResponse& body, Call&) {
+  const uint32_t fault = wire(r.fault);
   if (fault != VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_HANG &&
       fault != VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_STALL &&
       fault != VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_PANIC) {
-    resp->status = VTRN__CTRL__STATUS__STATUS_BAD_REQUEST;
-    snprintf(error, error_cap, "reliability: unknown fault %u", unsigned(fault));
-    return true;
+    return Error(Code::kInvalidArgument, "reliability: unknown fault %u", unsigned(fault));
   }
-  auto* body = static_cast<Vtrn__Ctrl__ReliabilityInjectResponse*>(arena.allocator()->alloc(
-      arena.allocator()->allocator_data, sizeof(Vtrn__Ctrl__ReliabilityInjectResponse)));
-  if (body == nullptr) {
-    resp->status = VTRN__CTRL__STATUS__STATUS_INTERNAL;
-    snprintf(error, error_cap, "reliability: response arena exhausted");
-    return true;
-  }
-  vtrn__ctrl__reliability_inject_response__init(body);
-  body->heartbeat = heartbeat;
-  resp->status = VTRN__CTRL__STATUS__STATUS_OK;
-  resp->body_case = VTRN__CTRL__RESPONSE__BODY_RELIABILITY_INJECT;
-  resp->reliability_inject = body;
-  g_armed = fault;
-  return true;
+  body.heartbeat = hostif_ != nullptr ? hostif_->heartbeat() : 0;
+  armed_ = fault;
+  return Error();
 }
 
-void poll() {
-  const uint32_t fault = g_armed;
-  if (fault == VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_NONE) return;
+bool ReliabilityService::has_work() {
+  return armed_ != VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_NONE;
+}
+
+Vectors ReliabilityService::poll(Turn&) {
+  const uint32_t fault = armed_;
+  if (fault == VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_NONE) return 0;
   log(kLogWarn, "reliability: committing injected fault: %s", fault_name(fault));
   switch (fault) {
     case VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_HANG:
@@ -73,7 +77,8 @@ void poll() {
     default:
       break;
   }
-  g_armed = VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_NONE;
+  armed_ = VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_NONE;
+  return 0;
 }
 
 }  // namespace fw::reliability

@@ -338,8 +338,8 @@ void run_kernel(const RunOptions& o) {
   if (!gemm && dt != VTRN__API__JOB_DTYPE__JOB_DTYPE_F32)
     throw CliError(Exit::kUsage, "--dtype: " + o.kernel + " takes fp32 only");
   if (gemm) {
-    char e[160];
-    if (!vtrn::num::check_gemm(ndt, o.m, o.n, o.k, e, sizeof e)) throw CliError(Exit::kUsage, std::string("gemm: ") + e);
+    const vtrn::Error e = vtrn::num::check_gemm(ndt, o.m, o.n, o.k);
+    if (!e.ok()) throw CliError(Exit::kUsage, std::string("gemm: ") + e.detail());
   }
   const uint64_t seed = o.seed_given ? o.seed : std::random_device{}();
   std::mt19937_64 rng(seed);

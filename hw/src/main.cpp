@@ -149,8 +149,8 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<ChipHw>> chips;
   for (const ChipFds& f : specs) {
     auto chip = std::make_unique<vtrn::board::Chip>();
-    const vtrn::board::Result r = vtrn::board::parse_chip(dtb.data(), dtb.size(), f.id, chip.get());
-    if (!r.ok()) die("board " + board_path + ": " + r.message);
+    const vtrn::Error r = vtrn::board::parse_chip(dtb.data(), dtb.size(), f.id, chip.get());
+    if (!r.ok()) die("board " + board_path + ": " + r.detail());
     vtrn::hw::EngineProps props;
     char err[200];
     if (!vtrn::hw::read_engine_props(dtb.data(), f.id, chip->neuron_cores, &props, err, sizeof err))

@@ -75,8 +75,7 @@ TensorStatus TensorEngine::validate(const TensorCommand& c, Operand ops[5], uint
   if (c.flags & ~uint32_t(kTensorKnownFlags)) return kTensorBadFlags;
   if (!num::dtype_valid(c.dtype)) return kTensorBadShape;
   const auto dt = num::DType(c.dtype);
-  char why[96];
-  if (!num::check_gemm(dt, c.m, c.n, c.k, why, sizeof why)) return kTensorBadShape;
+  if (!num::check_gemm(dt, c.m, c.n, c.k).ok()) return kTensorBadShape;
   const uint32_t ldc = c.ldc ? c.ldc : c.n;
   if (ldc < c.n) return kTensorBadShape;
   const bool mx = dt == num::DType::kMXFP4;

@@ -36,11 +36,13 @@ namespace {
 bool terminated(const char* s, size_t cap) { return memchr(s, 0, cap) != nullptr; }
 bool pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
-void check_result(const Result& r) {
-  FUZZ_CHECK(uint32_t(r.error) <= uint32_t(Error::kNoSuchChip), "error %u outside the enum",
-             uint32_t(r.error));
-  FUZZ_CHECK(terminated(r.message, kMessageLen), "unterminated message");
-  if (!r.ok()) FUZZ_CHECK(r.message[0] != 0, "error %s without a message", error_name(r.error));
+void check_result(const vtrn::Error& r) {
+  const vtrn::Code c = r.code();
+  FUZZ_CHECK(c == vtrn::Code::kOk || (uint32_t(c) >= uint32_t(vtrn::Code::kBadTree) &&
+                                      uint32_t(c) <= uint32_t(vtrn::Code::kNoSuchChip)),
+             "error %u outside the board codes", uint32_t(c));
+  FUZZ_CHECK(terminated(r.detail(), vtrn::Error::kDetailCap), "unterminated message");
+  if (!r.ok()) FUZZ_CHECK(r.detail()[0] != 0, "error %s without a message", vtrn::code_name(c));
 }
 
 void check_chip(const Chip& c, uint32_t id) {
@@ -119,7 +121,7 @@ class PortsOfChips {
 
 void check_topology(const uint8_t* fdt, size_t size, const Board& board) {
   auto t = std::make_unique<Topology>();
-  const Result r = parse_topology(fdt, size, t.get());
+  const vtrn::Error r = parse_topology(fdt, size, t.get());
   check_result(r);
   if (!r.ok()) {
     FUZZ_CHECK(t->switch_count == 0 && t->link_count == 0,
@@ -179,20 +181,20 @@ void check_topology(const uint8_t* fdt, size_t size, const Board& board) {
 void check_resize(const uint8_t* fdt, size_t size, uint32_t chips, size_t out_cap,
                   const Board& board, bool last_chip_ok) {
   auto out = std::make_unique<uint8_t[]>(out_cap);
-  const Result r = resize_board(fdt, size, chips, out.get(), out_cap);
+  const vtrn::Error r = resize_board(fdt, size, chips, out.get(), out_cap);
   check_result(r);
   if (!r.ok()) return;
   GuardedCopy copy(out.get(), out_cap, 8);
   auto b = std::make_unique<Board>();
-  const Result rb = parse_board(copy.data(), out_cap, b.get());
+  const vtrn::Error rb = parse_board(copy.data(), out_cap, b.get());
   FUZZ_CHECK(rb.ok() && b->chip_count == chips, "resized tree: %s, %u chips instead of %u",
-             rb.message, b->chip_count, chips);
+             rb.detail(), b->chip_count, chips);
   if (chips > board.chip_count) {
     auto c = std::make_unique<Chip>();
-    const Result rc = parse_chip(copy.data(), out_cap, chips - 1, c.get());
+    const vtrn::Error rc = parse_chip(copy.data(), out_cap, chips - 1, c.get());
     FUZZ_CHECK(rc.ok() == last_chip_ok, "clone of chip %u parses %s, original %s: %s",
                board.chip_count - 1, rc.ok() ? "ok" : "not", last_chip_ok ? "ok" : "not",
-               rc.message);
+               rc.detail());
   }
 }
 
@@ -203,12 +205,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t* fdt = in.data();
 
   auto board = std::make_unique<Board>();
-  const Result rb = parse_board(fdt, size, board.get());
+  const vtrn::Error rb = parse_board(fdt, size, board.get());
   check_result(rb);
   auto chip = std::make_unique<Chip>();
   if (!rb.ok()) {
-    const Result rc = parse_chip(fdt, size, 0, chip.get());
-    FUZZ_CHECK(!rc.ok(), "chip 0 parses on a board that does not (%s)", rb.message);
+    const vtrn::Error rc = parse_chip(fdt, size, 0, chip.get());
+    FUZZ_CHECK(!rc.ok(), "chip 0 parses on a board that does not (%s)", rb.detail());
     return 0;
   }
   FUZZ_CHECK(board->chip_count >= 1 && board->chip_count <= kMaxChips, "%u chips",
@@ -221,13 +223,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bool last_ok = false;
   const uint32_t n = board->chip_count;
   for (uint32_t id : {0u, n - 1}) {
-    const Result rc = parse_chip(fdt, size, id, chip.get());
+    const vtrn::Error rc = parse_chip(fdt, size, id, chip.get());
     check_result(rc);
     if (rc.ok()) check_chip(*chip, id);
     if (id == n - 1) last_ok = rc.ok();
   }
-  const Result none = parse_chip(fdt, size, n, chip.get());
-  FUZZ_CHECK(none.error == Error::kNoSuchChip, "chip %u of %u: %s", n, n, none.message);
+  const vtrn::Error none = parse_chip(fdt, size, n, chip.get());
+  FUZZ_CHECK(none.code() == vtrn::Code::kNoSuchChip, "chip %u of %u: %s", n, n, none.detail());
   check_topology(fdt, size, *board);
 
   // Resizing costs several full parses; spending it on one input in four

@@ -179,6 +179,40 @@ def ctrl_decode():
     write('ctrl_decode', 'empty', b'')
     write('ctrl_decode', 'unknown-field', field(9, 2, b'future') + field(2, 2, b''))
     write('ctrl_decode', 'two-bodies', field(2, 2, b'') + field(3, 2, b''))
+    # One request of every service the firmware's table routes.
+    def v(num, value): return field(num, 0, varint(value))
+    client1 = 1 << 32 | 1
+    write('ctrl_decode', 'hbm-alloc', field(20, 2, v(1, client1) + v(3, 65536) + v(5, 1) + v(6, 1 << 20)))
+    write('ctrl_decode', 'hbm-alloc-bad-owner', field(20, 2, v(1, 5 << 32) + v(3, 4096)))
+    write('ctrl_decode', 'hbm-free', field(21, 2, v(1, client1) + v(2, 0x44000000)))
+    write('ctrl_decode', 'hbm-free-owner', field(22, 2, v(1, client1)))
+    write('ctrl_decode', 'hbm-stats', field(23, 2, b''))
+    write('ctrl_decode', 'hbm-list', field(24, 2, v(2, 8)))
+    write('ctrl_decode', 'hbm-list-too-many', field(24, 2, v(2, 65)))
+    write('ctrl_decode', 'hbm-retired', field(25, 2, b''))
+    write('ctrl_decode', 'hbm-import-retired',
+          field(26, 2, field(1, 2, varint(0x10000) + varint(0x30000)) + v(2, 1)))
+    write('ctrl_decode', 'hbm-inject-ecc', field(27, 2, v(1, 0x44010000) + v(2, 1)))
+    step = (v(1, 1) + v(2, 1) + v(3, 16) + v(4, 16) + v(5, 32) + v(6, 0x44000000) +
+            v(8, 0x44010000) + v(10, 0x44020000))
+    write('ctrl_decode', 'job-submit', field(40, 2, v(1, 7) + v(2, 2 << 32 | 7) + v(3, 1) +
+                                             v(5, 1000) + field(7, 2, step)))
+    write('ctrl_decode', 'job-submit-no-steps', field(40, 2, v(1, 8)))
+    write('ctrl_decode', 'job-cancel', field(41, 2, v(1, 7)))
+    write('ctrl_decode', 'collective-submit',
+          field(42, 2, v(1, 9) + v(3, 1) + v(4, 1) + v(5, 2) + v(6, 0) + v(7, 0) + v(8, 1) +
+                v(9, 0x44000000) + v(10, 0x44100000) + v(11, 4096)))
+    write('ctrl_decode', 'link-retrain', field(60, 2, v(1, 0) + v(2, 1)))
+    write('ctrl_decode', 'link-ber', field(60, 2, v(1, 0) + v(2, 4) + field(3, 1, struct.pack('<d', 1e-5))))
+    write('ctrl_decode', 'link-ping', field(60, 2, v(1, 0) + v(2, 9) + v(7, 3)))
+    write('ctrl_decode', 'link-no-port', field(60, 2, v(1, 15) + v(2, 1)))
+    write('ctrl_decode', 'power-d3hot', field(80, 2, v(1, 2)))
+    write('ctrl_decode', 'power-d0', field(80, 2, v(1, 0)))
+    write('ctrl_decode', 'power-cap', field(81, 2, v(1, 8000)))
+    write('ctrl_decode', 'power-pstate-limit', field(82, 2, v(1, 1)))
+    write('ctrl_decode', 'power-autosuspend', field(83, 2, v(1, 100)))
+    write('ctrl_decode', 'power-status', field(84, 2, b''))
+    write('ctrl_decode', 'reliability-unknown-fault', field(100, 2, v(1, 9)))
 
 
 def board_dtb():

@@ -198,7 +198,7 @@ void test_producer_latches_consumer_running_ahead(void**) {
   assert_int_equal(g->idx.req_prod.value, 6);
 }
 
-// ---- log ring ---------------------------------------------------------------
+// log ring
 
 constexpr uint64_t kLogSize = 256;
 
@@ -277,7 +277,7 @@ void test_log_writer_counts_lines_too_long_for_ring(void**) {
   assert_int_equal(m.hdr.write_pos, 0);
 }
 
-// ---- layout -------------------------------------------------------------------
+// layout
 
 constexpr uint64_t kBar = 16u << 20;
 

@@ -89,7 +89,7 @@ bool setup(Region& r, Endpoint& a, Endpoint& b, const Config& c) {
   return a.port.up() && b.port.up();
 }
 
-// ---- The raw reference: one SPSC ring of fixed slots, memcpy in and out ----
+// The raw reference: one SPSC ring of fixed slots, memcpy in and out
 struct RawRing {
   alignas(64) std::atomic<uint32_t> prod{0};
   alignas(64) std::atomic<uint32_t> cons{0};

@@ -479,7 +479,7 @@ void test_init_rejects_bad_configuration(void**) {
   assert_int_equal(p.init(&t, kX4Gen3, c, fixed.bytes, sizeof(fixed.bytes), 0), LinkStatus::kOk);
 }
 
-// ---- Transport ----
+// Transport
 
 struct TwoRings {
   static constexpr size_t kBytes = 64 * 1024;
@@ -598,6 +598,37 @@ void test_peer_view_reports_header_faults(void**) {
 
 }  // namespace
 
+void test_board_speed_rounds_down_to_a_link_speed(void**) {
+  using vtrn::link::LinkSpeed;
+  using vtrn::link::speed_from_gtps;
+  assert_int_equal(int(speed_from_gtps(1)), int(LinkSpeed::k2_5GT));
+  assert_int_equal(int(speed_from_gtps(5)), int(LinkSpeed::k5GT));
+  assert_int_equal(int(speed_from_gtps(15)), int(LinkSpeed::k8GT));
+  assert_int_equal(int(speed_from_gtps(32)), int(LinkSpeed::k32GT));
+  assert_int_equal(int(speed_from_gtps(128)), int(LinkSpeed::k64GT));
+}
+
+void test_chip_timing_replaces_every_timeout_and_keeps_the_rest(void**) {
+  vtrn::link::Config base;
+  base.replay_frames = 4;
+  base.l0s_idle_ns = 123;
+  const vtrn::link::Config c = vtrn::link::with_chip_timing(base);
+  const vtrn::link::ChipTiming& t = vtrn::link::kChipTiming;
+  assert_int_equal(c.peer_timeout_ns, t.peer_timeout_ns);
+  assert_int_equal(c.ts_interval_ns, t.ts_interval_ns);
+  assert_int_equal(c.training_timeout_ns, t.training_timeout_ns);
+  assert_int_equal(c.recovery_timeout_ns, t.recovery_timeout_ns);
+  assert_int_equal(c.detect_quiet_ns, t.detect_quiet_ns);
+  assert_int_equal(c.replay_timeout_ns, t.replay_timeout_ns);
+  assert_int_equal(c.ack_refresh_ns, t.ack_refresh_ns);
+  assert_int_equal(c.burst_window_ns, t.burst_window_ns);
+  assert_int_equal(c.retrain_fail_window_ns, t.retrain_fail_window_ns);
+  assert_int_equal(c.replay_frames, 4);
+  assert_int_equal(c.l0s_idle_ns, 123);
+  // Patient with a descheduled peer: far longer than the core's defaults.
+  assert_true(c.peer_timeout_ns > 10 * base.peer_timeout_ns);
+}
+
 int main() {
   const CMUnitTest tests[] = {
       cmocka_unit_test(test_training_negotiates_common_speed_and_width),
@@ -626,6 +657,8 @@ int main() {
       cmocka_unit_test(test_transport_rejects_bad_slot_length_and_moves_on),
       cmocka_unit_test(test_transport_resyncs_after_index_jump),
       cmocka_unit_test(test_peer_view_reports_header_faults),
+      cmocka_unit_test(test_board_speed_rounds_down_to_a_link_speed),
+      cmocka_unit_test(test_chip_timing_replaces_every_timeout_and_keeps_the_rest),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

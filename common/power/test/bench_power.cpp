@@ -51,10 +51,12 @@ int main() {
   auto t3 = Clock::now();
 
   static PowerTelemetry snap, shared;
+  static vtrn::hostif::SeqlockWriter<PowerTelemetry> writer;
+  writer.attach(&shared);
   auto t4 = Clock::now();
   for (uint64_t i = 0; i < kN; ++i) {
     pm.snapshot(&snap);
-    seqlock_write(&shared, snap);
+    writer.publish(snap);
   }
   auto t5 = Clock::now();
 

@@ -1,22 +1,17 @@
-// Host unit tests of the telemetry snapshot and its seqlock: every field has
-// the unit and range its name promises and agrees with the others, and a
-// reader racing a writer on another thread never accepts a torn copy.
+// Host unit tests of the telemetry snapshot: every field has the unit and
+// range its name promises and agrees with the others. The seqlock it is
+// published under is tested with it in common/hostif/test/test_seqlock.cpp.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-// Before cmocka.h: its macros collide with names in the iostream headers.
-#include <atomic>
-#include <thread>
-
 extern "C" {
 #include <cmocka.h>
 }
 
 #include "vtrn/power.h"
-#include "vtrn/seqlock.h"
 
 using namespace vtrn::power;
 
@@ -129,93 +124,11 @@ void test_snapshot_fields_have_their_units_and_ranges(void**) {
   for (uint32_t p = t.port_count; p < kMaxPorts; ++p) assert_memory_equal(&t.links[p], &zl, sizeof zl);
 }
 
-void test_seqlock_round_trip_preserves_contents(void**) {
-  PowerManager pm;
-  assert_true(pm.init(dev_board_config(2, 4), nullptr, 0).ok());
-  pm.step(100 * kMs);
-  PowerTelemetry src;
-  pm.snapshot(&src);
-  static PowerTelemetry shared{};
-  seqlock_write(&shared, src);
-  seqlock_write(&shared, src);
-  PowerTelemetry out;
-  assert_true(seqlock_read(&shared, &out, 1));
-  assert_int_equal(out.seq, 4);
-  out.seq = 0;
-  assert_memory_equal(&out, &src, sizeof src);
-}
-
-void test_seqlock_reader_gives_up_on_a_writer_stuck_mid_update(void**) {
-  static PowerTelemetry shared{};
-  shared.seq = 7;  // odd: the writer died between its two seq stores
-  PowerTelemetry out;
-  assert_false(seqlock_read(&shared, &out, 1000));
-}
-
-// Every 64-bit word of generation g holds g (the version word holds its low
-// half), so any mix of two generations is visible.
-void fill(PowerTelemetry* t, uint64_t g) {
-  auto* w = reinterpret_cast<uint64_t*>(t);
-  for (size_t i = 1; i < sizeof(*t) / 8; ++i) w[i] = g;
-  t->version = static_cast<uint32_t>(g);
-}
-
-bool consistent(const PowerTelemetry& t, uint64_t* g) {
-  const auto* w = reinterpret_cast<const uint64_t*>(&t);
-  *g = w[1];
-  for (size_t i = 1; i < sizeof(t) / 8; ++i) {
-    if (w[i] != *g) return false;
-  }
-  return t.version == static_cast<uint32_t>(*g);
-}
-
-void test_seqlock_never_returns_a_torn_snapshot(void**) {
-  static PowerTelemetry shared{};
-  constexpr uint64_t kWrites = 300000;
-  std::atomic<bool> done{false};
-  std::thread writer([&] {
-    static PowerTelemetry v{};
-    for (uint64_t g = 1; g <= kWrites; ++g) {
-      fill(&v, g);
-      seqlock_write(&shared, v);
-    }
-    done.store(true, std::memory_order_release);
-  });
-  uint64_t good = 0, torn = 0, busy = 0, last_g = 0, backwards = 0;
-  PowerTelemetry out;
-  while (!done.load(std::memory_order_acquire)) {
-    if (!seqlock_read(&shared, &out, 1)) {
-      ++busy;
-      continue;
-    }
-    uint64_t g;
-    if (!consistent(out, &g)) ++torn;
-    if (g < last_g) ++backwards;
-    last_g = g;
-    ++good;
-  }
-  writer.join();
-  assert_true(seqlock_read(&shared, &out, 1));
-  uint64_t g;
-  assert_true(consistent(out, &g));
-  assert_int_equal(g, kWrites);
-  assert_int_equal(out.seq, 2 * kWrites);
-  print_message("seqlock: %llu consistent reads, %llu retried, %llu torn\n",
-                static_cast<unsigned long long>(good), static_cast<unsigned long long>(busy),
-                static_cast<unsigned long long>(torn));
-  assert_int_equal(torn, 0);
-  assert_int_equal(backwards, 0);
-  assert_true(good > 0);
-}
-
 }  // namespace
 
 int main() {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_snapshot_fields_have_their_units_and_ranges),
-      cmocka_unit_test(test_seqlock_round_trip_preserves_contents),
-      cmocka_unit_test(test_seqlock_reader_gives_up_on_a_writer_stuck_mid_update),
-      cmocka_unit_test(test_seqlock_never_returns_a_torn_snapshot),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -61,8 +61,7 @@ void setup_ring(Ring* r, Op op, uint32_t n, uint64_t floats, uint32_t id = 7) {
     p.max_frame = kMaxFrame;
     p.step_timeout_ns = 1000;
     p.timeout_ns = 1000000;
-    char err[128];
-    assert_true(fw::coll::check_plan(p, err, sizeof err));
+    assert_true(fw::coll::check_plan(p).ok());
     r->c[k].start(p, reinterpret_cast<const uint8_t*>(r->in[k].data()),
                   reinterpret_cast<uint8_t*>(r->out[k].data()), 0);
   }
@@ -221,15 +220,15 @@ void test_plan_check_names_the_bad_field(void**) {
   p.rank = 4;
   p.bytes = 64;
   p.max_frame = kMaxFrame;
-  char err[128] = {};
-  assert_false(fw::coll::check_plan(p, err, sizeof err));
-  assert_non_null(strstr(err, "rank:"));
+  vtrn::Error err;
+  assert_false((err = fw::coll::check_plan(p)).ok());
+  assert_non_null(strstr(err.detail(), "rank:"));
   p.rank = 1;
   p.bytes = 66;
-  assert_false(fw::coll::check_plan(p, err, sizeof err));
-  assert_non_null(strstr(err, "bytes:"));
+  assert_false((err = fw::coll::check_plan(p)).ok());
+  assert_non_null(strstr(err.detail(), "bytes:"));
   p.bytes = 64;
-  assert_true(fw::coll::check_plan(p, err, sizeof err));
+  assert_true((err = fw::coll::check_plan(p)).ok());
 }
 
 void test_receive_waits_until_the_previous_step_is_sent(void**) {

@@ -1,8 +1,8 @@
-// Host unit tests of the firmware's control-request dispatch and its
-// protobuf-c arena (firmware/ctrl). The same sources run in the firmware;
-// here a fake Backend stands in for the chip and the tests decode the
-// packed Response with the host's protobuf-c to check what the host would
-// see.
+// Host unit tests of the firmware's control-request dispatch, the core
+// handlers and the protobuf-c arena (firmware/ctrl). The same sources run in
+// the firmware; here the core handlers are the whole service table, a fake
+// Backend stands in for the chip, and the tests decode the packed Response
+// with the host's protobuf-c to check what the host would see.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -38,7 +38,9 @@ struct Fixture {
   fw::pb::Arena arena{arena_buf, sizeof arena_buf};
   FakeBackend backend;
   fw::ctrl::ChipFacts facts;
-  fw::ctrl::Dispatcher dispatcher{facts, backend, arena};
+  fw::ctrl::CoreHandlers core{facts, backend};
+  fw::Service* services[1] = {&core};
+  fw::ctrl::Dispatcher dispatcher{services, backend, arena};
   uint8_t out[4080];
   Vtrn__Ctrl__Response* decoded = nullptr;
 };
@@ -237,7 +239,7 @@ void test_request_too_big_for_arena_fails_cleanly(void**) {
   // more than a 1 KiB arena.
   alignas(16) static uint8_t small[1024];
   fw::pb::Arena arena(small, sizeof small);
-  fw::ctrl::Dispatcher d(g_fx->facts, g_fx->backend, arena);
+  fw::ctrl::Dispatcher d(g_fx->services, g_fx->backend, arena);
   uint8_t req[4000];
   for (size_t i = 0; i < sizeof req; i += 2) {
     req[i] = 0x78;  // field 15, varint

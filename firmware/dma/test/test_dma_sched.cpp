@@ -83,11 +83,11 @@ struct Rig {
     region = static_cast<uint8_t*>(aligned_alloc(4096, region_size));
     memset(region, 0xA5, region_size);  // stale garbage init must clear
     map = AddressMap{window.data(), kWindow, hbm.data(), kHbmBase, kHbmSize, nullptr};
-    char err[160] = {};
+    vtrn::Error err;
     g_clock = 0;
-    const bool ok = sched.init(region, region_size, n, kDepth, HbmRange{kHbmBase, kHbmSize},
-                               budget, fake_clock, &rec, err, sizeof err);
-    if (!ok) fail_msg("init: %s", err);
+    const bool ok = (err = sched.init(region, region_size, n, kDepth, HbmRange{kHbmBase, kHbmSize},
+                               budget, fake_clock, &rec)).ok();
+    if (!ok) fail_msg("init: %s", err.detail());
     for (uint32_t i = 0; i < n; ++i) hq[i] = HostQueue(ctl(i), sq(i), cq(i), kDepth);
   }
   ~Rig() { free(region); }
@@ -125,45 +125,45 @@ struct Rig {
   PassResult pass(uint64_t wake_gen = 0) { return sched.run_pass(map, copier, wake_gen); }
 };
 
-// ---- HBM range ----
+// HBM range
 
 void test_hbm_sits_above_the_firmware_ram(void**) {
   HbmRange r;
-  char err[160];
+  vtrn::Error err;
   const HbmInputs in{kRamBase, 320 * kMiB, 256 * kMiB, 0x40400000ull};
-  assert_true(fw::dma::derive_hbm(in, &r, err, sizeof err));
+  assert_true((err = fw::dma::derive_hbm(in, &r)).ok());
   assert_int_equal(r.base, kRamBase + 64 * kMiB);
   assert_int_equal(r.size, 256 * kMiB);
 }
 
 void test_hbm_rejects_ram_smaller_than_firmware_plus_hbm(void**) {
   HbmRange r{1, 1};
-  char err[160] = {};
+  vtrn::Error err;
   const HbmInputs in{kRamBase, 319 * kMiB, 256 * kMiB, 0x40400000ull};
-  assert_false(fw::dma::derive_hbm(in, &r, err, sizeof err));
-  assert_non_null(strstr(err, "RAM is 319 MiB"));
+  assert_false((err = fw::dma::derive_hbm(in, &r)).ok());
+  assert_non_null(strstr(err.detail(), "RAM is 319 MiB"));
   assert_int_equal(r.base, 1);
 }
 
 void test_hbm_rejects_firmware_reaching_into_it(void**) {
   HbmRange r;
-  char err[160] = {};
+  vtrn::Error err;
   const HbmInputs in{kRamBase, 320 * kMiB, 256 * kMiB, kRamBase + 64 * kMiB + 1};
-  assert_false(fw::dma::derive_hbm(in, &r, err, sizeof err));
-  assert_non_null(strstr(err, "firmware memory ends"));
+  assert_false((err = fw::dma::derive_hbm(in, &r)).ok());
+  assert_non_null(strstr(err.detail(), "firmware memory ends"));
 }
 
 void test_hbm_rejects_zero_size_and_wrapping_ranges(void**) {
   HbmRange r;
-  char err[160];
-  assert_false(fw::dma::derive_hbm(HbmInputs{kRamBase, 320 * kMiB, 0, 0}, &r, err, sizeof err));
-  assert_false(fw::dma::derive_hbm(HbmInputs{UINT64_MAX - 32 * kMiB, 128 * kMiB, 16 * kMiB, 0}, &r,
-                                   err, sizeof err));
+  vtrn::Error err;
+  assert_false((err = fw::dma::derive_hbm(HbmInputs{kRamBase, 320 * kMiB, 0, 0}, &r)).ok());
   assert_false(
-      fw::dma::derive_hbm(HbmInputs{kRamBase, UINT64_MAX, UINT64_MAX - kRamBase, 0}, &r, err, sizeof err));
+      (err = fw::dma::derive_hbm(HbmInputs{UINT64_MAX - 32 * kMiB, 128 * kMiB, 16 * kMiB, 0}, &r)).ok());
+  assert_false(
+      (err = fw::dma::derive_hbm(HbmInputs{kRamBase, UINT64_MAX, UINT64_MAX - kRamBase, 0}, &r)).ok());
 }
 
-// ---- region setup ----
+// region setup
 
 void test_region_header_passes_the_host_check(void**) {
   Rig rig(3);
@@ -190,20 +190,20 @@ void test_region_header_passes_the_host_check(void**) {
 void test_init_rejects_bad_geometry_and_short_region(void**) {
   std::vector<uint8_t> buf(dma_region_bytes(2, kDepth));
   Scheduler s;
-  char err[160] = {};
+  vtrn::Error err;
   const HbmRange hbm{kHbmBase, kHbmSize};
-  assert_false(s.init(buf.data(), buf.size(), 0, kDepth, hbm, Budget{}, nullptr, nullptr, err, sizeof err));
-  assert_false(s.init(buf.data(), buf.size(), kMaxQueues + 1, kDepth, hbm, Budget{}, nullptr, nullptr, err,
-                      sizeof err));
-  assert_false(s.init(buf.data(), buf.size(), 1, 24, hbm, Budget{}, nullptr, nullptr, err, sizeof err));
-  assert_non_null(strstr(err, "power of two"));
-  assert_false(s.init(buf.data(), buf.size(), 3, kDepth, hbm, Budget{}, nullptr, nullptr, err, sizeof err));
+  assert_false((err = s.init(buf.data(), buf.size(), 0, kDepth, hbm, Budget{}, nullptr, nullptr)).ok());
   assert_false(
-      s.init(buf.data(), buf.size(), 2, kDepth, hbm, Budget{0, 0, 1}, nullptr, nullptr, err, sizeof err));
+      (err = s.init(buf.data(), buf.size(), kMaxQueues + 1, kDepth, hbm, Budget{}, nullptr, nullptr)).ok());
+  assert_false((err = s.init(buf.data(), buf.size(), 1, 24, hbm, Budget{}, nullptr, nullptr)).ok());
+  assert_non_null(strstr(err.detail(), "power of two"));
+  assert_false((err = s.init(buf.data(), buf.size(), 3, kDepth, hbm, Budget{}, nullptr, nullptr)).ok());
+  assert_false(
+      (err = s.init(buf.data(), buf.size(), 2, kDepth, hbm, Budget{0, 0, 1}, nullptr, nullptr)).ok());
   assert_int_equal(s.queue_count(), 0);
 }
 
-// ---- scheduling ----
+// scheduling
 
 void test_pass_gives_each_busy_queue_the_same_budget(void**) {
   Rig rig(3, Budget{4, 2, 1 << 30});

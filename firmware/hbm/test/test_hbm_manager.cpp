@@ -1,6 +1,7 @@
 // Host unit tests of fw::hbm::Manager (firmware/hbm): owner mapping, the
 // access check the DMA policy uses, the ECC model, lifespans and quotas,
-// and the vtrn.ctrl handlers, including that the largest answers fit one
+// and the vtrn.ctrl handlers through the firmware's dispatcher (its
+// validator and Status mapping), including that the largest answers fit one
 // control slot, and stitching through a checked shadow map standing in for
 // fw::mmu (a stitched allocation listed, counted and hit by ECC at its
 // remap-window address). The allocator itself has its own tests in
@@ -19,6 +20,7 @@ extern "C" {
 #include <vector>
 
 #include "../../../common/hbm/test/hbm_shadow_map.h"
+#include "fw/ctrl_dispatch.h"
 #include "fw/hbm_manager.h"
 #include "vtrn/hostif.h"
 
@@ -69,7 +71,7 @@ int teardown(void** state) {
 Vtrn__Ctrl__Response serve(Fixture* f, const Vtrn__Ctrl__Request& req) {
   Vtrn__Ctrl__Response resp = VTRN__CTRL__RESPONSE__INIT;
   f->error[0] = '\0';
-  assert_true(f->m.serve(req, &resp, f->pb, f->error, sizeof f->error));
+  assert_true(fw::ctrl::serve(f->m, req, 0, f->pb, &resp, f->error, sizeof f->error));
   return resp;
 }
 
@@ -283,7 +285,7 @@ void test_requests_with_bad_owner_category_or_list_size_are_bad_requests(void** 
   Vtrn__Ctrl__Request other = VTRN__CTRL__REQUEST__INIT;
   other.body_case = VTRN__CTRL__REQUEST__BODY_PING;
   Vtrn__Ctrl__Response r2 = VTRN__CTRL__RESPONSE__INIT;
-  assert_false(f->m.serve(other, &r2, f->pb, f->error, sizeof f->error));
+  assert_false(fw::ctrl::serve(f->m, other, 0, f->pb, &r2, f->error, sizeof f->error));
 }
 
 void test_import_then_export_round_trips_the_retired_list(void** state) {
@@ -462,7 +464,7 @@ void test_uninitialised_manager_refuses_everything(void**) {
   req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_STATS;
   req.hbm_stats = &sr;
   Vtrn__Ctrl__Response resp = VTRN__CTRL__RESPONSE__INIT;
-  assert_true(m.serve(req, &resp, pb, err, sizeof err));
+  assert_true(fw::ctrl::serve(m, req, 0, pb, &resp, err, sizeof err));
   assert_int_equal(resp.status, VTRN__CTRL__STATUS__STATUS_BUSY);
 }
 

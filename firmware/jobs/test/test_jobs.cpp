@@ -87,7 +87,7 @@ class CountingRunner final : public ChunkRunner {
 
 FakeHbm* g_hbm;
 Scheduler* g_sched;
-char g_err[256];
+vtrn::Error g_err;
 
 // Buffers at 1 MiB steps, each 1 MiB: enough for every shape used here.
 constexpr uint64_t kMiB = 1 << 20;
@@ -134,7 +134,7 @@ int setup(void**) {
   g_sched = new Scheduler;
   // Small chunks: a 64 x 8 f32 add (row cost 32) splits into 32 chunks of 2 rows.
   g_sched->init(0x2, 64);
-  g_err[0] = '\0';
+  g_err = vtrn::Error();
   return 0;
 }
 
@@ -145,9 +145,9 @@ int teardown(void**) {
 }
 
 void accept(const Submit& s, uint64_t now = 0) {
-  assert_true(validate(s, *g_hbm, g_err, sizeof g_err));
-  assert_int_equal(int(g_sched->submit(s, now, g_err, sizeof g_err)),
-                   int(SubmitStatus::kAccepted));
+  assert_true((g_err = validate(s, *g_hbm)).ok());
+  assert_int_equal(int((g_err = g_sched->submit(s, now)).code()),
+                   int(vtrn::Code::kOk));
 }
 
 // Runs executors (the cores in `cores`) and core 0 until nothing is left to
@@ -176,11 +176,11 @@ std::vector<EndReport> drain(ChunkRunner& runner, uint32_t cores, uint64_t now =
   return events;
 }
 
-// ---- validation ----
+// validation
 
 void expect_invalid(const Submit& s, const char* want) {
-  assert_false(validate(s, *g_hbm, g_err, sizeof g_err));
-  assert_string_equal(g_err, want);
+  assert_false((g_err = validate(s, *g_hbm)).ok());
+  assert_string_equal(g_err.detail(), want);
 }
 
 void test_validation_rejects_step_counts_outside_1_to_16(void**) {
@@ -231,7 +231,7 @@ void test_validation_rejects_mxfp4_without_its_scales(void**) {
   s.steps[0].b_scales = 0x10;  // not HBM
   expect_invalid(s, "steps[0].b_scales_addr: 0x10 + 16 is not inside a live allocation");
   s.steps[0].b_scales = buf(4);
-  assert_true(validate(s, *g_hbm, g_err, sizeof g_err));
+  assert_true((g_err = validate(s, *g_hbm)).ok());
 }
 
 void test_validation_rejects_gemm_output_overlapping_an_input(void**) {
@@ -239,7 +239,7 @@ void test_validation_rejects_gemm_output_overlapping_an_input(void**) {
   expect_invalid(s, "steps[0].out_addr: 0x44100000 + 256 overlaps b_addr");
   // Elementwise kernels may run exactly in place.
   Submit e = job(2, 1, 0, {add_step(8, 8, 0, 1, 0)});
-  assert_true(validate(e, *g_hbm, g_err, sizeof g_err));
+  assert_true((g_err = validate(e, *g_hbm)).ok());
 }
 
 void test_submit_copies_the_proto_and_keeps_the_sent_step_count(void**) {
@@ -267,7 +267,7 @@ void test_submit_copies_the_proto_and_keeps_the_sent_step_count(void**) {
   expect_invalid(s, "steps: 20 steps, at most 16");
 }
 
-// ---- scheduling ----
+// scheduling
 
 std::vector<uint64_t> start_order(const std::vector<Call>& calls,
                                   const std::map<uint32_t, uint64_t>& job_of_m) {
@@ -321,32 +321,32 @@ void test_equal_priority_clients_take_turns(void**) {
 void test_full_table_answers_busy_until_an_event_is_sent(void**) {
   for (uint64_t id = 1; id <= kSlots; ++id) accept(job(id, 1, 0, {add_step(4, 4, 0, 1, 2)}));
   Submit extra = job(1000, 1, 0, {add_step(4, 4, 0, 1, 2)});
-  assert_int_equal(int(g_sched->submit(extra, 0, g_err, sizeof g_err)), int(SubmitStatus::kBusy));
-  assert_string_equal(g_err, "job table full: 64 jobs queued, running or ending; retry later");
+  assert_int_equal(int((g_err = g_sched->submit(extra, 0)).code()), int(vtrn::Code::kCapacity));
+  assert_string_equal(g_err.detail(), "job table full: 64 jobs queued, running or ending; retry later");
   uint32_t state = 0, wake = 0;
   assert_true(g_sched->cancel(5, 10, &state, &wake));
   assert_int_equal(state, kCancelled);
   // Ended, but its event is still owed: the slot is not free yet.
-  assert_int_equal(int(g_sched->submit(extra, 0, g_err, sizeof g_err)), int(SubmitStatus::kBusy));
+  assert_int_equal(int((g_err = g_sched->submit(extra, 0)).code()), int(vtrn::Code::kCapacity));
   EndReport r;
   const int slot = g_sched->next_event(&r);
   assert_true(slot >= 0);
   assert_int_equal(r.job_id, 5);
   g_sched->event_sent(slot);
-  assert_int_equal(int(g_sched->submit(extra, 0, g_err, sizeof g_err)),
-                   int(SubmitStatus::kAccepted));
+  assert_int_equal(int((g_err = g_sched->submit(extra, 0)).code()),
+                   int(vtrn::Code::kOk));
   assert_int_equal(g_sched->counters().rejected, 2);
 }
 
 void test_duplicate_live_job_id_is_rejected(void**) {
   accept(job(9, 1, 0, {add_step(4, 4, 0, 1, 2)}));
   Submit again = job(9, 2, 0, {add_step(4, 4, 0, 1, 2)});
-  assert_int_equal(int(g_sched->submit(again, 0, g_err, sizeof g_err)),
-                   int(SubmitStatus::kBadRequest));
-  assert_string_equal(g_err, "job_id: 9 is already queued");
+  assert_int_equal(int((g_err = g_sched->submit(again, 0)).code()),
+                   int(vtrn::Code::kInvalidArgument));
+  assert_string_equal(g_err.detail(), "job_id: 9 is already queued");
 }
 
-// ---- cancel, timeout, failures ----
+// cancel, timeout, failures
 
 void test_cancel_of_a_queued_job_ends_it_at_once(void**) {
   accept(job(1, 1, 0, {add_step(4, 4, 0, 1, 2)}), 100);
@@ -468,7 +468,7 @@ void test_every_job_ends_with_exactly_one_event(void**) {
   assert_int_equal(g_sched->queued() + g_sched->running(), 0);
 }
 
-// ---- multi-core split ----
+// multi-core split
 
 void test_rows_of_each_step_are_split_over_the_executors_once(void**) {
   g_sched->init(0xe, 64);
@@ -543,7 +543,7 @@ void test_threaded_executors_cover_every_row_once(void**) {
   for (auto& h : runner.hits) assert_int_equal(h.load(), 2);
 }
 
-// ---- fw::cores ----
+// fw::cores
 
 uint64_t g_fake_now = 0;
 uint64_t fake_clock() { return g_fake_now; }

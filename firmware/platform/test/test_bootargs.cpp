@@ -18,13 +18,14 @@ struct Parsed {
   uint32_t chip = 0xdead;
   uint64_t addr = 0;
   uint64_t size = 0;
-  char err[128] = {};
+  vtrn::Error err;
   bool ok = false;
 };
 
 Parsed parse(const char* args) {
   Parsed p;
-  p.ok = fw::platform::parse_bootargs(args, &p.chip, &p.addr, &p.size, p.err, sizeof p.err);
+  p.err = fw::platform::parse_bootargs(args, &p.chip, &p.addr, &p.size);
+  p.ok = p.err.ok();
   return p;
 }
 
@@ -47,28 +48,28 @@ void test_bootargs_ignores_unknown_words_and_extra_spaces(void**) {
 void test_bootargs_names_the_missing_key(void**) {
   Parsed p = parse("vtrn.chip=0 vtrn.board_size=10");
   assert_false(p.ok);
-  assert_string_equal(p.err, "bootargs: vtrn.board: missing");
+  assert_string_equal(p.err.detail(), "bootargs: vtrn.board: missing");
   p = parse("");
   assert_false(p.ok);
-  assert_string_equal(p.err, "bootargs: vtrn.chip: missing");
+  assert_string_equal(p.err.detail(), "bootargs: vtrn.chip: missing");
 }
 
 void test_bootargs_rejects_non_numeric_value(void**) {
   const Parsed p = parse("vtrn.chip=zero vtrn.board=0x1000 vtrn.board_size=10");
   assert_false(p.ok);
-  assert_non_null(strstr(p.err, "vtrn.chip=zero: not a number"));
+  assert_non_null(strstr(p.err.detail(), "vtrn.chip=zero: not a number"));
 }
 
 void test_bootargs_rejects_chip_id_beyond_32_bits(void**) {
   const Parsed p = parse("vtrn.chip=0x100000000 vtrn.board=0x1000 vtrn.board_size=10");
   assert_false(p.ok);
-  assert_non_null(strstr(p.err, "out of range"));
+  assert_non_null(strstr(p.err.detail(), "out of range"));
 }
 
 void test_bootargs_rejects_empty_vtrn_value(void**) {
   const Parsed p = parse("vtrn.chip= vtrn.board=0x1000 vtrn.board_size=10");
   assert_false(p.ok);
-  assert_non_null(strstr(p.err, "vtrn.chip"));
+  assert_non_null(strstr(p.err.detail(), "vtrn.chip"));
 }
 
 }  // namespace

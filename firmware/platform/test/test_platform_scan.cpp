@@ -26,7 +26,7 @@ using fw::platform::Platform;
 using fw::platform::Scan;
 
 std::vector<uint8_t> g_tree;
-char g_err[160];
+vtrn::Error g_err;
 
 std::vector<uint8_t> load_fixture() {
   std::vector<uint8_t> out;
@@ -43,7 +43,7 @@ std::vector<uint8_t> load_fixture() {
 
 int setup(void**) {
   g_tree = load_fixture();
-  g_err[0] = '\0';
+  g_err = vtrn::Error();
   if (g_tree.empty()) return -1;
   return fdt_open_into(g_tree.data(), g_tree.data(), int(g_tree.size())) == 0 ? 0 : -1;
 }
@@ -52,13 +52,13 @@ void* fdt() { return g_tree.data(); }
 
 bool scan_and_resolve(Platform* p) {
   Scan s;
-  if (!fw::platform::scan_tree(fdt(), &s, g_err, sizeof g_err)) return false;
-  return fw::platform::resolve_platform(fdt(), s, p, g_err, sizeof g_err);
+  if (!(g_err = fw::platform::scan_tree(fdt(), &s)).ok()) return false;
+  return (g_err = fw::platform::resolve_platform(fdt(), s, p)).ok();
 }
 
 void test_scan_finds_the_same_nodes_as_libfdt_lookups(void**) {
   Scan s;
-  assert_true(fw::platform::scan_tree(fdt(), &s, g_err, sizeof g_err));
+  assert_true((g_err = fw::platform::scan_tree(fdt(), &s)).ok());
   assert_int_equal(s.uart.offset, fdt_node_offset_by_compatible(fdt(), -1, "arm,pl011"));
   assert_int_equal(s.gic.offset, fdt_node_offset_by_compatible(fdt(), -1, "arm,cortex-a15-gic"));
   assert_int_equal(s.v2m.offset, fdt_node_offset_by_compatible(fdt(), -1, "arm,gic-v2m-frame"));
@@ -124,7 +124,7 @@ void test_unknown_psci_method_is_named(void**) {
   assert_int_equal(fdt_setprop_string(fdt(), psci, "method", "mailbox"), 0);
   Platform p;
   assert_false(scan_and_resolve(&p));
-  assert_string_equal(g_err, "platform dtb: psci: method: expected \"hvc\" or \"smc\"");
+  assert_string_equal(g_err.detail(), "platform dtb: psci: method: expected \"hvc\" or \"smc\"");
 }
 
 void test_cpu_without_psci_enable_method_is_noticed(void**) {
@@ -140,25 +140,25 @@ void test_console_alone_resolves_before_the_rest(void**) {
   const int gic = fdt_node_offset_by_compatible(fdt(), -1, "arm,cortex-a15-gic");
   assert_int_equal(fdt_setprop_string(fdt(), gic, "compatible", "vendor,other-gic"), 0);
   Scan s;
-  assert_true(fw::platform::scan_tree(fdt(), &s, g_err, sizeof g_err));
+  assert_true((g_err = fw::platform::scan_tree(fdt(), &s)).ok());
   uint64_t base = 0;
   uint32_t hz = 0;
-  assert_true(fw::platform::resolve_console(fdt(), s, &base, &hz, g_err, sizeof g_err));
+  assert_true((g_err = fw::platform::resolve_console(fdt(), s, &base, &hz)).ok());
   assert_int_equal(base, 0x09000000u);
   Platform p;
-  assert_false(fw::platform::resolve_platform(fdt(), s, &p, g_err, sizeof g_err));
-  assert_non_null(strstr(g_err, "\"arm,cortex-a15-gic\""));
+  assert_false((g_err = fw::platform::resolve_platform(fdt(), s, &p)).ok());
+  assert_non_null(strstr(g_err.detail(), "\"arm,cortex-a15-gic\""));
 }
 
 void test_missing_uart_is_named(void**) {
   const int uart = fdt_node_offset_by_compatible(fdt(), -1, "arm,pl011");
   assert_int_equal(fdt_del_node(fdt(), uart), 0);
   Scan s;
-  assert_true(fw::platform::scan_tree(fdt(), &s, g_err, sizeof g_err));
+  assert_true((g_err = fw::platform::scan_tree(fdt(), &s)).ok());
   uint64_t base = 0;
   uint32_t hz = 0;
-  assert_false(fw::platform::resolve_console(fdt(), s, &base, &hz, g_err, sizeof g_err));
-  assert_string_equal(g_err, "platform dtb: no node compatible with \"arm,pl011\"");
+  assert_false((g_err = fw::platform::resolve_console(fdt(), s, &base, &hz)).ok());
+  assert_string_equal(g_err.detail(), "platform dtb: no node compatible with \"arm,pl011\"");
 }
 
 void test_dangling_uart_clock_is_reported(void**) {
@@ -166,7 +166,7 @@ void test_dangling_uart_clock_is_reported(void**) {
   assert_int_equal(fdt_setprop_u32(fdt(), uart, "clocks", 0x1234), 0);
   Platform p;
   assert_false(scan_and_resolve(&p));
-  assert_string_equal(g_err, "platform dtb: pl011@9000000: clocks: dangling phandle");
+  assert_string_equal(g_err.detail(), "platform dtb: pl011@9000000: clocks: dangling phandle");
 }
 
 void test_clock_without_frequency_names_the_clock_node(void**) {
@@ -175,7 +175,7 @@ void test_clock_without_frequency_names_the_clock_node(void**) {
   assert_int_equal(fdt_delprop(fdt(), clk, "clock-frequency"), 0);
   Platform p;
   assert_false(scan_and_resolve(&p));
-  assert_string_equal(g_err, "platform dtb: apb-pclk: clock-frequency: missing or zero");
+  assert_string_equal(g_err.detail(), "platform dtb: apb-pclk: clock-frequency: missing or zero");
 }
 
 void test_missing_bootargs_is_reported(void**) {
@@ -183,7 +183,7 @@ void test_missing_bootargs_is_reported(void**) {
   assert_int_equal(fdt_delprop(fdt(), chosen, "bootargs"), 0);
   Platform p;
   assert_false(scan_and_resolve(&p));
-  assert_non_null(strstr(g_err, "/chosen/bootargs: missing"));
+  assert_non_null(strstr(g_err.detail(), "/chosen/bootargs: missing"));
 }
 
 void test_unsupported_parent_cells_are_reported(void**) {
@@ -192,7 +192,7 @@ void test_unsupported_parent_cells_are_reported(void**) {
   assert_int_equal(fdt_setprop_u32(fdt(), gic, "#address-cells", 3), 0);
   Platform p;
   assert_false(scan_and_resolve(&p));
-  assert_string_equal(g_err,
+  assert_string_equal(g_err.detail(),
                       "platform dtb: v2m@8020000: parent #address-cells/#size-cells 3/2 "
                       "unsupported");
 }
@@ -208,7 +208,7 @@ void test_cpus_without_cpu_nodes_are_reported(void**) {
   }
   Platform p;
   assert_false(scan_and_resolve(&p));
-  assert_string_equal(g_err, "platform dtb: /cpus: no cpu nodes");
+  assert_string_equal(g_err.detail(), "platform dtb: /cpus: no cpu nodes");
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // (fw/power_controller.h, fw/power_shared.h): board -> configuration, the
 // optional board properties, replay of core activity into the model, the
 // D0/D3hot transitions with quiesce and autosuspend, throttling and the
-// power cap over simulated time, the control requests, and the pace delay.
+// power cap over simulated time, the control requests through the firmware's
+// dispatcher, and the pace delay.
 // Time is simulated: every call takes now_ns, nothing sleeps.
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@ extern "C" {
 
 #include <vector>
 
+#include "fw/ctrl_dispatch.h"
 #include "fw/pb_arena.h"
 #include "fw/power_controller.h"
 #include "fw/power_shared.h"
@@ -79,7 +81,7 @@ struct Sim {
     }
     now += window_ns;
     c.refresh(s, 2, now);
-    c.poll(now);
+    c.complete(now);
   }
 };
 
@@ -96,7 +98,7 @@ Served serve(Controller& c, const Vtrn__Ctrl__Request& req, uint64_t now) {
   arena.reset();
   Served s{};
   vtrn__ctrl__response__init(&s.resp);
-  s.handled = c.serve(req, &s.resp, arena.allocator(), s.error, sizeof s.error, now);
+  s.handled = fw::ctrl::serve(c, req, now, arena, &s.resp, s.error, sizeof s.error);
   return s;
 }
 
@@ -173,8 +175,8 @@ std::vector<uint8_t> board_tree(bool bad_opps) {
 void test_board_extras_are_read_from_the_chip_node(void**) {
   const std::vector<uint8_t> t = board_tree(false);
   BoardPowerExtras e;
-  char err[160] = {};
-  assert_true(fw::power::read_board_extras(t.data(), t.size(), 0, &e, err, sizeof err));
+  vtrn::Error err;
+  assert_true((err = fw::power::read_board_extras(t.data(), t.size(), 0, &e)).ok());
   assert_int_equal(e.opp_count, 2);
   assert_int_equal(e.opps[0].frequency_mhz, 1200);
   assert_int_equal(e.opps[1].voltage_mv, 700);
@@ -188,11 +190,11 @@ void test_board_extras_are_read_from_the_chip_node(void**) {
 void test_board_extras_reject_a_truncated_operating_point_table(void**) {
   const std::vector<uint8_t> t = board_tree(true);
   BoardPowerExtras e;
-  char err[160] = {};
-  assert_false(fw::power::read_board_extras(t.data(), t.size(), 0, &e, err, sizeof err));
-  assert_non_null(strstr(err, "vtrn,operating-points"));
-  assert_false(fw::power::read_board_extras(t.data(), t.size(), 7, &e, err, sizeof err));
-  assert_non_null(strstr(err, "no chip with reg 7"));
+  vtrn::Error err;
+  assert_false((err = fw::power::read_board_extras(t.data(), t.size(), 0, &e)).ok());
+  assert_non_null(strstr(err.detail(), "vtrn,operating-points"));
+  assert_false((err = fw::power::read_board_extras(t.data(), t.size(), 7, &e)).ok());
+  assert_non_null(strstr(err.detail(), "no chip with reg 7"));
 }
 
 // A board tree whose chip@0 sets the three link power properties.
@@ -219,8 +221,8 @@ std::vector<uint8_t> link_power_tree(uint32_t l0_mw, uint32_t l0s_mw, uint32_t l
 void test_board_link_power_per_state_reaches_the_model(void**) {
   const std::vector<uint8_t> t = link_power_tree(2000, 900, 50);
   BoardPowerExtras e;
-  char err[160] = {};
-  assert_true(fw::power::read_board_extras(t.data(), t.size(), 0, &e, err, sizeof err));
+  vtrn::Error err;
+  assert_true((err = fw::power::read_board_extras(t.data(), t.size(), 0, &e)).ok());
   const vtrn::power::PowerConfig c = fw::power::config_from_chip(two_core_chip(), e);
   assert_true(vtrn::power::validate(c).ok());
   assert_int_equal(c.model.link_l0_mw, 2000);
@@ -236,12 +238,12 @@ void test_board_link_power_per_state_reaches_the_model(void**) {
 void test_board_link_power_out_of_range_or_out_of_order_is_refused(void**) {
   std::vector<uint8_t> t = link_power_tree(100001, 600, 100);
   BoardPowerExtras e;
-  char err[160] = {};
-  assert_false(fw::power::read_board_extras(t.data(), t.size(), 0, &e, err, sizeof err));
-  assert_string_equal(err, "chip 0: vtrn,link-l0-milliwatts: 100001 out of range 0..100000");
+  vtrn::Error err;
+  assert_false((err = fw::power::read_board_extras(t.data(), t.size(), 0, &e)).ok());
+  assert_string_equal(err.detail(), "chip 0: vtrn,link-l0-milliwatts: 100001 out of range 0..100000");
   // L1 above L0s: readable, but the configuration is refused naming the field.
   t = link_power_tree(1200, 600, 700);
-  assert_true(fw::power::read_board_extras(t.data(), t.size(), 0, &e, err, sizeof err));
+  assert_true((err = fw::power::read_board_extras(t.data(), t.size(), 0, &e)).ok());
   const vtrn::power::ConfigError ce = vtrn::power::validate(fw::power::config_from_chip(two_core_chip(), e));
   assert_false(ce.ok());
   assert_string_equal(ce.field, "model.link_l1_mw");
@@ -264,7 +266,7 @@ void test_ltssm_states_map_to_link_power_states(void**) {
 void test_link_states_are_replayed_in_time_within_the_window(void**) {
   using vtrn::power::LinkPowerState;
   Controller c;
-  assert_true(c.init(hot_config(), 0).ok());
+  assert_true(c.configure(hot_config(), 0).ok());
   Sim sim;
   c.set_baseline(sim.s, 2);
   c.note_link(0, LinkPowerState::kL0, 0, 10 * kMs);
@@ -302,7 +304,7 @@ void test_link_states_are_replayed_in_time_within_the_window(void**) {
 void test_link_change_queue_overflow_catches_up_at_the_next_report(void**) {
   using vtrn::power::LinkPowerState;
   Controller c;
-  assert_true(c.init(hot_config(), 0).ok());
+  assert_true(c.configure(hot_config(), 0).ok());
   Sim sim;
   c.set_baseline(sim.s, 2);
   // Far more changes than the queue holds within one window.
@@ -326,7 +328,7 @@ void test_link_change_queue_overflow_catches_up_at_the_next_report(void**) {
 
 void test_replayed_activity_gives_window_utilization(void**) {
   Controller c;
-  assert_true(c.init(hot_config(), 0).ok());
+  assert_true(c.configure(hot_config(), 0).ok());
   Sim sim;
   c.set_baseline(sim.s, 2);
   sim.run(c, 100 * kMs, 500, 250);
@@ -341,7 +343,7 @@ void test_replayed_activity_gives_window_utilization(void**) {
 
 void test_d3hot_request_quiesces_after_in_flight_work_and_d0_restores(void**) {
   Controller c;
-  assert_true(c.init(hot_config(), 0).ok());
+  assert_true(c.configure(hot_config(), 0).ok());
   Sim sim;
   c.set_baseline(sim.s, 2);
   sim.run(c, 100 * kMs, 100);
@@ -353,15 +355,15 @@ void test_d3hot_request_quiesces_after_in_flight_work_and_d0_restores(void**) {
                    VTRN__CTRL__POWER_DEVICE_STATE__POWER_DEVICE_STATE_QUIESCING);
   assert_false(c.active());
   // Still draining: stays quiescing however often it is polled.
-  c.poll(sim.now + kMs);
+  c.complete(sim.now + kMs);
   assert_int_equal(uint32_t(c.manager().device().state()), uint32_t(DeviceState::kQuiescing));
   c.set_work_in_flight(false);
-  c.poll(sim.now + 2 * kMs);
+  c.complete(sim.now + 2 * kMs);
   assert_int_equal(uint32_t(c.manager().device().state()), uint32_t(DeviceState::kD3hot));
   assert_int_equal(c.clock().frequency_mhz, 0);
   // Activity while the host holds D3hot does not wake the device.
   c.note_activity(sim.now + 3 * kMs);
-  c.poll(sim.now + 3 * kMs);
+  c.complete(sim.now + 3 * kMs);
   assert_false(c.active());
   s = request_state(c, VTRN__CTRL__POWER_DEVICE_STATE__POWER_DEVICE_STATE_D0, sim.now + 4 * kMs);
   assert_int_equal(s.resp.power_set_state->state, VTRN__CTRL__POWER_DEVICE_STATE__POWER_DEVICE_STATE_D0);
@@ -371,7 +373,7 @@ void test_d3hot_request_quiesces_after_in_flight_work_and_d0_restores(void**) {
 
 void test_autosuspend_after_idle_and_transparent_resume(void**) {
   Controller c;
-  assert_true(c.init(hot_config(), 0).ok());
+  assert_true(c.configure(hot_config(), 0).ok());
   Sim sim;
   c.set_baseline(sim.s, 2);
   Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
@@ -398,13 +400,13 @@ void test_autosuspend_after_idle_and_transparent_resume(void**) {
   assert_int_equal(t.cores[0].state, uint32_t(vtrn::power::CoreState::kGated));
   // The next request resumes it.
   c.note_activity(sim.now);
-  c.poll(sim.now);
+  c.complete(sim.now);
   assert_true(c.active());
 }
 
 void test_sustained_load_throttles_then_releases_with_hysteresis(void**) {
   Controller c;
-  assert_true(c.init(hot_config(), 0).ok());
+  assert_true(c.configure(hot_config(), 0).ok());
   Sim sim;
   c.set_baseline(sim.s, 2);
   bool throttled = false;
@@ -427,7 +429,7 @@ void test_sustained_load_throttles_then_releases_with_hysteresis(void**) {
 
 void test_power_cap_holds_average_power_under_the_cap(void**) {
   Controller c;
-  assert_true(c.init(fw::power::config_from_chip(two_core_chip(), BoardPowerExtras{}), 0).ok());
+  assert_true(c.configure(fw::power::config_from_chip(two_core_chip(), BoardPowerExtras{}), 0).ok());
   Sim sim;
   c.set_baseline(sim.s, 2);
   for (int i = 0; i < 20; ++i) sim.run(c, 100 * kMs, 1000, 1000);
@@ -447,7 +449,7 @@ void test_power_cap_holds_average_power_under_the_cap(void**) {
 
 void test_requests_out_of_range_are_refused_naming_the_field(void**) {
   Controller c;
-  assert_true(c.init(hot_config(), 0).ok());
+  assert_true(c.configure(hot_config(), 0).ok());
   Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
   Vtrn__Ctrl__PowerSetPstateLimitRequest lim = VTRN__CTRL__POWER_SET_PSTATE_LIMIT_REQUEST__INIT;
   lim.pstate = 6;

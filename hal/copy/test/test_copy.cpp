@@ -48,7 +48,7 @@ void assert_progress(Progress got, Progress want) {
   assert_int_equal(static_cast<int>(got), static_cast<int>(want));
 }
 
-// ---- Engine facade: sequencing ---------------------------------------------
+// Engine facade: sequencing
 
 void test_poll_without_start_reports_idle(void**) {
   FakeEngine e;
@@ -111,7 +111,7 @@ void test_zero_length_completes_without_reaching_the_engine(void**) {
   assert_int_equal(e.poll_calls(), 0);
 }
 
-// ---- Engine facade: argument checks ----------------------------------------
+// Engine facade: argument checks
 
 void test_null_pointer_with_length_is_invalid(void**) {
   Buffers b;
@@ -163,7 +163,7 @@ void test_range_that_wraps_the_address_space_is_invalid(void**) {
   assert_int_equal(e.submissions().size(), 0);
 }
 
-// ---- Engine facade: failures -----------------------------------------------
+// Engine facade: failures
 
 void test_engine_refusal_is_returned_and_leaves_nothing_in_flight(void**) {
   Buffers b;
@@ -235,7 +235,7 @@ void test_stats_count_every_outcome(void**) {
   assert_int_equal(s.bytes, 10);
 }
 
-// ---- CpuEngine --------------------------------------------------------------
+// CpuEngine
 
 void test_cpu_engine_is_byte_granular_synchronous_and_unbounded(void**) {
   CpuEngine e;
@@ -258,7 +258,7 @@ void test_cpu_engine_has_copied_when_start_returns(void**) {
   assert_int_equal(c.bytes, 77);
 }
 
-// ---- DmaCopier ---------------------------------------------------------------
+// DmaCopier
 
 void test_adapter_passes_arguments_through_exactly(void**) {
   Buffers b;
@@ -348,7 +348,7 @@ void test_adapter_moves_a_dma_queue_descriptor_with_the_cpu_engine(void**) {
   assert_int_equal(engine.stats().bytes, 4093);
 }
 
-// ---- CpuDmaCopier -----------------------------------------------------------
+// CpuDmaCopier
 
 void test_cpu_dma_copier_moves_queue_descriptors_and_counts_them(void**) {
   namespace dma = vtrn::dma;

@@ -240,12 +240,12 @@ Result bench(num::DType d, const Shape& s, const Options& opt) {
 
 int main(int argc, char** argv) {
   const Options opt = parse(argc, argv);
-  char err[160];
   for (const Shape& s : opt.shapes) {
     for (num::DType d : opt.dtypes) {
-      if (!num::check_gemm(d, s.m, s.n, s.k, err, sizeof err)) {
+      const vtrn::Error err = num::check_gemm(d, s.m, s.n, s.k);
+      if (!err.ok()) {
         fprintf(stderr, "gemm_native_bench: %s %ux%ux%u: %s\n", num::dtype_name(d), s.m, s.n, s.k,
-                err);
+                err.detail());
         return 2;
       }
     }

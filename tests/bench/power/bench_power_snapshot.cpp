@@ -58,7 +58,9 @@ int main(int argc, char** argv) {
   hdr->state = vh::kStateReady;
   auto* block = reinterpret_cast<vp::PowerTelemetry*>(bar2.data() + vh::kPowerOffset);
   const vp::PowerTelemetry src = sample_block();
-  vp::seqlock_write(block, src);
+  vh::SeqlockWriter<vp::PowerTelemetry> publisher;
+  publisher.attach(block);
+  publisher.publish(src);
 
   drv::HostInterface hif;
   hif.attach(bar2.data(), kBar2);
@@ -107,7 +109,7 @@ int main(int argc, char** argv) {
     vp::PowerTelemetry v = src;
     while (!stop.load(std::memory_order_relaxed)) {
       ++v.timestamp_ns;
-      vp::seqlock_write(block, v);
+      publisher.publish(v);
       ++writes;
     }
   });

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vtrn/error.h"
+
 namespace vtrn::board {
 
 inline constexpr uint32_t kMaxChips = 256;
@@ -22,12 +24,12 @@ inline constexpr uint32_t kMaxDmaQueues = 16;
 inline constexpr uint32_t kDefaultDmaQueues = 4;
 inline constexpr uint32_t kDefaultDmaQueueDepth = 256;
 inline constexpr size_t kNameLen = 48;
-inline constexpr size_t kMessageLen = 160;
 inline constexpr uint32_t kMaxSwitches = 16;
 inline constexpr uint32_t kMaxSwitchPorts = 256;
 inline constexpr uint32_t kMaxLinks = 2048;
-// Link idle timers (vtrn,link-port). The defaults are sized for the demo
-// firmware, whose idle links are polled every 20 ms: L0s after 1 ms is
+// Link idle timers (vtrn,link-port). The defaults are sized for the
+// firmware, whose idle links are polled every 20 ms (vtrn::link::kChipTiming
+// idle_poll_ns, common/link): L0s after 1 ms is
 // entered at the first idle poll after traffic, so a few back-to-back
 // transfers never leave L0 in between but an idle link saves power at once;
 // L1 after 100 ms costs a Recovery (a few ms of training sets) to leave, so
@@ -38,26 +40,6 @@ inline constexpr uint32_t kMaxLinks = 2048;
 inline constexpr uint32_t kDefaultL0sIdleUs = 1000;
 inline constexpr uint32_t kDefaultL1IdleUs = 100000;
 inline constexpr uint32_t kMaxLinkIdleUs = 10000000;  // 10 s
-
-// Closed list; values are stable (they appear in logs and tests).
-enum class Error : uint32_t {
-  kOk = 0,
-  kBadTree = 1,          // not a flattened device tree, or truncated/corrupt
-  kMissingNode = 2,      // a required node is absent
-  kMissingProperty = 3,  // a required property is absent
-  kBadProperty = 4,      // wrong length, type or out-of-range value
-  kTooMany = 5,          // more entries than the fixed capacity
-  kDuplicate = 6,        // two nodes claim the same reg
-  kNoSuchChip = 7,       // asked for a chip id the board does not have
-};
-
-// Outcome of a parse. On error, message is one line naming the node path and
-// the property, e.g. "/chips/chip@1: vtrn,neuron-cores: missing".
-struct Result {
-  Error error = Error::kOk;
-  char message[kMessageLen] = {};
-  [[nodiscard]] bool ok() const { return error == Error::kOk; }
-};
 
 struct HbmGeometry {
   uint32_t stacks = 0;          // vtrn,stacks: 1..8
@@ -167,25 +149,27 @@ struct Topology {
 
 // Checks the header, the root compatible ("vtrn,board"), model, and that
 // /chips holds 1..kMaxChips chip nodes with distinct reg values.
-[[nodiscard]] Result parse_board(const void* fdt, size_t size, Board* out);
+// Failures are vtrn::Error with a board code (kBadTree .. kNoSuchChip) and
+// one line naming the node path and the property, e.g.
+// "/chips/chip@1: vtrn,neuron-cores: missing".
+[[nodiscard]] Error parse_board(const void* fdt, size_t size, Board* out);
 
 // Decodes and validates chip `chip_id` completely (all children included).
-[[nodiscard]] Result parse_chip(const void* fdt, size_t size, uint32_t chip_id, Chip* out);
+[[nodiscard]] Error parse_chip(const void* fdt, size_t size, uint32_t chip_id, Chip* out);
 
 // Decodes /switches and /links (both optional) and checks the wiring as a
 // whole: every chip end names a port that chip defines, every switch end a
 // port below the switch's vtrn,ports, no port is used twice, at least one
 // end of each link is a chip. A chip end whose chip id is not on the board
 // is allowed (marked *_on_board = false): resize_board keeps /links as is.
-[[nodiscard]] Result parse_topology(const void* fdt, size_t size, Topology* out);
+[[nodiscard]] Error parse_topology(const void* fdt, size_t size, Topology* out);
 
 // Host side: writes into `out` (capacity out_cap) a copy of the board tree
 // with exactly `chips` chip nodes: the first `chips` kept when there are more,
 // the last chip node cloned (reg and node name renumbered) when there are
 // fewer. Used by `vtrn up --chips N`.
-[[nodiscard]] Result resize_board(const void* fdt, size_t size, uint32_t chips, void* out,
+[[nodiscard]] Error resize_board(const void* fdt, size_t size, uint32_t chips, void* out,
                                   size_t out_cap);
 
-const char* error_name(Error e);
 
 }  // namespace vtrn::board

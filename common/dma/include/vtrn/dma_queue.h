@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "vtrn/dma_abi.h"
+#include "vtrn/seqlock.h"
 
 namespace vtrn::dma {
 
@@ -59,13 +60,12 @@ struct AddressMap {
   uint64_t hbm_base = 0;           // chip physical address of hbm[0]
   uint64_t hbm_size = 0;
   const HbmPolicy* policy = nullptr;
-  // ---- HBM ---- the remap window of stitched HBM allocations: device
+  // The remap window of stitched HBM allocations: device
   // addresses mapped onto HBM pages (the firmware's MMU does it, so the
   // engine-side pointer is the address itself); only with a policy.
   uint8_t* remap = nullptr;        // engine-side mapping of remap_base
   uint64_t remap_base = 0;
   uint64_t remap_size = 0;
-  // ---- end HBM ----
 };
 
 // Resolves and checks one descriptor (already copied out of shared memory).
@@ -102,13 +102,18 @@ class Queue {
   bool cq_space(uint32_t needed);
   void complete(uint64_t cookie, Status status, uint32_t bytes, bool irq, PollResult* r);
   void restart();
-  void stats_begin();
-  void stats_end();
+  // Adds to one statistic: our copy, then the shared word (inside
+  // stats_.begin()/end()).
+  void bump(uint64_t QueueStats::*field, uint64_t by);
+  void bump_status(uint32_t status);
 
   QueueControl* ctl_ = nullptr;
   Descriptor* sq_ = nullptr;
   Completion* cq_ = nullptr;
-  QueueStats* stats_ = nullptr;
+  // The statistics in shared memory (not attached without any) and our own
+  // counts: the shared words are host-writable, so they are never read back.
+  hostif::SeqlockWriter<QueueStats> stats_;
+  QueueStats counts_{};
   ErrorHook* hook_ = nullptr;
   uint32_t depth_ = 0;
   uint32_t sq_cons_ = 0;

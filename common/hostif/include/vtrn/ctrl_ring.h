@@ -96,4 +96,8 @@ class RingConsumer {
   CtrlError error_ = kCtrlOk;
 };
 
+// A short phrase for a latched CtrlError ("slot CRC mismatch"); "unknown"
+// outside the closed list.
+const char* ring_error_name(uint32_t e);
+
 }  // namespace vtrn::hostif

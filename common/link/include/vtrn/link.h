@@ -97,6 +97,9 @@ enum class LinkStatus : uint32_t {
 [[nodiscard]] const char* to_string(LinkStatus s);
 // Transfers per second in millions (2.5 GT/s -> 2500).
 [[nodiscard]] uint32_t speed_mtps(LinkSpeed s);
+// The fastest speed not above a board's vtrn,max-speed-gtps (GT/s per lane).
+[[nodiscard]] LinkSpeed speed_from_gtps(uint32_t gtps);
+
 // Modeled payload bandwidth in bytes per microsecond (= MB/s) after line
 // coding: 8b/10b up to 5 GT/s, 128b/130b above.
 [[nodiscard]] uint64_t link_bytes_per_us(LinkSpeed s, uint32_t width);
@@ -135,6 +138,45 @@ struct Config {
   uint64_t l1_idle_ns = 0;                    // idle before L1; 0 = never
 };
 
+// The one timing of links between vtrn chips (a chip's ports, vtrnd's
+// switch ports): much longer than Config's defaults, because the time here
+// is the guest's wall clock under TCG on an oversubscribed host. A chip's
+// vCPU can be descheduled for a good fraction of a second when tens of
+// QEMUs share two cores, and that must not look like a dead peer; training
+// still completes in a few polls when both ends get to run.
+struct ChipTiming {
+  uint64_t peer_timeout_ns = 1'500'000'000;
+  uint64_t ts_interval_ns = 1'000'000;
+  uint64_t training_timeout_ns = 3'000'000'000;
+  uint64_t recovery_timeout_ns = 3'000'000'000;
+  uint64_t detect_quiet_ns = 20'000'000;
+  uint64_t replay_timeout_ns = 30'000'000;
+  uint64_t ack_refresh_ns = 10'000'000;
+  uint64_t burst_window_ns = 100'000'000;
+  uint64_t retrain_fail_window_ns = 300'000'000;
+  // How often the owner polls a port that is training or recovering (one
+  // training set per poll) and one that is idle (Detect, or L0 with nothing
+  // to send: the heartbeat). The board's link idle timers
+  // (vtrn,l0s-idle-us, vtrn,l1-idle-us) are sized against the idle poll.
+  uint64_t active_poll_ns = 1'000'000;
+  uint64_t idle_poll_ns = 20'000'000;
+};
+inline constexpr ChipTiming kChipTiming{};
+
+// `base` with kChipTiming's timeouts and intervals.
+[[nodiscard]] constexpr Config with_chip_timing(Config base) {
+  base.peer_timeout_ns = kChipTiming.peer_timeout_ns;
+  base.ts_interval_ns = kChipTiming.ts_interval_ns;
+  base.training_timeout_ns = kChipTiming.training_timeout_ns;
+  base.recovery_timeout_ns = kChipTiming.recovery_timeout_ns;
+  base.detect_quiet_ns = kChipTiming.detect_quiet_ns;
+  base.replay_timeout_ns = kChipTiming.replay_timeout_ns;
+  base.ack_refresh_ns = kChipTiming.ack_refresh_ns;
+  base.burst_window_ns = kChipTiming.burst_window_ns;
+  base.retrain_fail_window_ns = kChipTiming.retrain_fail_window_ns;
+  return base;
+}
+
 struct Counters {
   LinkState state = LinkState::kDetect;
   LinkSpeed speed = LinkSpeed::kNone;  // negotiated, while trained
@@ -165,7 +207,7 @@ struct Counters {
   uint64_t time_in_state_ns[kLinkStateCount] = {};
 };
 
-// ---- Frames on the wire (inside one transport frame), little-endian ----
+// Frames on the wire (inside one transport frame), little-endian
 
 enum FrameType : uint8_t {
   kFrameTs1 = 1,

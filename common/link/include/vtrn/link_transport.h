@@ -78,7 +78,7 @@ class Transport {
   ~Transport() = default;
 };
 
-// ---- The shared region (link ABI v1) ----
+// The shared region (link ABI v1)
 //
 //   offset 0                  SideHeader of side 0 (writer: side 0)
 //   offset kSideHeaderBytes   SideHeader of side 1 (writer: side 1)

@@ -46,6 +46,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vtrn/error.h"
+
 namespace vtrn::num {
 
 // Values are those of vtrn.ctrl.JobDType (proto/vtrn_ctrl_jobs.proto).
@@ -108,7 +110,7 @@ constexpr uint32_t round_small(uint32_t a, uint32_t mbits, int32_t bias) {
 
 }  // namespace detail
 
-// ---- bf16 ----
+// bf16
 constexpr float bf16_to_f32(uint16_t h) { return detail::from_bits(uint32_t(h) << 16); }
 constexpr uint16_t f32_to_bf16(float f) {
   const uint32_t u = detail::bits(f);
@@ -116,7 +118,7 @@ constexpr uint16_t f32_to_bf16(float f) {
   return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
-// ---- OFP8 E4M3 ----
+// OFP8 E4M3
 constexpr float e4m3_to_f32(uint8_t c) {
   const uint32_t sign = uint32_t(c & 0x80u) << 24;
   const uint32_t e = (c >> 3) & 0xFu, m = c & 7u;
@@ -138,7 +140,7 @@ constexpr uint8_t f32_to_e4m3(float f, bool saturate) {
   return uint8_t(sign | c);
 }
 
-// ---- OFP8 E5M2 ----
+// OFP8 E5M2
 constexpr float e5m2_to_f32(uint8_t c) {
   const uint32_t sign = uint32_t(c & 0x80u) << 24;
   const uint32_t e = (c >> 2) & 0x1Fu, m = c & 3u;
@@ -160,7 +162,7 @@ constexpr uint8_t f32_to_e5m2(float f, bool saturate) {
   return uint8_t(sign | c);
 }
 
-// ---- MX: E2M1 elements (low nibble of the code) and E8M0 scales ----
+// MX: E2M1 elements (low nibble of the code) and E8M0 scales
 constexpr float e2m1_to_f32(uint8_t c) {
   const uint32_t e = (c >> 1) & 3u, m = c & 1u;
   const float v = e == 0 ? 0.5f * float(m) : detail::from_bits(((e - 1 + 127) << 23) | (m << 22));
@@ -186,17 +188,17 @@ uint8_t mx_quantize_block(const float* v, uint8_t* packed);
 // Decodes one block back to 32 floats (P_i * X; all NaN when the scale is).
 void mx_dequantize_block(uint8_t scale, const uint8_t* packed, float* out);
 
-// ---- GEMM operand storage ----
+// GEMM operand storage
 // Bytes of an operand of `rows` rows of k elements (MXFP4: the elements only).
 size_t operand_bytes(DType dtype, uint32_t rows, uint32_t k);
 // Bytes of its scale array: rows * k/32 for MXFP4, 0 for the other types.
 size_t scale_bytes(DType dtype, uint32_t rows, uint32_t k);
-// Validates a GEMM's dtype and shape; on failure writes one line naming the
-// field into err (e.g. "k: 33 is not a multiple of 32 for mxfp4") and
-// returns false. Rejects zero dimensions, unknown dtypes, and shapes with a
-// buffer (a, b or c) over kMaxOperandBytes (which keeps 2*m*n*k <= 2^61).
+// Validates a GEMM's dtype and shape; a failure is kInvalidArgument with one
+// line naming the field (e.g. "k: 33 is not a multiple of 32 for mxfp4").
+// Rejects zero dimensions, unknown dtypes, and shapes with a buffer (a, b
+// or c) over kMaxOperandBytes (which keeps 2*m*n*k <= 2^61).
 inline constexpr uint64_t kMaxOperandBytes = uint64_t(1) << 40;
-bool check_gemm(DType dtype, uint32_t m, uint32_t n, uint32_t k, char* err, size_t cap);
+vtrn::Error check_gemm(DType dtype, uint32_t m, uint32_t n, uint32_t k);
 
 // Encodes `rows` x k f32 values (row-major) into dst (operand_bytes) and,
 // for MXFP4, scales (scale_bytes; may be null otherwise). fp8 conversions

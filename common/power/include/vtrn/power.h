@@ -104,7 +104,7 @@ class PowerManager {
   [[nodiscard]] const PowerConfig& config() const { return cfg_; }
 
   // Fills every field of *out as of the last step() (timestamp_ns = that
-  // step's now_ns); seq is left 0 because seqlock_write() owns it.
+  // step's now_ns); seq is left 0 because the seqlock writer owns it.
   void snapshot(PowerTelemetry* out) const;
 
  private:
@@ -139,7 +139,6 @@ class PowerManager {
   void integrate_core(Core& c, uint64_t now_ns, uint64_t dyn_uw, uint64_t leak_uw);
   void integrate_link(Link& l, uint64_t now_ns);
   void charge(Component comp, EnergyAccumulator* part, uint64_t uw, uint64_t ns);
-  void charge_fj(Component comp, EnergyAccumulator* part, uint64_t fj);
   [[nodiscard]] int32_t core_temperature_mc() const;
   [[nodiscard]] bool d3hot() const { return device_.state() == DeviceState::kD3hot; }
   void evaluate_governor(uint64_t now_ns);

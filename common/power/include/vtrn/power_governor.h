@@ -80,8 +80,6 @@ class Governor {
   [[nodiscard]] uint32_t power_cap_mw() const { return cap_mw_; }
   [[nodiscard]] bool critical() const { return critical_; }
   [[nodiscard]] uint32_t critical_events() const { return critical_events_; }
-  [[nodiscard]] uint32_t thermal_steps_down() const { return steps_down_; }
-  [[nodiscard]] uint32_t thermal_steps_up() const { return steps_up_; }
   [[nodiscard]] int64_t cap_correction_mw() const { return correction_mw_; }
 
  private:
@@ -100,8 +98,6 @@ class Governor {
   int64_t correction_mw_ = 0;
   bool critical_ = false;
   uint32_t critical_events_ = 0;
-  uint32_t steps_down_ = 0;
-  uint32_t steps_up_ = 0;
 };
 
 }  // namespace vtrn::power

@@ -1,6 +1,6 @@
 // The power/thermal telemetry block: one fixed-layout snapshot that the
-// firmware publishes in BAR2 with seqlock_write() (vtrn/seqlock.h) and the
-// host reads with seqlock_read(). Byte-for-byte ABI between firmware and
+// firmware publishes in BAR2 under the host interface's seqlock
+// (vtrn/seqlock.h, common/hostif) and the host reads with seqlock_read(). Byte-for-byte ABI between firmware and
 // driver, so: fixed-width fields only, explicit padding, offsets pinned by
 // static_assert, the unit in every field name (ns, ms, mhz, mv, mw, uj, mc =
 // milli-degrees Celsius, permille, ppm) and enumerations stored as uint32.

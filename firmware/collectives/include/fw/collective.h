@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vtrn/error.h"
+
 namespace fw::coll {
 
 enum class Op : uint32_t { kAllReduce = 1, kAllGather = 2 };
@@ -76,8 +78,8 @@ uint32_t send_block(Op op, uint32_t ranks, uint32_t rank, uint32_t step);
 uint32_t recv_block(Op op, uint32_t ranks, uint32_t rank, uint32_t step);
 void block_range(Op op, uint32_t ranks, uint64_t bytes, uint32_t block, uint64_t* begin,
                  uint64_t* len);
-// Checks a plan; false with one line in err naming the field.
-bool check_plan(const Plan& p, char* err, size_t cap);
+// Checks a plan; fails (kInvalidArgument) with one line naming the field.
+vtrn::Error check_plan(const Plan& p);
 
 class Collective {
  public:

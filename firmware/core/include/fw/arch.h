@@ -4,13 +4,16 @@
 // Not a HAL: these are CPU instructions, not devices, and only the firmware
 // image uses them (the portable code never includes this header). The clock
 // reads CNTVCT through hal/timer.h's sysreg backend so it agrees with the
-// timer driver to the tick.
+// timer driver to the tick. A hosted build of the services (the
+// control-request fuzzer, tests/fuzz) gets the same declarations without the
+// instructions and links its own fake core.
 #pragma once
 
 #include <stdint.h>
 
 namespace fw::arch {
 
+#if !__STDC_HOSTED__
 // DAIF.I: IRQs masked. Returns the previous DAIF so a caller can restore it.
 inline uint64_t irq_save() {
   uint64_t daif;
@@ -23,6 +26,13 @@ inline void irq_disable() { asm volatile("msr daifset, #2" ::: "memory"); }
 // WFI after a DSB: every earlier store (a doorbell, a ring index) has left
 // the core before it sleeps. Wakes on a pending IRQ even while DAIF.I masks it.
 inline void wait_for_interrupt() { asm volatile("dsb sy\n wfi" ::: "memory"); }
+#else
+uint64_t irq_save();
+void irq_restore(uint64_t daif);
+void irq_enable();
+void irq_disable();
+void wait_for_interrupt();
+#endif
 
 uint64_t read_midr();
 uint32_t current_cpu();  // MPIDR_EL1.Aff0

@@ -22,6 +22,7 @@
 
 #include "vtrn/dma_abi.h"
 #include "vtrn/dma_queue.h"
+#include "vtrn/error.h"
 
 namespace fw::dma {
 
@@ -42,16 +43,17 @@ struct HbmInputs {
   uint64_t firmware_end = 0;   // first byte above everything the firmware occupies
 };
 
-// HBM = [ram_base + kFirmwareRamBytes, + hbm_bytes). Fails (false, one line
-// in err) when the size is 0, the range wraps, RAM does not cover it, or
-// the firmware's own memory reaches into it.
-[[nodiscard]] bool derive_hbm(const HbmInputs& in, HbmRange* out, char* err, size_t err_size);
+// HBM = [ram_base + kFirmwareRamBytes, + hbm_bytes). Fails when the size is
+// 0 (kBadProperty), the range wraps, RAM does not cover it, or the
+// firmware's own memory reaches into it (kNoSpace).
+[[nodiscard]] vtrn::Error derive_hbm(const HbmInputs& in, HbmRange* out);
 
 // "sq index jump" etc.; "unknown" outside the closed list.
 const char* queue_error_name(uint32_t e);
 
-// Checks queue count and depth against the ABI limits (board values).
-[[nodiscard]] bool check_geometry(uint32_t queues, uint32_t depth, char* err, size_t err_size);
+// Checks queue count and depth against the ABI limits (board values:
+// kBadProperty).
+[[nodiscard]] vtrn::Error check_geometry(uint32_t queues, uint32_t depth);
 
 // Told about queue state changes, from inside run_pass.
 class Observer {
@@ -103,12 +105,12 @@ class Scheduler {
 
   // Zeroes `region` (region_size bytes, at least dma_region_bytes), writes
   // the DmaRegionHeader, builds one Queue per queue over it (each starts at
-  // index 0 with reset_ack = reset_req = 0). False + err on a bad
-  // geometry, a short region or an empty budget. `clock` (may be null)
-  // times each queue's turn for QueueStats::busy_ns.
-  [[nodiscard]] bool init(uint8_t* region, uint64_t region_size, uint32_t queues, uint32_t depth,
-                          const HbmRange& hbm, const Budget& budget, Clock clock,
-                          Observer* observer, char* err, size_t err_size);
+  // index 0 with reset_ack = reset_req = 0). Fails on a bad geometry, a
+  // short region or an empty budget. `clock` (may be null) times each
+  // queue's turn for QueueStats::busy_ns.
+  [[nodiscard]] vtrn::Error init(uint8_t* region, uint64_t region_size, uint32_t queues,
+                                 uint32_t depth, const HbmRange& hbm, const Budget& budget,
+                                 Clock clock, Observer* observer);
 
   // One round-robin pass starting one queue after the previous pass's start.
   // `wake_gen` is any counter that changes when the core took an interrupt

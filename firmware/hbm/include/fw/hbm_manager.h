@@ -5,11 +5,14 @@
 // access check the DMA engine and the job executors call before touching
 // HBM, the ECC model (correctable errors counted per stack, uncorrectable
 // ones retire the page and poison the allocation holding it), and the
-// vtrn.ctrl request handlers (proto/vtrn_ctrl_hbm.proto).
+// route table of the vtrn.ctrl hbm requests (proto/vtrn_ctrl_hbm.proto).
 //
 // Not the firmware glue: where the metadata arena lives, logging and the
-// Event sent to the host are in hbm_service.cpp. Not the allocator either:
-// placement, splitting, coalescing and accounting are common/hbm's.
+// Event sent to the host are in HbmService (hbm_service.cpp). Not the
+// allocator either: placement, splitting, coalescing and accounting are
+// common/hbm's, and its results (vtrn::hbm::Error) travel in the hbm
+// responses as their own numbers; a request the manager refuses outright is
+// a vtrn::Error like any other service's.
 //
 // The quirk that shaped it: the allocator names owners with 32 bits, the
 // protocol with 64 (kind << 32 | id). The mapping packs the kind into the
@@ -22,6 +25,7 @@
 #include <stdint.h>
 
 #include "fw/pb_arena.h"
+#include "fw/service.h"
 #include "vtrn/board.h"
 #include "vtrn/dma_queue.h"
 #include "vtrn/hbm.h"
@@ -91,11 +95,12 @@ struct Totals {
   uint64_t ecc_uncorrectable = 0;
 };
 
-class Manager {
+class Manager : public Service {
  public:
-  Manager() = default;
-  Manager(const Manager&) = delete;
-  Manager& operator=(const Manager&) = delete;
+  constexpr Manager() : Service("hbm") {}
+  [[nodiscard]] std::span<const Route> routes() const override;
+  ~Manager() = default;
+  using Service::init;
 
   // Arena bytes init() needs for this geometry with kLimits; 0 if invalid.
   [[nodiscard]] static size_t arena_bytes(const vtrn::board::HbmGeometry& g, uint64_t base,
@@ -103,9 +108,7 @@ class Manager {
   // HBM of geometry g starts at chip address `base` (2 MiB aligned).
   Status init(const vtrn::board::HbmGeometry& g, uint64_t base, void* arena, size_t arena_size,
               const Remap& remap = Remap{});
-  [[nodiscard]] bool ready() const { return ready_; }
 
-  // The cross-service API (fw/hbm_service.h forwards to these).
   Status alloc(uint64_t owner, uint32_t category, uint64_t bytes, uint64_t align, uint64_t* addr);
   Status free(uint64_t owner, uint64_t addr);
   // Frees everything owner holds and forgets its quota; bytes freed.
@@ -122,9 +125,26 @@ class Manager {
   // the queue keeps the newest kEccQueue records when nobody takes them.
   bool take_ecc(EccRecord* out);
 
-  // vtrn.ctrl requests in the hbm range; false for any other kind.
-  bool serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena& arena,
-             char* error, size_t error_cap);
+  // Requests are refused (BUSY) until init() succeeded.
+  [[nodiscard]] vtrn::Error ready() const override;
+
+  // The handlers of the hbm routes.
+  vtrn::Error serve_alloc(const Vtrn__Ctrl__HbmAllocRequest& r, Vtrn__Ctrl__HbmAllocResponse& out,
+                          Call& c);
+  vtrn::Error serve_free(const Vtrn__Ctrl__HbmFreeRequest& r, Vtrn__Ctrl__HbmFreeResponse& out,
+                         Call& c);
+  vtrn::Error serve_free_owner(const Vtrn__Ctrl__HbmFreeOwnerRequest& r,
+                               Vtrn__Ctrl__HbmFreeOwnerResponse& out, Call& c);
+  vtrn::Error serve_stats(const Vtrn__Ctrl__HbmStatsRequest& r, Vtrn__Ctrl__HbmStatsResponse& out,
+                          Call& c);
+  vtrn::Error serve_list(const Vtrn__Ctrl__HbmListRequest& r, Vtrn__Ctrl__HbmListResponse& out,
+                         Call& c);
+  vtrn::Error serve_retired(const Vtrn__Ctrl__HbmRetiredRequest& r,
+                            Vtrn__Ctrl__HbmRetiredResponse& out, Call& c);
+  vtrn::Error serve_import(const Vtrn__Ctrl__HbmImportRetiredRequest& r,
+                           Vtrn__Ctrl__HbmImportRetiredResponse& out, Call& c);
+  vtrn::Error serve_inject(const Vtrn__Ctrl__HbmInjectEccRequest& r,
+                           Vtrn__Ctrl__HbmInjectEccResponse& out, Call& c);
 
   [[nodiscard]] Totals totals() const;
   [[nodiscard]] const vtrn::hbm::Allocator& allocator() const { return a_; }
@@ -134,20 +154,6 @@ class Manager {
  private:
   static constexpr uint32_t kEccQueue = 8;
 
-  bool serve_alloc(const Vtrn__Ctrl__HbmAllocRequest& r, Vtrn__Ctrl__Response* resp,
-                   pb::Arena& arena, char* error, size_t cap);
-  bool serve_free(const Vtrn__Ctrl__HbmFreeRequest& r, Vtrn__Ctrl__Response* resp,
-                  pb::Arena& arena, char* error, size_t cap);
-  bool serve_free_owner(const Vtrn__Ctrl__HbmFreeOwnerRequest& r, Vtrn__Ctrl__Response* resp,
-                        pb::Arena& arena, char* error, size_t cap);
-  bool serve_stats(Vtrn__Ctrl__Response* resp, pb::Arena& arena, char* error, size_t cap);
-  bool serve_list(const Vtrn__Ctrl__HbmListRequest& r, Vtrn__Ctrl__Response* resp,
-                  pb::Arena& arena, char* error, size_t cap);
-  bool serve_retired(Vtrn__Ctrl__Response* resp, pb::Arena& arena, char* error, size_t cap);
-  bool serve_import(const Vtrn__Ctrl__HbmImportRetiredRequest& r, Vtrn__Ctrl__Response* resp,
-                    pb::Arena& arena, char* error, size_t cap);
-  bool serve_inject(const Vtrn__Ctrl__HbmInjectEccRequest& r, Vtrn__Ctrl__Response* resp,
-                    pb::Arena& arena, char* error, size_t cap);
   void push_ecc(const EccRecord& r);
 
   vtrn::hbm::Allocator a_;
@@ -166,7 +172,7 @@ class Manager {
 // dma_unchecked), kEccError -> kErrEcc.
 class DmaPolicy final : public vtrn::dma::HbmPolicy {
  public:
-  explicit DmaPolicy(const Manager* m) : m_(m) {}
+  explicit constexpr DmaPolicy(const Manager* m) : m_(m) {}
   [[nodiscard]] vtrn::dma::Status check(uint64_t addr, uint64_t length) const override;
 
  private:

@@ -1,60 +1,53 @@
-// fw::hbm: the chip's HBM service as the rest of the firmware sees it. One
-// Manager (fw/hbm_manager.h) per chip, set up once at boot from the board
-// DTB over the HBM range the DMA service derived (RAM above the firmware's
-// 64 MiB, fw::dma::derive_hbm), with its metadata in a static arena: there
-// is no heap after boot.
+// fw::hbm::HbmService: the chip's HBM service, the Manager (fw/hbm_manager.h:
+// owners, access check, ECC model, the hbm request routes) plus its
+// firmware glue. Set up once at boot from the board DTB over the HBM range
+// the DMA service derived (RAM above the firmware's 64 MiB), with its
+// metadata in an arena inside the service object: there is no heap after
+// boot. At init it hands the DMA service its access policy and the remap
+// window of stitched allocations; every turn it logs the ECC records the
+// last requests produced and sends each to the host as Event{hbm_ecc}.
 //
-// The free functions are the cross-service API (session2.md): the DMA
-// engine's HBM policy and the job executors call check() before touching
-// HBM; executors allocate job buffers with owner job_owner(id) and call
-// free_owner() when the job ends. They are plain forwards to the one
-// Manager, so host unit tests of other services can link hbm_api.cpp and
-// init manager() themselves; init(), service_events() and the logging live
-// in hbm_service.cpp, which is firmware only.
+// The cross-service API is check(): the job executors and the collectives
+// call it before touching HBM. Firmware only (logging, panics, fw::mmu);
+// the request handling is the Manager's and is tested on the host.
 #pragma once
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "fw/hbm_manager.h"
-#include "vtrn/board.h"
+#include "fw/service.h"
 #include "vtrn/hostif.h"
 
 namespace fw::hbm {
 
-// The chip's one manager (portable: hbm_api.cpp).
-Manager& manager();
-
-Status alloc(uint64_t owner, uint32_t category, uint64_t bytes, uint64_t align, uint64_t* addr);
-Status free(uint64_t owner, uint64_t addr);
-uint64_t free_owner(uint64_t owner);  // bytes freed
-Access check(uint64_t addr, uint64_t len);
-// The vtrn.ctrl hbm range (for ChipBackend::do_serve).
-bool serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena& arena,
-           char* error, size_t error_cap);
-// The policy to hand to the DMA service (valid for the firmware's lifetime).
-const vtrn::dma::HbmPolicy* dma_policy();
-// Telemetry v2 HBM/ECC fields.
-void fill_telemetry(vtrn::hostif::Telemetry* t);
-
-// ---- firmware only (hbm_service.cpp) ----
-// Boot: panics (kPanicBoard) when the board's HBM needs more metadata than
-// the static arena holds, or the allocator refuses the geometry; then sets
-// kCapHbm in `header` (READY publishes it).
-// It also reserves the remap window of stitched allocations in fw::mmu
-// (kRemapBase, 4x the HBM up to mmu::kRemapMaxBytes) and wires the
-// allocator's Mapper to it.
-void init(const vtrn::board::Chip& chip, uint64_t hbm_base, uint64_t hbm_size,
-          vtrn::hostif::FwHeader* header);
 // Device addresses of stitched allocations: 0x60_0000_0000 lies above QEMU
 // virt's high ECAM (0x40_1000_0000 + 256 MiB) and below its high PCIe MMIO
 // window (0x80_0000_0000), in no RAM, inside the firmware's 40-bit VA;
 // init() also checks it against every identity mapping made so far.
 inline constexpr uint64_t kRemapBase = 0x60'0000'0000ull;
-// The window after init() (bytes 0 before).
-void remap_window(uint64_t* base, uint64_t* bytes);
-// Logs every ECC record not yet seen and hands each to `send` (an Event to
-// the host); returns how many were handled. `send` may be null.
-uint32_t service_events(bool (*send)(const EccRecord& r));
+
+class HbmService final : public Manager {
+ public:
+  constexpr HbmService() : policy_(this) {}
+
+  // Panics (kPanicBoard) when the board's HBM needs more metadata than the
+  // arena holds, or the allocator refuses the geometry. Reserves the remap
+  // window (4x the HBM up to mmu::kRemapMaxBytes) in fw::mmu, wires the
+  // allocator's Mapper to it, sets kCapHbm (READY publishes it).
+  void init(const Boot& boot) override;
+  Vectors poll(Turn& turn) override;
+  void fill_telemetry(vtrn::hostif::Telemetry* t) const override;
+
+ private:
+  DmaPolicy policy_;
+};
+
+HbmService& service();
+
+// Whether [addr, addr + len) lies inside one live allocation with no
+// retired page (any core: reads only what core 0 publishes at boot and in
+// requests between job steps).
+Access check(uint64_t addr, uint64_t len);
 
 }  // namespace fw::hbm

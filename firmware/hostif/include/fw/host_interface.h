@@ -15,6 +15,7 @@
 
 #include "vtrn/ctrl_ring.h"
 #include "vtrn/hostif.h"
+#include "vtrn/seqlock.h"
 
 namespace fw::hostif {
 
@@ -55,11 +56,10 @@ class HostInterface {
  private:
   uint8_t* base_ = nullptr;
   vtrn::hostif::FwHeader* header_ = nullptr;
-  vtrn::hostif::Telemetry* telemetry_ = nullptr;
+  vtrn::hostif::SeqlockWriter<vtrn::hostif::Telemetry> telemetry_;
   vtrn::hostif::CtrlIndexes* indexes_ = nullptr;
   uint32_t generation_ = 0;
   uint64_t heartbeat_ = 0;
-  uint32_t telemetry_seq_ = 0;
 };
 
 }  // namespace fw::hostif

@@ -3,7 +3,7 @@
 //
 // A core's record has one writer, the core itself (core 0 writes the records
 // of cores that are still off); readers on any core take a consistent copy
-// through a per-core sequence counter (odd while the owner writes). Times
+// through the record's seqlock. Times
 // are accumulated on each state change, and snapshot() adds the time spent
 // in the current state up to "now", so a core that sleeps for a second still
 // shows a second of idle time without having to wake to account for it.
@@ -15,15 +15,20 @@
 
 #include <stdint.h>
 
+#include "vtrn/jobs_abi.h"
+
 namespace fw::cores {
 
 inline constexpr uint32_t kMaxCores = 8;  // vtrn,neuron-cores binding: 1..8
 
+// The numbers are the BAR2 job table's (CoreEntryState) and the power
+// model's core states (fw::power::CoreSample::state).
 enum CoreState : uint32_t {
-  kCoreOff = 0,      // not brought up (yet), or failed to come up
-  kCoreIdle = 1,     // sleeping in WFI, waiting for work
-  kCoreRunning = 2,  // executing kernel chunks; core 0's service work is not
-                     // counted here (the power model uses its WFI time)
+  kCoreOff = vtrn::jobs::kCoreEntryOff,          // not brought up (yet), or failed to come up
+  kCoreIdle = vtrn::jobs::kCoreEntryIdle,        // sleeping in WFI, waiting for work
+  kCoreRunning = vtrn::jobs::kCoreEntryRunning,  // executing kernel chunks; core 0's service
+                                                 // work is not counted here (the power
+                                                 // model uses its WFI time)
 };
 
 struct CoreSnapshot {

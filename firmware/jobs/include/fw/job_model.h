@@ -16,21 +16,33 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vtrn/error.h"
+#include "vtrn/numerics.h"
 #include "vtrn_ctrl.pb-c.h"
 
 namespace fw::jobs {
 
 inline constexpr uint32_t kMaxSteps = 16;
 
-// vtrn.ctrl.JobKernel values.
+// The kernels, by their vtrn.ctrl.JobKernel numbers (the wire values are
+// the only definition).
 enum Kernel : uint32_t {
-  kKernelGemm = 1,
-  kKernelAdd = 2,
-  kKernelMul = 3,
-  kKernelGelu = 4,
-  kKernelSoftmax = 5,
-  kKernelSum = 6,
+  kKernelGemm = VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_GEMM,
+  kKernelAdd = VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_ADD,
+  kKernelMul = VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_MUL,
+  kKernelGelu = VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_GELU,
+  kKernelSoftmax = VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_SOFTMAX,
+  kKernelSum = VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_SUM,
 };
+
+// A step's dtype is a vtrn.ctrl.JobDType carried as vtrn::num::DType
+// (common/numerics, which cannot see the protocol): the numbers must agree.
+static_assert(uint32_t(vtrn::num::DType::kF32) == VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_F32);
+static_assert(uint32_t(vtrn::num::DType::kBF16) == VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_BF16);
+static_assert(uint32_t(vtrn::num::DType::kFP8E4M3) == VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_FP8_E4M3);
+static_assert(uint32_t(vtrn::num::DType::kFP8E5M2) == VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_FP8_E5M2);
+static_assert(uint32_t(vtrn::num::DType::kMXFP4) == VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_MXFP4);
+static_assert(vtrn::num::kDTypeCount == VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_MXFP4 + 1);
 
 struct Step {
   uint32_t kernel = 0;
@@ -94,11 +106,12 @@ void submit_from_proto(const Vtrn__Ctrl__JobSubmitRequest& req, Submit* out);
 // Everything a job needs before it may be queued: 1..kMaxSteps steps, known
 // kernel and dtype, a shape check_gemm accepts (elementwise kernels: m, n
 // >= 1 and m*n within limits), every buffer inside a live allocation, no
-// ECC-poisoned buffer. False with one line in err naming the field.
-bool validate(const Submit& s, BufferCheck& hbm, char* err, size_t cap);
+// ECC-poisoned buffer. Fails (kInvalidArgument) with one line naming the
+// field.
+vtrn::Error validate(const Submit& s, BufferCheck& hbm);
 
 // The first buffer of step `i` that is not usable now (ECC error or freed),
-// checked before the step runs. False with one line in err.
-bool check_step_buffers(const Submit& s, uint32_t i, BufferCheck& hbm, char* err, size_t cap);
+// checked before the step runs (kInvalidArgument, one line).
+vtrn::Error check_step_buffers(const Submit& s, uint32_t i, BufferCheck& hbm);
 
 }  // namespace fw::jobs

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "fw/job_model.h"
+#include "vtrn/jobs_abi.h"
 
 namespace fw::jobs {
 
@@ -45,16 +46,25 @@ inline constexpr uint32_t kReasonLen = 112;
 // vCPU), so cancel and timeout act within about a millisecond of work.
 inline constexpr uint64_t kDefaultChunkCost = 1u << 17;
 
-// vtrn.ctrl.JobState values (kFree: a slot never used).
+// A job's state: the vtrn.ctrl.JobState numbers (kFree, a slot never used,
+// is JOB_STATE_UNKNOWN), which the BAR2 job table carries as they are.
 enum State : uint32_t {
-  kFree = 0,
-  kQueued = 1,
-  kRunning = 2,
-  kDone = 3,
-  kFailed = 4,
-  kCancelled = 5,
-  kTimedOut = 6,
+  kFree = VTRN__CTRL__JOB_STATE__JOB_STATE_UNKNOWN,
+  kQueued = VTRN__CTRL__JOB_STATE__JOB_STATE_QUEUED,
+  kRunning = VTRN__CTRL__JOB_STATE__JOB_STATE_RUNNING,
+  kDone = VTRN__CTRL__JOB_STATE__JOB_STATE_DONE,
+  kFailed = VTRN__CTRL__JOB_STATE__JOB_STATE_FAILED,
+  kCancelled = VTRN__CTRL__JOB_STATE__JOB_STATE_CANCELLED,
+  kTimedOut = VTRN__CTRL__JOB_STATE__JOB_STATE_TIMED_OUT,
 };
+static_assert(uint32_t(kFree) == vtrn::jobs::kEntryFree &&
+              uint32_t(kQueued) == vtrn::jobs::kEntryQueued &&
+              uint32_t(kRunning) == vtrn::jobs::kEntryRunning &&
+              uint32_t(kDone) == vtrn::jobs::kEntryDone &&
+              uint32_t(kFailed) == vtrn::jobs::kEntryFailed &&
+              uint32_t(kCancelled) == vtrn::jobs::kEntryCancelled &&
+              uint32_t(kTimedOut) == vtrn::jobs::kEntryTimedOut);
+// The one name table of job states in the firmware ("queued", "timed-out").
 const char* state_name(uint32_t state);
 inline bool is_end_state(uint32_t s) { return s >= kDone && s <= kTimedOut; }
 
@@ -101,8 +111,6 @@ struct EndReport {
   uint64_t flops;
 };
 
-enum class SubmitStatus : uint8_t { kAccepted, kBusy, kBadRequest };
-
 // Runs rows [row_begin, row_end) of a step on the calling core.
 class ChunkRunner {
  public:
@@ -137,12 +145,12 @@ class Scheduler {
   // executor_mask: the cores that run chunks (bit n = core n).
   void init(uint32_t executor_mask, uint64_t chunk_cost = kDefaultChunkCost);
 
-  // ---- core 0 ----
+  // core 0
   // Cores come online after boot: the executor set only grows.
   void add_executors(uint32_t mask) { executors_ |= mask & ((1u << kMaxCores) - 1); }
-  // Queues a job validate() accepted. kBusy (table full) or kBadRequest
-  // (job_id already queued or running) with one line in err.
-  SubmitStatus submit(const Submit& s, uint64_t now, char* err, size_t cap);
+  // Queues a job validate() accepted. Fails with kCapacity (table full:
+  // retry later) or kInvalidArgument (job_id already queued or running).
+  vtrn::Error submit(const Submit& s, uint64_t now);
   // Cancels a job: queued -> CANCELLED now (event pending); running -> stop
   // requested, *state_after = RUNNING (the event follows when its cores
   // leave); ended -> its end state, unchanged. False if no slot holds job_id.
@@ -160,7 +168,7 @@ class Scheduler {
   // for the next wake-up instead of keeping core 0 awake.
   bool service_work(bool device_active, bool events_blocked = false) const;
 
-  // ---- executors (any core) ----
+  // executors (any core)
   // One non-blocking step of core `core`'s executor loop. *wake: cores the
   // caller must wake now (core 0 after a step completed or a detach).
   ExecResult exec(uint32_t core, ChunkRunner& runner, uint32_t* wake);
@@ -169,7 +177,7 @@ class Scheduler {
   bool exec_has_work(uint32_t core) const;
   static constexpr uint32_t kServiceCoreMask = 1u;
 
-  // ---- observers (core 0) ----
+  // observers (core 0)
   const Job& job(uint32_t slot) const { return jobs_[slot]; }
   uint32_t executor_mask() const { return executors_; }
   uint32_t queued() const;

@@ -1,17 +1,18 @@
-// fw::jobs: the chip's job service, the firmware glue around the portable
-// scheduler (fw/job_sched.h) and job model (fw/job_model.h).
+// fw::jobs::JobsService: the chip's job service, the firmware glue around
+// the portable scheduler (fw/job_sched.h) and job model (fw/job_model.h).
 //
 // Core 0 is the service core: it serves JobSubmit/JobCancel from the
 // control queue, validates against the HBM allocator (fw::hbm::check),
-// dispatches, advances steps, enforces timeouts on the telemetry tick,
-// sends exactly one JobEvent per accepted job into the response ring, and
-// mirrors the table into BAR2 (kRegionJobs, include/vtrn/jobs_abi.h).
-// Cores 1..N-1 are executors (fw::smp starts them at executor_main): they
-// run kernel chunks and sleep in WFI when there is nothing to claim. Core 0
-// executes chunks itself only when it is the chip's only core (a 1-core
-// board, or no secondary came up), one chunk per event-loop turn so the
-// control queue and DMA stay served between chunks; with secondaries it
-// stays a pure service core, so control latency never waits on a kernel.
+// dispatches, advances steps, enforces timeouts (every turn, at the latest
+// on the telemetry tick), sends exactly one JobEvent per accepted job into
+// the response ring, and mirrors the table into BAR2 (kRegionJobs,
+// include/vtrn/jobs_abi.h, one seqlocked record each). Cores 1..N-1 are
+// executors (fw::smp starts them at executor_main): they run kernel chunks
+// and sleep in WFI when there is nothing to claim. Core 0 executes chunks
+// itself only when it is the chip's only core (a 1-core board, or no
+// secondary came up), one chunk per event-loop turn so the control queue
+// and DMA stay served between chunks; with secondaries it stays a pure
+// service core, so control latency never waits on a kernel.
 //
 // Not the DMA part of a job: vtrnd moves inputs in and outputs out around
 // the kernel steps; the firmware only runs kernels over HBM buffers.
@@ -20,51 +21,88 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fw/pb_arena.h"
+#include "fw/job_model.h"
+#include "fw/job_sched.h"
+#include "fw/service.h"
 #include "vtrn/hostif.h"
+#include "vtrn/jobs_abi.h"
+#include "vtrn/kernels.h"
+#include "vtrn/seqlock.h"
 #include "vtrn_ctrl.pb-c.h"
 
 namespace hal::gic {
 class Gic;
 }
-namespace fw::platform {
-struct Platform;
-}
 
 namespace fw::jobs {
 
-struct ServiceConfig {
-  uint8_t* bar2 = nullptr;       // BAR2 base (kRegionJobs lives at hostif::kJobsOffset)
-  uint64_t bar2_size = 0;
-  vtrn::hostif::FwHeader* header = nullptr;  // kCapJobs is set here
-  uint32_t neuron_cores = 1;     // board's vtrn,neuron-cores
+class JobsService final : public Service {
+ public:
+  constexpr JobsService() : Service("jobs") {}
+  [[nodiscard]] std::span<const Route> routes() const override;
+
+  // Boot, after every mapping the executors use: sets up fw::cores, the
+  // scheduler and the BAR2 table. The secondary cores are started through
+  // fw::smp on poll()'s first call, after READY, without waiting for them
+  // (each becomes an executor when poll() sees it online).
+  void init(const Boot& boot) override;
+  // Advances jobs, starts queued ones, sends end events (a full ring keeps
+  // an event for the next turn); on a one-core chip, then runs one chunk.
+  Vectors poll(Turn& turn) override;
+  // Timeouts, progress and per-core rows of the BAR2 table.
+  void tick(Turn& turn) override;
+  [[nodiscard]] bool has_work() override;
+  void fill_telemetry(vtrn::hostif::Telemetry* t) const override;
+
+  vtrn::Error submit(const Vtrn__Ctrl__JobSubmitRequest& r, Vtrn__Ctrl__JobSubmitResponse& out,
+                     Call& c);
+  vtrn::Error cancel(const Vtrn__Ctrl__JobCancelRequest& r, Vtrn__Ctrl__JobCancelResponse& out,
+                     Call& c);
+
+  // The loop of executor core `core`, never returns.
+  [[noreturn]] void executor(uint32_t core);
+
+ private:
+  class HbmCheck final : public BufferCheck {
+    Access do_check(uint64_t addr, uint64_t bytes) override;
+  };
+  class KernelRunner final : public ChunkRunner {
+    void do_run(uint32_t core, const Step& s, uint32_t b, uint32_t e) override;
+  };
+
+  void wake(uint32_t mask);
+  void start_cores();
+  void collect_cores();
+  void init_table(uint8_t* bar2, uint64_t bar2_size);
+  void publish_job(uint32_t slot);
+  void publish_header();
+  void publish_cores();
+  void publish_changes(bool all);
+  void run_on_service_core();
+
+  Scheduler sched_;
+  HbmCheck hbm_;
+  KernelRunner runner_;
+  Submit submit_;               // 1 KiB+: kept off the stack; core 0 only
+  uint32_t ready_ = 0;          // executors start serving once init is done
+  uint32_t cores_online_ = 1;
+  bool cores_started_ = false;
+  bool events_blocked_ = false;  // the response ring was full on the last try
+  const platform::Platform* platform_ = nullptr;
+  hal::gic::Gic* gic_ = nullptr;
+  bool all_reported_ = false;
+  bool core0_executes_ = false;
+  // The BAR2 job table: one seqlock writer per record.
+  vtrn::hostif::SeqlockWriter<vtrn::jobs::JobTableHeader> table_;
+  vtrn::hostif::SeqlockWriter<vtrn::jobs::CoreEntry> core_rows_[vtrn::jobs::kJobCoreCount];
+  vtrn::hostif::SeqlockWriter<vtrn::jobs::JobEntry> rows_[kSlots];
+  uint32_t executor_mask_ = 0;  // as published in the header
+  uint64_t row_job_[kSlots] = {};  // job id last published per slot
+  uint32_t last_state_[kSlots] = {};
+  uint64_t published_gen_ = 0;
 };
 
-// Boot, after the HBM and power services: sets up fw::cores, the scheduler
-// and the BAR2 table. The secondary cores are started through fw::smp on
-// poll()'s first call, after READY, without waiting for them (each becomes
-// an executor when poll() sees it online). `platform` and `gic` must
-// outlive the service. Returns the NeuronCores it will use.
-uint32_t init(const ServiceConfig& cfg, const platform::Platform& platform, hal::gic::Gic* gic);
-
-// The vtrn.ctrl jobs range (for ChipBackend::do_serve).
-bool serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena& arena,
-           char* error, size_t error_cap);
-
-using EventSender = bool (*)(const Vtrn__Ctrl__Event& event);
-// Event loop, every turn: advances jobs, starts queued ones, sends end
-// events (a full ring keeps the event for the next turn). Returns true when
-// an event was queued (the caller rings the host's control vector).
-bool poll(EventSender send);
-// Telemetry tick: timeouts, progress and per-core rows of the BAR2 table.
-void tick();
-// Core 0, single-core chips only: runs one kernel chunk if one is ready.
-void run_on_service_core();
-// WFI condition of the event loop: true when poll() or
-// run_on_service_core() has work now.
-bool has_work();
-// Telemetry v2 jobs_* fields.
-void fill_telemetry(vtrn::hostif::Telemetry* t);
+JobsService& service();
 
 // Entry of executor cores (fw::smp), never returns.
 [[noreturn]] void executor_main(uint32_t core);

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vtrn/error.h"
+
 namespace fw::platform {
 
 // QEMU virt puts its DTB at the start of RAM when the image is linked above
@@ -102,18 +104,18 @@ struct Scan {
   bool phandles_overflow = false;  // more than kMaxPhandles: fall back to libfdt
 };
 
-// Walks `fdt` (header already checked) once. False (and one line in err) only
-// if the structure block itself is broken or nests deeper than supported.
-bool scan_tree(const void* fdt, Scan* out, char* err, size_t err_size);
+// Walks `fdt` (header already checked) once. Fails (kBadHardware, one line)
+// only if the structure block itself is broken or nests deeper than
+// supported.
+vtrn::Error scan_tree(const void* fdt, Scan* out);
 
 // The console from a scan: PL011 base and UARTCLK frequency.
-bool resolve_console(const void* fdt, const Scan& scan, uint64_t* uart_base,
-                     uint32_t* uart_clock_hz, char* err, size_t err_size);
+vtrn::Error resolve_console(const void* fdt, const Scan& scan, uint64_t* uart_base,
+                            uint32_t* uart_clock_hz);
 
-// Everything else from a scan (bootargs included); false with one line naming
+// Everything else from a scan (bootargs included); fails with one line naming
 // the node and property that is missing or malformed.
-bool resolve_platform(const void* fdt, const Scan& scan, Platform* out, char* err,
-                      size_t err_size);
+vtrn::Error resolve_platform(const void* fdt, const Scan& scan, Platform* out);
 
 // Finds just the console (the "arm,pl011" node and its clock) so the UART
 // can report whatever the full parse finds wrong. Panics on a bad tree.
@@ -124,9 +126,9 @@ void parse_console(uint64_t address, uint64_t* uart_base, uint32_t* uart_clock_h
 void parse(uint64_t address, Platform* out);
 
 // Parses "vtrn.chip=<id> vtrn.board=<addr> vtrn.board_size=<bytes>" (other
-// words ignored). On failure returns false and writes one line naming the
-// missing or bad key. Portable (no libfdt), kept separate for that reason.
-bool parse_bootargs(const char* args, uint32_t* chip_id, uint64_t* board_address,
-                    uint64_t* board_size, char* err, size_t err_size);
+// words ignored). Fails (kInvalidArgument) with one line naming the missing
+// or bad key. Portable (no libfdt), kept separate for that reason.
+vtrn::Error parse_bootargs(const char* args, uint32_t* chip_id, uint64_t* board_address,
+                           uint64_t* board_size);
 
 }  // namespace fw::platform

@@ -2,12 +2,13 @@
 // service. It owns the PowerManager (common/power), turns what the event
 // loop observes (core activity per refresh window, host requests, DMA
 // doorbells, in-flight work) into model inputs and device-state
-// transitions, and serves the power control requests. Plain portable C++:
-// the firmware wraps it in fw::power::Service (timer, BAR2, logging,
-// cross-core publication); host unit tests drive it with a simulated clock.
+// transitions, and holds the route table of the power control requests.
+// Plain portable C++: the firmware derives fw::power::PowerService from it
+// (timer, BAR2, logging, cross-core publication); host unit tests drive it
+// with a simulated clock through the firmware's dispatcher.
 //
 // What it is not: it never sleeps, touches registers or BAR2. The device
-// hooks of the state machine only set flags here; poll() completes the
+// hooks of the state machine only set flags here; complete() finishes the
 // transitions from the event loop, so a transition never re-enters the
 // PowerManager from inside one of its own calls.
 //
@@ -25,12 +26,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fw/service.h"
 #include "vtrn/board.h"
+#include "vtrn/error.h"
 #include "vtrn/power.h"
-
-struct Vtrn__Ctrl__Request;
-struct Vtrn__Ctrl__Response;
-struct ProtobufCAllocator;
+#include "vtrn_ctrl.pb-c.h"
 
 namespace fw::power {
 
@@ -70,10 +70,10 @@ struct BoardPowerExtras {
 [[nodiscard]] vtrn::power::LinkPowerState link_power_state(uint32_t ltssm_state);
 
 // Reads the optional power properties of chip `chip_id` from a board DTB.
-// Returns false with one line in `error` when a present property is
-// malformed (wrong length, a value out of its documented range).
-[[nodiscard]] bool read_board_extras(const void* fdt, size_t size, uint32_t chip_id,
-                                     BoardPowerExtras* out, char* error, size_t error_cap);
+// Fails (kBadProperty, one line) when a present property is malformed
+// (wrong length, a value out of its documented range).
+[[nodiscard]] vtrn::Error read_board_extras(const void* fdt, size_t size, uint32_t chip_id,
+                                            BoardPowerExtras* out);
 
 // The PowerConfig of a chip: dev-board model defaults, the chip's core and
 // port counts and HBM stacks, one thermal zone per board zone (a zone named
@@ -83,14 +83,14 @@ struct BoardPowerExtras {
 [[nodiscard]] vtrn::power::PowerConfig config_from_chip(const vtrn::board::Chip& chip,
                                                         const BoardPowerExtras& extras);
 
-class Controller final : private vtrn::power::DeviceHooks {
+class Controller : public Service, private vtrn::power::DeviceHooks {
  public:
-  Controller() = default;
-  Controller(const Controller&) = delete;
-  Controller& operator=(const Controller&) = delete;
+  constexpr Controller() : Service("power") {}
+  [[nodiscard]] std::span<const Route> routes() const override;
+  ~Controller() = default;
 
-  [[nodiscard]] vtrn::power::ConfigError init(const vtrn::power::PowerConfig& cfg,
-                                              uint64_t now_ns);
+  [[nodiscard]] vtrn::power::ConfigError configure(const vtrn::power::PowerConfig& cfg,
+                                                   uint64_t now_ns);
 
   // One refresh window ends at now_ns: replays each core's counter deltas
   // (samples[i] for core i, n <= core count), then steps the model and the
@@ -118,22 +118,30 @@ class Controller final : private vtrn::power::DeviceHooks {
   // host D3hot request the work waits for the host's D0.
   void note_activity(uint64_t now_ns);
   // Some job or DMA chain has started and not reached a safe point:
-  // quiescing waits for it. The event loop updates it before poll().
+  // quiescing waits for it. The event loop updates it before complete().
   void set_work_in_flight(bool in_flight) { in_flight_ = in_flight; }
   // Completes pending transitions (a quiesce once nothing is in flight, a
   // resume at once: restoring is immediate in this model).
-  void poll(uint64_t now_ns);
-  // True while poll() has a transition to complete.
-  [[nodiscard]] bool has_work() const { return quiesce_pending_ || resume_pending_; }
+  void complete(uint64_t now_ns);
+  // True while complete() has a transition to finish.
+  [[nodiscard]] bool transition_pending() const { return quiesce_pending_ || resume_pending_; }
 
   // New DMA descriptors and jobs may be taken: device in D0.
   [[nodiscard]] bool active() const;
   [[nodiscard]] vtrn::power::ClockBudget clock() const { return pm_.clock_budget(); }
 
-  // Power control requests (vtrn_ctrl_power.proto). Returns false for any
-  // other request kind. The response body comes from `alloc`.
-  bool serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, ProtobufCAllocator* alloc,
-             char* error, size_t error_cap, uint64_t now_ns);
+  // The handlers of the power routes (vtrn_ctrl_power.proto): each answers
+  // with the power status after the change.
+  vtrn::Error set_state(const Vtrn__Ctrl__PowerSetStateRequest& r,
+                        Vtrn__Ctrl__PowerStatusResponse& out, Call& c);
+  vtrn::Error set_cap(const Vtrn__Ctrl__PowerSetCapRequest& r,
+                      Vtrn__Ctrl__PowerStatusResponse& out, Call& c);
+  vtrn::Error set_pstate_limit(const Vtrn__Ctrl__PowerSetPstateLimitRequest& r,
+                               Vtrn__Ctrl__PowerStatusResponse& out, Call& c);
+  vtrn::Error set_autosuspend(const Vtrn__Ctrl__PowerSetAutosuspendRequest& r,
+                              Vtrn__Ctrl__PowerStatusResponse& out, Call& c);
+  vtrn::Error status(const Vtrn__Ctrl__PowerStatusRequest& r,
+                     Vtrn__Ctrl__PowerStatusResponse& out, Call& c);
 
   void snapshot(vtrn::power::PowerTelemetry* out) const { pm_.snapshot(out); }
   [[nodiscard]] int32_t hottest_mc() const;
@@ -141,6 +149,7 @@ class Controller final : private vtrn::power::DeviceHooks {
   [[nodiscard]] uint32_t transitions() const { return transitions_; }
 
  private:
+  vtrn::Error answer(vtrn::power::Status st, Vtrn__Ctrl__PowerStatusResponse* out) const;
   void start_quiesce() override { quiesce_pending_ = true; }
   void start_resume() override { resume_pending_ = true; }
 

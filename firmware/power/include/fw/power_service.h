@@ -36,16 +36,12 @@
 #include <stdint.h>
 
 #include "fw/power_controller.h"
+#include "fw/service.h"
 #include "vtrn/board.h"
 #include "vtrn/hostif.h"
 #include "vtrn/power.h"
+#include "vtrn/seqlock.h"
 
-struct Vtrn__Ctrl__Request;
-struct Vtrn__Ctrl__Response;
-
-namespace fw::pb {
-class Arena;
-}
 namespace hal::gic {
 class Gic;
 }
@@ -55,71 +51,61 @@ namespace fw::power {
 // Cross-core API (any core, any time; safe before init: active, full speed).
 [[nodiscard]] bool device_active();
 void pace(uint32_t core, uint64_t busy_ns);
-// The delay pace() applies for busy_ns at the published clock (0 at full
-// speed). Exposed for tests and for executors that account time.
-[[nodiscard]] uint64_t pace_delay_ns(uint64_t busy_ns);
 
 // Link layer -> power model. Boot core only (fw::links calls it from its
 // poll): the LTSSM state (a vtrn::link::LinkState value) of the port at
 // position `port` of the chip's port list (the links block's order) and the
 // data bytes that port has sent since boot. Report every running port on
 // every poll; only a change of state is recorded (Controller::note_link).
-// A port never reported stays down. Does nothing before Service::init().
+// A port never reported stays down. Does nothing before init().
 void report_link(uint32_t port, uint32_t ltssm_state, uint64_t tx_bytes);
 
-struct ServiceConfig {
-  vtrn::hostif::FwHeader* header = nullptr;  // BAR2 header, region table published
-  uint8_t* bar2 = nullptr;
-  uint64_t bar2_size = 0;
-  const vtrn::board::Chip* chip = nullptr;
-  const void* board_fdt = nullptr;           // for the optional power properties
-  size_t board_size = 0;
-  const hal::gic::Gic* gic = nullptr;        // pace(): is the timer PPI forwarded?
-  uint32_t timer_intid = 0;
-};
+// A resume trigger and busy mark from another service (boot core only): a
+// host control request waiting, DMA descriptors queued. Resumes an
+// autosuspended device; after a host D3hot request the work waits for the
+// host's D0. Does nothing before the power service is up.
+void note_activity();
 
-// The boot core's side. Every method runs in the event loop only.
-class Service {
+// The boot core's side: the Controller plus its clock, the BAR2 block and
+// the log lines. Every hook runs in the event loop only.
+class PowerService final : public Controller {
  public:
-  Service() = default;
-  Service(const Service&) = delete;
-  Service& operator=(const Service&) = delete;
+  constexpr PowerService() = default;
 
-  // Boot-time setup (before READY): config from the board (kPanicBoard
-  // naming the property when it is invalid), the first snapshot in BAR2,
-  // kCapPower.
-  void init(const ServiceConfig& cfg);
-  // Once per telemetry tick: core activity of the window (boot_idle_ns is
-  // the boot core's WFI time since boot; hbm_bytes the HBM bytes DMA has
-  // moved since boot), model, governor, BAR2 snapshot.
-  void refresh(uint64_t boot_idle_ns, uint64_t hbm_bytes);
-  // A resume trigger: a host control request or DMA descriptors waiting.
-  void note_activity();
+  // Config from the board (kPanicBoard naming the property when it is
+  // invalid), the first snapshot in BAR2, kCapPower.
+  void init(const Boot& boot) override;
+  [[nodiscard]] vtrn::Error ready() const override;
+  // Republishes the block and the clock after every power request.
+  void served(uint64_t now_ns) override;
   // Completes pending transitions; publishes the result.
-  void poll();
-  [[nodiscard]] bool has_work() const { return ctl_.has_work(); }
-  bool serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena& arena,
-             char* error, size_t error_cap);
-  [[nodiscard]] int32_t die_temperature_mc() const { return ctl_.hottest_mc(); }
-  [[nodiscard]] bool enabled() const { return enabled_; }
+  Vectors poll(Turn& turn) override;
+  // Once per telemetry tick: core activity of the window (the boot core's
+  // WFI time from the turn, the HBM bytes DMA has moved from the DMA
+  // service), model, governor, BAR2 snapshot.
+  void tick(Turn& turn) override;
+  [[nodiscard]] bool has_work() override { return transition_pending(); }
+  void fill_telemetry(vtrn::hostif::Telemetry* t) const override;
+
+  void note_activity();
   // report_link() lands here.
-  void note_link(uint32_t port, uint32_t ltssm_state, uint64_t tx_bytes);
+  void report_link(uint32_t port, uint32_t ltssm_state, uint64_t tx_bytes);
 
  private:
   void sample(CoreSample* out, uint32_t* n, uint64_t now_ns, uint64_t boot_idle_ns) const;
   void publish(uint64_t now_ns);
   void report_changes();
+  void settle();
 
-  Controller ctl_;
-  vtrn::power::PowerTelemetry* block_ = nullptr;  // in BAR2; null without a power region
+  // In BAR2; not attached without a power region.
+  vtrn::hostif::SeqlockWriter<vtrn::power::PowerTelemetry> block_;
   vtrn::power::PowerTelemetry scratch_{};
-  uint32_t seq_ = 0;
   uint32_t core_count_ = 0;
   uint64_t init_ns_ = 0;
   uint64_t init_idle_ns_ = 0;
   uint64_t hbm_bytes_seen_ = 0;
   bool enabled_ = false;
-  // Refresh cost, measured with the generic timer around refresh().
+  // Refresh cost, measured with the generic timer around tick().
   uint64_t refresh_ns_ = 0;
   uint64_t refresh_max_ns_ = 0;
   uint64_t refresh_total_ns_ = 0;
@@ -129,5 +115,7 @@ class Service {
   uint32_t logged_pstate_ = 0;
   uint64_t logged_reasons_ = 0;
 };
+
+PowerService& service();
 
 }  // namespace fw::power

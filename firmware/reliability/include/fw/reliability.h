@@ -1,12 +1,14 @@
-// fw::reliability: faults the host can ask the firmware to commit, so the
-// watchdog, panic and reset paths of vtrnd are tested against the real
-// failure and not a simulation of it (vtrn inject hang|stall|panic).
+// fw::reliability::ReliabilityService: faults the host can ask the firmware
+// to commit, so the watchdog, panic and reset paths of vtrnd are tested
+// against the real failure and not a simulation of it (vtrn inject
+// hang|stall|panic).
 //
-// serve() only validates and arms the fault and answers OK: the response
-// must reach the host before the firmware breaks, otherwise the host would
-// see a control-request timeout instead of the failure under test. poll(),
-// called from the event loop after the control queue has been served and
-// the host rung, commits the armed fault:
+// The handler only validates and arms the fault and answers OK: the
+// response must reach the host before the firmware breaks, otherwise the
+// host would see a control-request timeout instead of the failure under
+// test. poll() is the last row of the service table, so it runs after the
+// control service has served the request and rung the host in the same
+// turn, and commits the armed fault:
 //  - HANG: IRQs masked, spin forever (no heartbeat, no doorbells);
 //  - STALL: IRQs enabled, sleep in WFI forever (interrupts are taken, the
 //    loop that beats the heartbeat never runs);
@@ -16,20 +18,33 @@
 // framework: DMA ring corruption and QEMU death are done by the host.
 #pragma once
 
-#include <stddef.h>
 #include <stdint.h>
 
-#include "fw/pb_arena.h"
+#include "fw/service.h"
 #include "vtrn_ctrl.pb-c.h"
 
 namespace fw::reliability {
 
-// ChipBackend::do_serve chain: true when `req` is a reliability request
-// (then `resp` is filled). `heartbeat` is echoed in the response.
-bool serve(const Vtrn__Ctrl__Request& req, Vtrn__Ctrl__Response* resp, pb::Arena& arena,
-           char* error, size_t error_cap, uint64_t heartbeat);
+class ReliabilityService final : public Service {
+ public:
+  constexpr ReliabilityService() : Service("reliability") {}
+  [[nodiscard]] std::span<const Route> routes() const override;
 
-// Commits an armed fault; returns at once when none is armed.
-void poll();
+  // Keeps the host interface, whose heartbeat the response echoes.
+  void init(const Boot& boot) override;
+  // Commits an armed fault; returns at once when none is armed.
+  Vectors poll(Turn& turn) override;
+  // A fault is armed: the loop must not sleep before committing it.
+  [[nodiscard]] bool has_work() override;
+
+  vtrn::Error inject(const Vtrn__Ctrl__ReliabilityInjectRequest& r,
+                     Vtrn__Ctrl__ReliabilityInjectResponse& out, Call& c);
+
+ private:
+  const hostif::HostInterface* hostif_ = nullptr;
+  volatile uint32_t armed_ = VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_NONE;
+};
+
+ReliabilityService& service();
 
 }  // namespace fw::reliability

@@ -5,9 +5,16 @@
 // panic message can name it (status_name). Asserts are kept for invariants;
 // statuses are for things the hardware, the board description or the caller
 // can actually get wrong.
+//
+// It is the HAL's subset of vtrn::Code (common/error), number for number
+// (static_asserts below): a register-level driver has no text to add, so it
+// returns the bare code and the caller that knows the context makes the
+// vtrn::Error (to_code). hal/README.md says why the HAL keeps its own enum.
 #pragma once
 
 #include <stdint.h>
+
+#include "vtrn/error.h"
 
 namespace hal {
 
@@ -42,6 +49,19 @@ enum class [[nodiscard]] Status : uint32_t {
 const char* status_name(Status s);
 
 inline bool ok(Status s) { return s == Status::kOk; }
+
+// The same failure as a vtrn::Code (same number).
+constexpr vtrn::Code to_code(Status s) { return vtrn::Code(uint32_t(s)); }
+
+static_assert(uint32_t(Status::kOk) == uint32_t(vtrn::Code::kOk));
+static_assert(uint32_t(Status::kInvalidArgument) == uint32_t(vtrn::Code::kInvalidArgument));
+static_assert(uint32_t(Status::kTimeout) == uint32_t(vtrn::Code::kTimeout));
+static_assert(uint32_t(Status::kOutOfRange) == uint32_t(vtrn::Code::kOutOfRange));
+static_assert(uint32_t(Status::kNotFound) == uint32_t(vtrn::Code::kNotFound));
+static_assert(uint32_t(Status::kNoSpace) == uint32_t(vtrn::Code::kNoSpace));
+static_assert(uint32_t(Status::kCapacity) == uint32_t(vtrn::Code::kCapacity));
+static_assert(uint32_t(Status::kBadHardware) == uint32_t(vtrn::Code::kBadHardware));
+static_assert(uint32_t(Status::kNotReady) == uint32_t(vtrn::Code::kNotReady));
 
 }  // namespace hal
 
