@@ -1,14 +1,23 @@
 // HBM allocator core (see vtrn/hbm.h for the contract and the memory bound).
 //
 // Layout of the state: block records live in the caller's arena and are
-// linked three ways by 32-bit indexes (index 0 is "none", so a zeroed arena
-// is a valid empty state): the address-ordered neighbour list
-// (coalescing), and the TLSF free list of the block's size class or, for a
-// live allocation, its owner's list (free_all). Live allocations are found
-// by address through a page-indexed table (free: O(1)) and a bitmap of
-// their first pages with summary levels (lookup, next_allocation: one word
-// a level). That index replaced a red-black tree, which cost about a third
-// of the instructions of an allocate/free pair.
+// linked three ways by 32-bit indexes (index 0 is "none"): the
+// address-ordered neighbour list (coalescing), and the TLSF free list of
+// the block's size class or, for a live allocation, its owner's list
+// (free_all). Live allocations are found by address through a page-indexed
+// table (free: O(1)) and a bitmap of their first pages with summary levels
+// (lookup, next_allocation: one word a level). That index replaced a
+// red-black tree, which cost about a third of the instructions of an
+// allocate/free pair.
+// A record is split in two arrays: 32 bytes that every allocate and free
+// touch (addresses, links, state, and an aux word whose meaning follows
+// the state: the size class of a free block, so unlisting it needs no size
+// arithmetic; the owner slot of a live one; the stitched allocation of an
+// extent) and 8 bytes only stitching reads (a stitched allocation's extent
+// chain and count). An owner's id is read from its slot, not copied into
+// every record. Record 0 is a sink: list and neighbour edits write its link
+// fields instead of testing for "none", and its state is never free or
+// used, so a neighbour test needs no test for 0 either.
 // Record 1 always describes the block at page 0 of the identity window and
 // record 2 the one at page 0 of the remap window: splits keep the lowest
 // piece in the original record and merges keep the lower record, so the
@@ -16,8 +25,8 @@
 // A stitched allocation is a used block of the remap window whose physical
 // pages are extent blocks (state kExtent) of the identity window, chained
 // in device-address order through link_prev/link_next (extents are in no
-// free or owner list), each naming the remap record in owner_id. Owners,
-// quotas and categories see only the remap record.
+// free or owner list), each naming the remap record in its aux word.
+// Owners, quotas and categories see only the remap record.
 //
 // Not here: any knowledge of how HBM is backed, the RPC that exposes it,
 // or persistence of the retired-page list (export/import hand it over).
@@ -39,10 +48,22 @@ constexpr uint32_t kNone = 0xFFFFFFFFu;  // no page
 constexpr uint32_t kLimitMax = 1u << 24;
 constexpr uint32_t kOwnersMax = 1u << 20;
 
-inline uint32_t msb(uint64_t x) { return 63 - uint32_t(__builtin_clzll(x)); }
+inline uint32_t msb(uint64_t x) { return uint32_t(__builtin_clzll(x)) ^ 63; }
 inline uint32_t lsb(uint32_t x) { return uint32_t(__builtin_ctz(x)); }
 inline size_t align8(size_t n) { return (n + 7) & ~size_t(7); }
 inline bool is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+// c ? a : b computed with a mask, for choices the data makes random (the
+// compiler turns a plain ?: there into a branch that is mispredicted often).
+template <typename T>
+inline T select(bool c, T a, T b) {
+  uintptr_t m = -uintptr_t(c);
+  return T((uintptr_t(a) & m) | (uintptr_t(b) & ~m));
+}
+
+// The steps of allocate and free, inlined into them so that the common
+// path is one function each with no calls.
+#define HBM_INLINE __attribute__((always_inline)) inline
 
 }  // namespace
 
@@ -51,15 +72,18 @@ struct Allocator::Block {
   uint32_t size;       // pages
   uint32_t phys_prev;  // address-order neighbours
   uint32_t phys_next;
-  uint32_t link_prev;  // free: size-class list; used: owner list; spare: chain
+  uint32_t link_prev;  // free: size-class list; used: owner list; extent: chain; spare: chain
   uint32_t link_next;
-  uint32_t owner_slot;
-  uint32_t owner_id;     // extent: the record of its stitched allocation
-  uint32_t extent_head;  // stitched allocation: its first extent
+  uint32_t aux;        // free: size class; used: owner slot + 1; extent: its stitched allocation
   uint8_t state;
+  uint8_t space;       // Space index (kPhys, kRemap)
   uint8_t category;
   uint8_t poisoned;
-  uint8_t space;         // Space index (kPhys, kRemap)
+};
+
+struct Allocator::Stitch {
+  uint32_t extent_head;   // stitched allocation: its first extent
+  uint32_t extent_count;
 };
 
 struct Allocator::Owner {
@@ -105,8 +129,6 @@ const char* category_name(Category c) {
   }
   return "unknown";
 }
-
-// ---- geometry and arena -------------------------------------------------
 
 static uint32_t hash_slots(uint32_t owners) {
   uint32_t h = 1;
@@ -176,34 +198,33 @@ static size_t record_count(const Limits& l) {
 }
 
 size_t Allocator::arena_bytes(const Config& config) {
-  static_assert(sizeof(Block) == 40, "the published metadata bound counts 40 bytes a block");
+  static_assert(sizeof(Block) == 32 && sizeof(Stitch) == 8,
+                "the published metadata bound counts 40 bytes a block");
   static_assert(sizeof(Owner) == 72, "the published metadata bound counts 72 bytes an owner");
   static_assert(kMaxLevels == 6, "index_bytes sizes its level array for 6 levels");
   uint32_t pages = 0, remap = 0;
   if (!valid_config(config, &pages, &remap)) return 0;
   const Limits& l = config.limits;
-  size_t n = align8(sizeof(Block) * record_count(l));
+  size_t n = align8((sizeof(Block) + sizeof(Stitch)) * record_count(l));
   n += align8(sizeof(Owner) * size_t(l.max_owners));
   n += align8(sizeof(uint32_t) * hash_slots(l.max_owners));
   n += align8(sizeof(uint32_t) * size_t(l.max_retired_pages));
   return n + index_bytes(pages) + index_bytes(remap);
 }
 
-// Points sp's index at the arena bytes at *off and resets the window to one
-// free block (record head).
+// Points a window's index at the arena bytes at *off and clears its bitmap.
 static void take_index(uint8_t* arena, size_t* off, uint32_t pages, uint32_t* level_words,
-                       uint32_t* level_offset, uint32_t* levels, uint32_t** start_record,
-                       uint64_t** live_bits) {
+                       uint64_t** level, uint32_t* levels, uint32_t** start_record) {
   *start_record = reinterpret_cast<uint32_t*>(arena + *off);
   *off += align8(sizeof(uint32_t) * size_t(pages));
-  *live_bits = reinterpret_cast<uint64_t*>(arena + *off);
+  auto* bits = reinterpret_cast<uint64_t*>(arena + *off);
   *levels = bitmap_levels(pages, level_words);
   uint32_t words = 0;
   for (uint32_t i = 0; i < *levels; ++i) {
-    level_offset[i] = words;
+    level[i] = bits + words;
     words += level_words[i];
   }
-  memset(*live_bits, 0, sizeof(uint64_t) * words);
+  memset(bits, 0, sizeof(uint64_t) * words);
   *off += sizeof(uint64_t) * words;
 }
 
@@ -223,21 +244,23 @@ Error Allocator::init(const Config& config, void* arena, size_t arena_size) {
   auto* bytes = static_cast<uint8_t*>(arena);
   block_capacity_ = uint32_t(record_count(l));
   blocks_ = reinterpret_cast<Block*>(bytes);
-  size_t off = align8(sizeof(Block) * block_capacity_);
+  stitch_ = reinterpret_cast<Stitch*>(bytes + sizeof(Block) * block_capacity_);
+  size_t off = align8((sizeof(Block) + sizeof(Stitch)) * block_capacity_);
   owners_ = reinterpret_cast<Owner*>(bytes + off);
   off += align8(sizeof(Owner) * l.max_owners);
   owner_hash_ = reinterpret_cast<uint32_t*>(bytes + off);
   owner_hash_mask_ = hash_slots(l.max_owners) - 1;
+  owner_hash_shift_ = 32 - msb(hash_slots(l.max_owners));
   off += align8(sizeof(uint32_t) * hash_slots(l.max_owners));
   retired_ = reinterpret_cast<uint32_t*>(bytes + off);
   off += align8(sizeof(uint32_t) * l.max_retired_pages);
   sp_[kPhys] = Space{};
   sp_[kRemap] = Space{};
-  take_index(bytes, &off, pages, sp_[kPhys].level_words, sp_[kPhys].level_offset,
-             &sp_[kPhys].levels, &sp_[kPhys].start_record, &sp_[kPhys].live_bits);
+  take_index(bytes, &off, pages, sp_[kPhys].level_words, sp_[kPhys].level, &sp_[kPhys].levels,
+             &sp_[kPhys].start_record);
   if (remap != 0)
-    take_index(bytes, &off, remap, sp_[kRemap].level_words, sp_[kRemap].level_offset,
-               &sp_[kRemap].levels, &sp_[kRemap].start_record, &sp_[kRemap].live_bits);
+    take_index(bytes, &off, remap, sp_[kRemap].level_words, sp_[kRemap].level,
+               &sp_[kRemap].levels, &sp_[kRemap].start_record);
   memset(owner_hash_, 0, sizeof(uint32_t) * hash_slots(l.max_owners));
   blocks_[0] = Block{};
 
@@ -245,6 +268,7 @@ Error Allocator::init(const Config& config, void* arena, size_t arena_size) {
   page_bytes_ = g.page_bytes;
   page_shift_ = msb(g.page_bytes);
   pages_ = pages;
+  total_bytes_ = uint64_t(pages) << page_shift_;
   stack_bytes_ = g.bytes_per_stack;
   stacks_ = g.stacks;
   limits_ = l;
@@ -284,34 +308,45 @@ Error Allocator::init(const Config& config, void* arena, size_t arena_size) {
   return Error::kOk;
 }
 
-// ---- live-start bitmap -----------------------------------------------------
-// Level 0 has a bit per page; a bit of level k + 1 says its word of level k
-// is non-zero. A search walks up until a word has a candidate, then down
-// taking the highest (or lowest) bit: at most 2 * levels_ words.
+// The live-start bitmap. Level 0 has a bit per page; a bit of level k + 1
+// says its word of level k is non-zero. A search walks up until a word has
+// a candidate, then down taking the highest (or lowest) bit: at most
+// 2 * levels words. Marking and unmarking touch every level without a
+// branch on the data (setting a summary bit that is set already, or
+// clearing one only when the word below became empty). Levels 1 and 2 are
+// written out (three levels hold 2^18 pages, 1 GiB of 4 KiB pages); the
+// tests of the level count always go the same way.
 
-void Allocator::live_mark(Space& sp, uint32_t page) {
-  uint32_t i = page;
-  for (uint32_t l = 0; l < sp.levels; ++l) {
-    uint64_t& w = sp.live_bits[sp.level_offset[l] + (i >> 6)];
-    bool was_empty = w == 0;
-    w |= 1ull << (i & 63);
-    if (!was_empty) return;
-    i >>= 6;
+HBM_INLINE void Allocator::live_mark(Space& sp, uint32_t page) {
+  uint64_t* const* level = sp.level;
+  uint32_t levels = sp.levels;
+  level[0][page >> 6] |= 1ull << (page & 63);
+  if (levels > 1) {
+    level[1][page >> 12] |= 1ull << ((page >> 6) & 63);
+    if (levels > 2) {
+      level[2][page >> 18] |= 1ull << ((page >> 12) & 63);
+      for (uint32_t l = 3, i = page >> 18; l < levels; ++l, i >>= 6)
+        level[l][i >> 6] |= 1ull << (i & 63);
+    }
   }
 }
 
-void Allocator::live_unmark(Space& sp, uint32_t page) {
-  uint32_t i = page;
-  for (uint32_t l = 0; l < sp.levels; ++l) {
-    uint64_t& w = sp.live_bits[sp.level_offset[l] + (i >> 6)];
-    w &= ~(1ull << (i & 63));
-    if (w != 0) return;
-    i >>= 6;
+HBM_INLINE void Allocator::live_unmark(Space& sp, uint32_t page) {
+  uint64_t* const* level = sp.level;
+  uint32_t levels = sp.levels;
+  uint64_t w = level[0][page >> 6] &= ~(1ull << (page & 63));
+  if (levels > 1) {
+    w = level[1][page >> 12] &= ~(uint64_t(w == 0) << ((page >> 6) & 63));
+    if (levels > 2) {
+      w = level[2][page >> 18] &= ~(uint64_t(w == 0) << ((page >> 12) & 63));
+      for (uint32_t l = 3, i = page >> 18; l < levels; ++l, i >>= 6)
+        w = level[l][i >> 6] &= ~(uint64_t(w == 0) << (i & 63));
+    }
   }
 }
 
 bool Allocator::live_at(const Space& sp, uint32_t page) {
-  return (sp.live_bits[page >> 6] >> (page & 63)) & 1;
+  return (sp.level[0][page >> 6] >> (page & 63)) & 1;
 }
 
 // Highest marked page <= page, or kNone.
@@ -320,7 +355,7 @@ uint32_t Allocator::live_at_or_before(const Space& sp, uint32_t page) {
   for (;;) {
     uint32_t b = i & 63;
     uint64_t mask = b == 63 ? ~0ull : (2ull << b) - 1;
-    uint64_t w = sp.live_bits[sp.level_offset[l] + (i >> 6)] & mask;
+    uint64_t w = sp.level[l][i >> 6] & mask;
     if (w != 0) {
       i = (i & ~63u) | msb(w);
       break;
@@ -331,7 +366,7 @@ uint32_t Allocator::live_at_or_before(const Space& sp, uint32_t page) {
   }
   while (l > 0) {
     l--;
-    i = (i << 6) | msb(sp.live_bits[sp.level_offset[l] + i]);
+    i = (i << 6) | msb(sp.level[l][i]);
   }
   return i;
 }
@@ -340,7 +375,7 @@ uint32_t Allocator::live_at_or_before(const Space& sp, uint32_t page) {
 uint32_t Allocator::live_at_or_after(const Space& sp, uint32_t page) {
   uint32_t i = page, l = 0;
   for (;;) {
-    uint64_t w = sp.live_bits[sp.level_offset[l] + (i >> 6)] & (~0ull << (i & 63));
+    uint64_t w = sp.level[l][i >> 6] & (~0ull << (i & 63));
     if (w != 0) {
       i = (i & ~63u) | uint32_t(__builtin_ctzll(w));
       break;
@@ -351,9 +386,28 @@ uint32_t Allocator::live_at_or_after(const Space& sp, uint32_t page) {
   }
   while (l > 0) {
     l--;
-    i = (i << 6) | uint32_t(__builtin_ctzll(sp.live_bits[sp.level_offset[l] + i]));
+    i = (i << 6) | uint32_t(__builtin_ctzll(sp.level[l][i]));
   }
   return i;
+}
+
+// Live allocations and their pages, from the counters every allocation
+// and release updates anyway.
+uint32_t Allocator::live() const { return uint32_t(c_.allocs - c_.frees); }
+
+uint64_t Allocator::used_pages() const {
+  uint64_t n = 0;
+  for (uint32_t c = 0; c < kCategoryCount; ++c) n += c_.category_pages[c];
+  return n;
+}
+
+// Free pages of a window, from the counters: in the identity window
+// everything that is not a contiguous allocation, an extent (together the
+// used pages) or a retired page outside them; in the remap window what
+// stitched allocations do not hold.
+uint64_t Allocator::free_pages(uint32_t w) const {
+  if (w == kPhys) return pages_ - used_pages() - c_.retired_block_pages;
+  return remap_pages_ - c_.remap_used_pages;
 }
 
 bool Allocator::to_page(uint64_t addr, uint32_t* page) const {
@@ -362,81 +416,90 @@ bool Allocator::to_page(uint64_t addr, uint32_t* page) const {
   return true;
 }
 
-// ---- block records and the address list ---------------------------------
+// Block records and the address list. A record taken from the spare chain
+// keeps whatever it held: every caller sets the fields its state uses.
 
-uint32_t Allocator::record_new() {
+HBM_INLINE uint32_t Allocator::record_new() {
   uint32_t b = spare_head_;
   spare_head_ = blocks_[b].link_next;
-  blocks_[b] = Block{};
   return b;
 }
 
-void Allocator::record_release(uint32_t b) {
-  blocks_[b] = Block{};
+HBM_INLINE void Allocator::record_release(uint32_t b) {
+  blocks_[b].state = 0;
   blocks_[b].link_next = spare_head_;
   spare_head_ = b;
 }
 
-void Allocator::link_after(uint32_t a, uint32_t b) {
+HBM_INLINE void Allocator::link_after(uint32_t a, uint32_t b) {
   Block& A = blocks_[a];
   Block& B = blocks_[b];
   B.space = A.space;  // every new record is a piece of a block of the same window
   B.phys_prev = a;
   B.phys_next = A.phys_next;
-  if (A.phys_next) blocks_[A.phys_next].phys_prev = b;
+  blocks_[A.phys_next].phys_prev = b;
   A.phys_next = b;
 }
 
-void Allocator::unlink(uint32_t b) {
-  Block& B = blocks_[b];
-  if (B.phys_prev) blocks_[B.phys_prev].phys_next = B.phys_next;
-  if (B.phys_next) blocks_[B.phys_next].phys_prev = B.phys_prev;
+HBM_INLINE void Allocator::unlink(uint32_t b) {
+  const Block& B = blocks_[b];
+  blocks_[B.phys_prev].phys_next = B.phys_next;
+  blocks_[B.phys_next].phys_prev = B.phys_prev;
 }
 
-// ---- TLSF size classes -----------------------------------------------------
-// Sizes below 32 pages have one exact list each (fl 0); above, each power of
-// two is cut into 32 lists, so a class spans at most 1/32 of its size.
+// TLSF size classes. Sizes below 32 pages have one exact list each (fl 0);
+// above, each power of two is cut into 32 lists, so a class spans at most
+// 1/32 of its size. A class is numbered fl * 32 + sl. Sizes below 64 pages
+// are their own class number, which the general formula also gives when
+// the exponent is taken as at least 5: no branch on the size (sizes are
+// random, so such a branch is mispredicted often).
 
-static inline void mapping(uint64_t size, uint32_t* fl, uint32_t* sl) {
+static inline uint32_t size_class(uint64_t size) {
   constexpr uint32_t kSlBits = 5;
-  if (size < (1u << kSlBits)) {
-    *fl = 0;
-    *sl = uint32_t(size);
-  } else {
-    uint32_t m = msb(size);
-    *fl = m - kSlBits + 1;
-    *sl = uint32_t(size >> (m - kSlBits)) - (1u << kSlBits);
-  }
+  uint32_t m = msb(size | (1u << kSlBits));
+  return ((m - kSlBits + 1) << kSlBits) + uint32_t(size >> (m - kSlBits)) - (1u << kSlBits);
 }
 
-void Allocator::list_insert(Space& sp, uint32_t b) {
+HBM_INLINE void Allocator::list_insert(Space& sp, uint32_t b) {
   Block& B = blocks_[b];
-  uint32_t fl, sl;
-  mapping(B.size, &fl, &sl);
+  uint32_t c = size_class(B.size);
+  uint32_t h = sp.heads[c];
   B.state = kFree;
+  B.aux = c;
   B.link_prev = 0;
-  B.link_next = sp.heads[fl][sl];
-  if (B.link_next) blocks_[B.link_next].link_prev = b;
-  sp.heads[fl][sl] = b;
-  sp.fl_bitmap |= 1u << fl;
-  sp.sl_bitmap[fl] |= 1u << sl;
-  sp.free_pages += B.size;
+  B.link_next = h;
+  blocks_[h].link_prev = b;
+  sp.heads[c] = b;
+  sp.fl_bitmap |= 1u << (c >> kSlBits);
+  sp.sl_bitmap[c >> kSlBits] |= 1u << (c & (kSlCount - 1));
   sp.free_blocks++;
 }
 
-void Allocator::list_remove(Space& sp, uint32_t b) {
-  Block& B = blocks_[b];
-  uint32_t fl, sl;
-  mapping(B.size, &fl, &sl);
-  if (B.link_prev) blocks_[B.link_prev].link_next = B.link_next;
-  else sp.heads[fl][sl] = B.link_next;
-  if (B.link_next) blocks_[B.link_next].link_prev = B.link_prev;
-  if (sp.heads[fl][sl] == 0) {
-    sp.sl_bitmap[fl] &= ~(1u << sl);
-    if (sp.sl_bitmap[fl] == 0) sp.fl_bitmap &= ~(1u << fl);
-  }
-  B.link_prev = B.link_next = 0;
-  sp.free_pages -= B.size;
+// Unlists the free block b; its link fields are left for the caller.
+HBM_INLINE void Allocator::list_remove(Space& sp, uint32_t b) {
+  const Block& B = blocks_[b];
+  uint32_t c = B.aux;
+  uint32_t prev = B.link_prev, next = B.link_next;
+  uint32_t* from = select(prev != 0, &blocks_[prev].link_next, &sp.heads[c]);
+  *from = next;
+  blocks_[next].link_prev = prev;
+  uint32_t fl = c >> kSlBits;
+  sp.sl_bitmap[fl] &= ~(uint32_t(sp.heads[c] == 0) << (c & (kSlCount - 1)));
+  sp.fl_bitmap &= ~(uint32_t(sp.sl_bitmap[fl] == 0) << fl);
+  sp.free_blocks--;
+}
+
+// list_remove for b at the head of its list (what find_free and the stitch
+// path take).
+HBM_INLINE void Allocator::list_pop(Space& sp, uint32_t b) {
+  const Block& B = blocks_[b];
+  uint32_t c = B.aux;
+  uint32_t next = B.link_next;
+  sp.heads[c] = next;
+  blocks_[next].link_prev = 0;
+  uint32_t fl = c >> kSlBits;
+  sp.sl_bitmap[fl] &= ~(uint32_t(next == 0) << (c & (kSlCount - 1)));
+  sp.fl_bitmap &= ~(uint32_t(sp.sl_bitmap[fl] == 0) << fl);
   sp.free_blocks--;
 }
 
@@ -447,30 +510,42 @@ void Allocator::list_remove(Space& sp, uint32_t b) {
 // search cannot drift apart.
 static inline uint64_t good_fit_pages(uint64_t pages) {
   constexpr uint32_t kSlBits = 5;
-  return pages < (1u << kSlBits) ? pages : pages + (1ull << (msb(pages) - kSlBits)) - 1;
+  return pages + (1ull << (msb(pages | (1u << kSlBits)) - kSlBits)) - 1;
 }
 
-// Head of the first non-empty list whose every block holds >= pages.
-uint32_t Allocator::find_free(const Space& sp, uint32_t pages) const {
-  uint64_t r = good_fit_pages(pages);
-  if (r >= (1ull << 31)) return 0;
-  uint32_t fl, sl;
-  mapping(r, &fl, &sl);
-  uint32_t slmap = sp.sl_bitmap[fl] & (~0u << sl);
-  if (slmap == 0) {
-    uint32_t flmap = fl + 1 < 32 ? sp.fl_bitmap & (~0u << (fl + 1)) : 0;
-    if (flmap == 0) return 0;
-    fl = lsb(flmap);
-    slmap = sp.sl_bitmap[fl];
-  }
-  return sp.heads[fl][lsb(slmap)];
+// size_class(good_fit_pages(pages)) with one bit scan: the class of pages,
+// plus one unless pages is the lowest size of its class (a class holds the
+// 2^(m - 5) sizes from a multiple of 2^(m - 5), m = msb(pages) >= 5).
+static inline uint32_t good_fit_class(uint32_t pages) {
+  constexpr uint32_t kSlBits = 5;
+  uint32_t m = msb(pages | (1u << kSlBits));
+  uint32_t sh = m - kSlBits;
+  return ((m - kSlBits + 1) << kSlBits) + (pages >> sh) - (1u << kSlBits) +
+         uint32_t((pages & ((1u << sh) - 1)) != 0);
+}
+
+// Head of the first non-empty list whose every block holds >= pages. The
+// class's own row and the next non-empty row are both looked at and one
+// is chosen without a branch (which of them serves is random on a random
+// trace); row kFlCount is always empty and stands for "none".
+HBM_INLINE uint32_t Allocator::find_free(const Space& sp, uint32_t pages) const {
+  uint32_t c = good_fit_class(pages);
+  if (c >= kFlCount * kSlCount) return 0;  // good fit of 2^31 pages or more
+  uint32_t fl = c >> kSlBits;
+  uint32_t slmap = sp.sl_bitmap[fl] & (~0u << (c & (kSlCount - 1)));
+  uint32_t up = lsb((sp.fl_bitmap & (~0u << fl << 1)) | (1u << kFlCount));
+  uint32_t up_map = sp.sl_bitmap[up];
+  fl = select(slmap != 0, fl, up);
+  slmap = select(slmap != 0, slmap, up_map);
+  if (slmap == 0) return 0;
+  return sp.heads[(fl << kSlBits) | lsb(slmap)];
 }
 
 // A free block of sp that holds pages at a start aligned to align pages, or
 // 0. An aligned request first tries the unpadded class: its head often has
 // room after rounding its start up; otherwise pad by align - 1 pages so any
 // block found fits.
-uint32_t Allocator::find_fit(const Space& sp, uint32_t pages, uint32_t align) const {
+HBM_INLINE uint32_t Allocator::find_fit(const Space& sp, uint32_t pages, uint32_t align) const {
   uint32_t b = find_free(sp, pages);
   if (b != 0 && align > 1) {
     const Block& B = blocks_[b];
@@ -554,17 +629,17 @@ uint64_t Allocator::worst_case_remap_bytes(uint64_t page_bytes, const WorstCase&
   return bound_bytes(p.shift, p.m, 0, p.blocks_n, good_fit_pages(p.n + p.a - 1));
 }
 
-// ---- owners ----------------------------------------------------------------
-// Open addressing with linear probing at load <= 1/2 and backward-shift
-// deletion (no tombstones, so probe lengths do not grow with churn).
+// Owners: open addressing with linear probing at load <= 1/2 and backward-shift
+// deletion (no tombstones, so probe lengths do not grow with churn). The
+// home slot is Fibonacci hashing, the top bits of id * 2^32 / phi:
+// consecutive ids (owners are often numbered so) land far apart, where the
+// low bits of a mixed product put several of ids 1..7 in one slot.
 
-uint32_t Allocator::owner_home(uint32_t id) const {
-  uint32_t h = id * 2654435761u;
-  h ^= h >> 15;
-  return h & owner_hash_mask_;
+HBM_INLINE uint32_t Allocator::owner_home(uint32_t id) const {
+  return (id * 2654435761u) >> owner_hash_shift_;
 }
 
-uint32_t Allocator::owner_find(uint32_t id) const {
+HBM_INLINE uint32_t Allocator::owner_find(uint32_t id) const {
   for (uint32_t i = owner_home(id);; i = (i + 1) & owner_hash_mask_) {
     uint32_t s = owner_hash_[i];
     if (s == 0) return 0;
@@ -620,78 +695,14 @@ void Allocator::owner_maybe_drop(uint32_t s) {
   if (o.count == 0 && !o.explicit_quota) owner_erase(o.id);
 }
 
-// ---- allocate / free -------------------------------------------------------
+// Allocate and free, and the steps they are made of.
 
-Error Allocator::allocate(uint32_t owner, Category category, uint64_t size, uint64_t alignment,
-                          uint64_t* addr_out) {
-  if (!ready_) return Error::kNotInitialised;
-  if (uint32_t(category) >= kCategoryCount || owner == kAnyOwner || size == 0 ||
-      size > total_bytes() || addr_out == nullptr ||
-      (alignment != 0 && (!is_pow2(alignment) || alignment > kMaxAlignment))) {
-    c_.fail_bad_argument++;
-    return Error::kBadArgument;
-  }
-  uint32_t pages = uint32_t((size + page_bytes_ - 1) >> page_shift_);
-  uint32_t align = alignment > page_bytes_ ? uint32_t(alignment >> page_shift_) : 1;
-  if (c_.live >= limits_.max_allocations) {
-    c_.fail_no_metadata++;
-    return Error::kTooManyAllocations;
-  }
-  Error err = Error::kOk;
-  uint32_t s = owner_get(owner, &err);
-  if (s == 0) {
-    c_.fail_no_metadata++;
-    return err;
-  }
-  Owner& o = owners_[s - 1];
-  uint64_t bytes = uint64_t(pages) << page_shift_;
-  if (o.quota != kNoQuota && ((o.used_pages << page_shift_) + bytes > o.quota)) {
-    c_.fail_quota++;
-    owner_maybe_drop(s);
-    return Error::kQuota;
-  }
-  // The identity window first: one free block, device address = physical.
-  // Only when none holds the request is it stitched from several.
-  uint32_t u = 0;
-  uint32_t b = find_fit(sp_[kPhys], pages, align);
-  if (b != 0) u = place(b, pages, align);
-  else if (remap_pages_ != 0) u = stitch(pages, align);
-  if (u == 0) {
-    c_.fail_no_memory++;
-    owner_maybe_drop(s);
-    return Error::kNoMemory;
-  }
-  Block& U = blocks_[u];
-  Space& sp = sp_[U.space];
-  U.state = kUsed;
-  U.category = uint8_t(category);
-  U.poisoned = 0;
-  U.owner_slot = s;
-  U.owner_id = owner;
-  U.link_prev = 0;
-  U.link_next = o.head;
-  if (o.head) blocks_[o.head].link_prev = u;
-  o.head = u;
-  o.count++;
-  o.used_pages += pages;
-  o.category_pages[uint32_t(category)] += pages;
-  sp.start_record[U.start] = u;
-  live_mark(sp, U.start);
-  c_.live++;
-  c_.used_pages += pages;
-  c_.category_pages[uint32_t(category)] += pages;
-  c_.category_count[uint32_t(category)]++;
-  c_.allocs++;
-  *addr_out = sp.base + (uint64_t(U.start) << page_shift_);
-  return Error::kOk;
-}
-
-// Takes pages at an align-aligned start out of the listed free block b
-// (find_fit's answer), lists what is left around it, and returns the record
-// of the taken piece (state still to be set by the caller).
-uint32_t Allocator::place(uint32_t b, uint32_t pages, uint32_t align) {
-  Space& sp = sp_[blocks_[b].space];
-  list_remove(sp, b);
+// Takes pages at an align-aligned start out of the listed free block b of
+// sp (find_fit's answer, the head of its list), lists what is left around
+// it, and returns the record of the taken piece (state still to be set by
+// the caller).
+HBM_INLINE uint32_t Allocator::place(Space& sp, uint32_t b, uint32_t pages, uint32_t align) {
+  list_pop(sp, b);
   uint32_t start = blocks_[b].start;
   uint32_t end = start + blocks_[b].size;
   uint32_t a = (start + align - 1) & ~(align - 1);
@@ -720,8 +731,7 @@ uint32_t Allocator::place(uint32_t b, uint32_t pages, uint32_t align) {
 void Allocator::undo_extents(uint32_t first) {
   for (uint32_t e = first; e != 0;) {
     uint32_t next = blocks_[e].link_next;
-    blocks_[e].link_prev = blocks_[e].link_next = 0;
-    free_block(e);
+    free_block(sp_[kPhys], e);
     e = next;
   }
 }
@@ -734,15 +744,16 @@ void Allocator::undo_extents(uint32_t first) {
 // step undone.
 uint32_t Allocator::stitch(uint32_t pages, uint32_t align) {
   Space& ph = sp_[kPhys];
-  if (ph.free_pages < pages) return 0;
-  uint32_t vb = find_fit(sp_[kRemap], pages, align);
+  Space& rm = sp_[kRemap];
+  if (free_pages(kPhys) < pages) return 0;
+  uint32_t vb = find_fit(rm, pages, align);
   if (vb == 0) return 0;
   uint32_t first = 0, last = 0, need = pages, n = 0;
   while (need > 0 && n < kMaxExtents && c_.extents + n < limits_.max_extents &&
          ph.fl_bitmap != 0) {
     uint32_t fl = msb(ph.fl_bitmap);
-    uint32_t e = ph.heads[fl][msb(ph.sl_bitmap[fl])];
-    list_remove(ph, e);
+    uint32_t e = ph.heads[(fl << kSlBits) | msb(ph.sl_bitmap[fl])];
+    list_pop(ph, e);
     Block& E = blocks_[e];
     if (E.size > need) {
       uint32_t t = record_new();
@@ -765,22 +776,23 @@ uint32_t Allocator::stitch(uint32_t pages, uint32_t align) {
     undo_extents(first);
     return 0;
   }
-  uint32_t u = place(vb, pages, align);
-  uint64_t va = sp_[kRemap].base + (uint64_t(blocks_[u].start) << page_shift_);
+  uint32_t u = place(rm, vb, pages, align);
+  uint64_t va = rm.base + (uint64_t(blocks_[u].start) << page_shift_);
   uint64_t off = 0;
   for (uint32_t e = first; e != 0; e = blocks_[e].link_next) {
-    blocks_[e].owner_id = u;
+    blocks_[e].aux = u;
     uint64_t len = uint64_t(blocks_[e].size) << page_shift_;
     if (!mapper_.map(mapper_.ctx, va + off, base_ + (uint64_t(blocks_[e].start) << page_shift_),
                      len)) {
       if (off != 0) mapper_.unmap(mapper_.ctx, va, off);
       undo_extents(first);
-      free_block(u);
+      free_block(rm, u);
       return 0;
     }
     off += len;
   }
-  blocks_[u].extent_head = first;
+  stitch_[u].extent_head = first;
+  stitch_[u].extent_count = n;
   c_.stitched++;
   c_.extents += n;
   c_.remap_used_pages += pages;
@@ -790,13 +802,11 @@ uint32_t Allocator::stitch(uint32_t pages, uint32_t align) {
   return u;
 }
 
-// Turns b into a free block, merged with free neighbours (of its window),
-// and lists it.
-uint32_t Allocator::free_block(uint32_t b) {
-  Space& sp = sp_[blocks_[b].space];
-  blocks_[b].state = kFree;
+// Turns b, a block of sp, into a free block merged with its free
+// neighbours, and lists it.
+HBM_INLINE uint32_t Allocator::free_block(Space& sp, uint32_t b) {
   uint32_t p = blocks_[b].phys_prev;
-  if (p != 0 && blocks_[p].state == kFree) {
+  if (blocks_[p].state == kFree) {
     list_remove(sp, p);
     blocks_[p].size += blocks_[b].size;
     unlink(b);
@@ -804,7 +814,7 @@ uint32_t Allocator::free_block(uint32_t b) {
     b = p;
   }
   uint32_t n = blocks_[b].phys_next;
-  if (n != 0 && blocks_[n].state == kFree) {
+  if (blocks_[n].state == kFree) {
     list_remove(sp, n);
     blocks_[b].size += blocks_[n].size;
     unlink(n);
@@ -849,68 +859,161 @@ void Allocator::carve_retired(uint32_t f, uint32_t start, uint32_t end) {
     f = carve_page(f, retired_[i]);
 }
 
-void Allocator::release(uint32_t b, bool drop_owner) {
+// release() of a poisoned or a stitched allocation: what it frees keeps
+// none of its retired pages.
+void Allocator::release_special(uint32_t b) {
   Block& B = blocks_[b];
-  uint32_t s = B.owner_slot;
+  bool poisoned = B.poisoned != 0;
+  if (poisoned) c_.poisoned--;
+  if (B.space == kRemap) {
+    unstitch(b, poisoned);
+  } else {
+    uint32_t start = B.start, end = B.start + B.size;
+    carve_retired(free_block(sp_[kPhys], b), start, end);
+  }
+}
+
+// Returns a stitched allocation's extents to the identity window (carving
+// out its retired pages when poisoned), after unmapping its range.
+void Allocator::unstitch(uint32_t b, bool poisoned) {
+  const Block& B = blocks_[b];
+  // Unmapped before any physical page can be handed out again.
+  uint64_t va = sp_[kRemap].base + (uint64_t(B.start) << page_shift_);
+  mapper_.unmap(mapper_.ctx, va, uint64_t(B.size) << page_shift_);
+  for (uint32_t e = stitch_[b].extent_head; e != 0;) {
+    uint32_t next = blocks_[e].link_next;
+    uint32_t es = blocks_[e].start, ee = es + blocks_[e].size;
+    uint32_t f = free_block(sp_[kPhys], e);
+    if (poisoned) carve_retired(f, es, ee);
+    e = next;
+  }
+  c_.stitched--;
+  c_.extents -= stitch_[b].extent_count;
+  c_.remap_used_pages -= B.size;
+  free_block(sp_[kRemap], b);
+}
+
+// Releases the live allocation b, which starts at page start of sp (the
+// caller has both at hand).
+HBM_INLINE void Allocator::release(Space& sp, uint32_t b, uint32_t start, bool drop_owner) {
+  Block& B = blocks_[b];
+  uint32_t s = B.aux;
   Owner& o = owners_[s - 1];
-  live_unmark(sp_[B.space], B.start);
-  if (B.link_prev) blocks_[B.link_prev].link_next = B.link_next;
-  else o.head = B.link_next;
-  if (B.link_next) blocks_[B.link_next].link_prev = B.link_prev;
-  B.link_prev = B.link_next = 0;
+  live_unmark(sp, start);
+  uint32_t* from = select(B.link_prev != 0, &blocks_[B.link_prev].link_next, &o.head);
+  *from = B.link_next;
+  blocks_[B.link_next].link_prev = B.link_prev;
   o.count--;
   o.used_pages -= B.size;
   o.category_pages[B.category] -= B.size;
-  c_.live--;
-  c_.used_pages -= B.size;
   c_.category_pages[B.category] -= B.size;
   c_.category_count[B.category]--;
   c_.frees++;
-  uint32_t start = B.start;
-  uint32_t end = B.start + B.size;
-  bool poisoned = B.poisoned != 0;
-  if (poisoned) c_.poisoned--;
-  B.poisoned = 0;
-  B.owner_slot = 0;
-  if (B.space == kRemap) {
-    // Unmapped before any physical page can be handed out again.
-    uint64_t va = sp_[kRemap].base + (uint64_t(start) << page_shift_);
-    mapper_.unmap(mapper_.ctx, va, uint64_t(B.size) << page_shift_);
-    uint32_t n = 0;
-    for (uint32_t e = B.extent_head; e != 0;) {
-      uint32_t next = blocks_[e].link_next;
-      uint32_t es = blocks_[e].start, ee = es + blocks_[e].size;
-      blocks_[e].link_prev = blocks_[e].link_next = 0;
-      blocks_[e].owner_id = 0;
-      uint32_t f = free_block(e);
-      if (poisoned) carve_retired(f, es, ee);
-      e = next;
-      n++;
-    }
-    B.extent_head = 0;
-    c_.stitched--;
-    c_.extents -= n;
-    c_.remap_used_pages -= B.size;
-    free_block(b);
-  } else {
-    uint32_t f = free_block(b);
-    if (poisoned) carve_retired(f, start, end);
-  }
+  if ((B.poisoned | B.space) == 0) [[likely]] free_block(sp, b);
+  else release_special(b);
   if (drop_owner) owner_maybe_drop(s);
 }
 
-Error Allocator::free(uint64_t addr, uint32_t owner) {
-  if (!ready_) return Error::kNotInitialised;
-  const Space& sp = sp_[space_of(addr)];
-  if (addr < sp.base || addr - sp.base >= (uint64_t(sp.pages) << page_shift_))
-    return Error::kOutOfRange;
-  if (((addr - sp.base) & (page_bytes_ - 1)) != 0) return Error::kNoSuchAllocation;
-  uint32_t p = uint32_t((addr - sp.base) >> page_shift_);
-  if (!live_at(sp, p)) return Error::kNoSuchAllocation;
-  uint32_t b = sp.start_record[p];
-  if (owner != kAnyOwner && blocks_[b].owner_id != owner) return Error::kNotOwner;
-  release(b, true);
+// The placements other than one unaligned block of the identity window: an
+// aligned one there, else stitched. Returns the record (state still to be
+// set) or 0.
+uint32_t Allocator::place_special(uint32_t pages, uint32_t align) {
+  uint32_t b = find_fit(sp_[kPhys], pages, align);
+  if (b != 0) return place(sp_[kPhys], b, pages, align);
+  return remap_pages_ != 0 ? stitch(pages, align) : 0;
+}
+
+// Makes the placed block u of sp a live allocation of owner slot s and
+// returns its device address.
+HBM_INLINE uint64_t Allocator::commit(Space& sp, uint32_t u, uint32_t s, Category category) {
+  Block& U = blocks_[u];
+  Owner& o = owners_[s - 1];
+  uint32_t pages = U.size;
+  U.state = kUsed;
+  U.category = uint8_t(category);
+  U.poisoned = 0;
+  U.aux = s;
+  U.link_prev = 0;
+  U.link_next = o.head;
+  blocks_[o.head].link_prev = u;
+  o.head = u;
+  o.count++;
+  o.used_pages += pages;
+  o.category_pages[uint32_t(category)] += pages;
+  sp.start_record[U.start] = u;
+  live_mark(sp, U.start);
+  c_.category_pages[uint32_t(category)] += pages;
+  c_.category_count[uint32_t(category)]++;
+  c_.allocs++;
+  return sp.base + (uint64_t(U.start) << page_shift_);
+}
+
+// The identity window comes first: one free block, device address =
+// physical. Only when none holds the request is it stitched from several.
+Error Allocator::allocate(uint32_t owner, Category category, uint64_t size, uint64_t alignment,
+                          uint64_t* addr_out) {
+  if (!ready_) [[unlikely]] return Error::kNotInitialised;
+  if (uint32_t(category) >= kCategoryCount || owner == kAnyOwner || size - 1 >= total_bytes() ||
+      addr_out == nullptr || (alignment != 0 && (!is_pow2(alignment) || alignment > kMaxAlignment)))
+      [[unlikely]] {
+    c_.fail_bad_argument++;
+    return Error::kBadArgument;
+  }
+  uint32_t pages = uint32_t((size + page_bytes_ - 1) >> page_shift_);
+  uint32_t align = alignment > page_bytes_ ? uint32_t(alignment >> page_shift_) : 1;
+  if (live() >= limits_.max_allocations) [[unlikely]] {
+    c_.fail_no_metadata++;
+    return Error::kTooManyAllocations;
+  }
+  uint32_t s = owner_find(owner);
+  if (s == 0) [[unlikely]] {
+    Error err = Error::kOk;
+    s = owner_get(owner, &err);
+    if (s == 0) {
+      c_.fail_no_metadata++;
+      return err;
+    }
+  }
+  Owner& o = owners_[s - 1];
+  uint64_t bytes = uint64_t(pages) << page_shift_;
+  if (o.quota != kNoQuota && ((o.used_pages << page_shift_) + bytes > o.quota)) [[unlikely]] {
+    c_.fail_quota++;
+    owner_maybe_drop(s);
+    return Error::kQuota;
+  }
+  uint32_t u = align == 1 ? find_free(sp_[kPhys], pages) : 0;
+  if (u != 0) [[likely]] {
+    u = place(sp_[kPhys], u, pages, 1);
+    *addr_out = commit(sp_[kPhys], u, s, category);
+    return Error::kOk;
+  }
+  u = place_special(pages, align);
+  if (u == 0) [[unlikely]] {
+    c_.fail_no_memory++;
+    owner_maybe_drop(s);
+    return Error::kNoMemory;
+  }
+  *addr_out = commit(sp_[blocks_[u].space], u, s, category);
   return Error::kOk;
+}
+
+// free() in one window.
+HBM_INLINE Error Allocator::free_in(Space& sp, uint64_t addr, uint32_t owner) {
+  if (((addr - sp.base) & (page_bytes_ - 1)) != 0) [[unlikely]] return Error::kNoSuchAllocation;
+  uint32_t p = uint32_t((addr - sp.base) >> page_shift_);
+  if (!live_at(sp, p)) [[unlikely]] return Error::kNoSuchAllocation;
+  uint32_t b = sp.start_record[p];
+  if (owner != kAnyOwner && owners_[blocks_[b].aux - 1].id != owner) [[unlikely]]
+    return Error::kNotOwner;
+  release(sp, b, p, true);
+  return Error::kOk;
+}
+
+Error Allocator::free(uint64_t addr, uint32_t owner) {
+  if (!ready_) [[unlikely]] return Error::kNotInitialised;
+  if (addr - base_ < total_bytes()) [[likely]] return free_in(sp_[kPhys], addr, owner);
+  if (!in_remap_window(addr)) return Error::kOutOfRange;
+  return free_in(sp_[kRemap], addr, owner);
 }
 
 Error Allocator::free_all(uint32_t owner, uint32_t* freed_out) {
@@ -920,7 +1023,8 @@ Error Allocator::free_all(uint32_t owner, uint32_t* freed_out) {
   uint32_t s = owner_find(owner);
   if (s != 0) {
     while (owners_[s - 1].head != 0) {
-      release(owners_[s - 1].head, false);
+      uint32_t b = owners_[s - 1].head;
+      release(sp_[blocks_[b].space], b, blocks_[b].start, false);
       n++;
     }
     owner_maybe_drop(s);
@@ -945,7 +1049,8 @@ Error Allocator::remove_owner(uint32_t owner) {
   if (owner == kAnyOwner) return Error::kBadArgument;
   uint32_t s = owner_find(owner);
   if (s == 0) return Error::kOk;
-  while (owners_[s - 1].head != 0) release(owners_[s - 1].head, false);
+  for (uint32_t b = owners_[s - 1].head; b != 0; b = owners_[s - 1].head)
+    release(sp_[blocks_[b].space], b, blocks_[b].start, false);
   owner_erase(owner);
   return Error::kOk;
 }
@@ -968,8 +1073,6 @@ Error Allocator::owner_usage(uint32_t owner, OwnerUsage* out) const {
   return Error::kOk;
 }
 
-// ---- lookup ----------------------------------------------------------------
-
 uint64_t Allocator::block_addr(uint32_t b) const {
   return sp_[blocks_[b].space].base + (uint64_t(blocks_[b].start) << page_shift_);
 }
@@ -978,16 +1081,11 @@ void Allocator::fill_info(uint32_t b, AllocationInfo* out) const {
   const Block& B = blocks_[b];
   out->addr = block_addr(b);
   out->bytes = uint64_t(B.size) << page_shift_;
-  out->owner = B.owner_id;
+  out->owner = owners_[B.aux - 1].id;
   out->category = Category(B.category);
   out->poisoned = B.poisoned != 0;
   out->stitched = B.space == kRemap;
-  uint32_t n = 1;
-  if (B.space == kRemap) {
-    n = 0;
-    for (uint32_t e = B.extent_head; e != 0; e = blocks_[e].link_next) n++;
-  }
-  out->extents = n;
+  out->extents = B.space == kRemap ? stitch_[b].extent_count : 1;
 }
 
 // The record of the live allocation that holds all of [addr, addr + len),
@@ -1063,7 +1161,7 @@ Error Allocator::extents(uint64_t addr, Extent* out, uint32_t cap, uint32_t* cou
     n = 1;
   } else {
     uint64_t off = 0;
-    for (uint32_t e = B.extent_head; e != 0; e = blocks_[e].link_next, ++n) {
+    for (uint32_t e = stitch_[b].extent_head; e != 0; e = blocks_[e].link_next, ++n) {
       uint64_t len = uint64_t(blocks_[e].size) << page_shift_;
       if (n < cap && out != nullptr) out[n] = Extent{addr + off, block_addr(e), len};
       off += len;
@@ -1085,7 +1183,7 @@ Error Allocator::translate(uint64_t addr, uint64_t* phys_out) const {
   uint32_t b = live_record(addr, 1);
   if (b == 0) return Error::kNotFound;
   uint64_t off = addr - block_addr(b);
-  for (uint32_t e = blocks_[b].extent_head; e != 0; e = blocks_[e].link_next) {
+  for (uint32_t e = stitch_[b].extent_head; e != 0; e = blocks_[e].link_next) {
     uint64_t len = uint64_t(blocks_[e].size) << page_shift_;
     if (off < len) {
       *phys_out = block_addr(e) + off;
@@ -1095,8 +1193,6 @@ Error Allocator::translate(uint64_t addr, uint64_t* phys_out) const {
   }
   return Error::kInconsistent;
 }
-
-// ---- ECC -------------------------------------------------------------------
 
 uint32_t Allocator::retired_lower_bound(uint32_t page) const {
   uint32_t lo = 0, hi = retired_count_;
@@ -1156,7 +1252,7 @@ Error Allocator::retire_page(uint64_t addr, RetireOutcome* out) {
   uint32_t b = locate(p);
   if (b == 0 || blocks_[b].state == kRetired) return Error::kInconsistent;
   RetireOutcome outcome;
-  if (blocks_[b].state == kExtentState) b = blocks_[b].owner_id;  // the stitched allocation
+  if (blocks_[b].state == kExtentState) b = blocks_[b].aux;  // the stitched allocation
   if (blocks_[b].state == kUsed) {
     if (!blocks_[b].poisoned) {
       blocks_[b].poisoned = 1;
@@ -1164,7 +1260,7 @@ Error Allocator::retire_page(uint64_t addr, RetireOutcome* out) {
     }
     outcome.was_allocated = true;
     outcome.allocation_addr = block_addr(b);
-    outcome.owner = blocks_[b].owner_id;
+    outcome.owner = owners_[blocks_[b].aux - 1].id;
   } else {
     carve_page(b, p);
   }
@@ -1203,23 +1299,22 @@ Error Allocator::import_retired(const uint64_t* pages, uint32_t count) {
   return Error::kOk;
 }
 
-// ---- statistics and audit --------------------------------------------------
-
 void Allocator::stats(Stats* out) const {
   *out = Stats{};
   if (!ready_) return;
   const Space& ph = sp_[kPhys];
   const Space& rm = sp_[kRemap];
   out->total_bytes = total_bytes();
-  out->used_bytes = c_.used_pages << page_shift_;
-  out->free_bytes = ph.free_pages << page_shift_;
+  out->used_bytes = used_pages() << page_shift_;
+  uint64_t free_pages_now = free_pages(kPhys);
+  out->free_bytes = free_pages_now << page_shift_;
   out->retired_bytes = c_.retired_block_pages << page_shift_;
   auto largest_of = [this](const Space& sp) -> uint32_t {
     if (sp.fl_bitmap == 0) return 0;
     uint32_t fl = msb(sp.fl_bitmap);
     uint32_t sl = msb(sp.sl_bitmap[fl]);
     uint32_t largest = 0;
-    for (uint32_t b = sp.heads[fl][sl]; b != 0; b = blocks_[b].link_next)
+    for (uint32_t b = sp.heads[(fl << kSlBits) | sl]; b != 0; b = blocks_[b].link_next)
       if (blocks_[b].size > largest) largest = blocks_[b].size;
     return largest;
   };
@@ -1235,7 +1330,7 @@ void Allocator::stats(Stats* out) const {
     for (int fl = 31; fl >= 0 && taken < budget; --fl) {
       if (((ph.fl_bitmap >> fl) & 1) == 0) continue;
       for (int sl = 31; sl >= 0 && taken < budget; --sl)
-        for (uint32_t b = ph.heads[fl][sl]; b != 0 && taken < budget;
+        for (uint32_t b = ph.heads[(fl << kSlBits) | sl]; b != 0 && taken < budget;
              b = blocks_[b].link_next, ++taken)
           gathered += blocks_[b].size;
     }
@@ -1249,15 +1344,16 @@ void Allocator::stats(Stats* out) const {
   }
   out->largest_free_bytes = allocatable << page_shift_;
   out->largest_contiguous_free_bytes = largest << page_shift_;
-  out->fragmentation = ph.free_pages == 0 ? 0.0 : 1.0 - double(allocatable) / double(ph.free_pages);
+  out->fragmentation =
+      free_pages_now == 0 ? 0.0 : 1.0 - double(allocatable) / double(free_pages_now);
   out->contiguous_fragmentation =
-      ph.free_pages == 0 ? 0.0 : 1.0 - double(largest) / double(ph.free_pages);
+      free_pages_now == 0 ? 0.0 : 1.0 - double(largest) / double(free_pages_now);
   out->stitched_allocations = c_.stitched;
   out->stitched_extents = c_.extents;
   out->stitches = c_.stitches;
   out->stitch_extents_total = c_.stitch_extents_total;
   out->stitch_extents_max = c_.stitch_extents_max;
-  out->live_allocations = c_.live;
+  out->live_allocations = live();
   out->free_blocks = ph.free_blocks;
   out->owners = c_.owners;
   out->retired_pages = retired_count_;
@@ -1299,7 +1395,7 @@ Error Allocator::audit_space(uint32_t w, uint64_t* used_pages, uint32_t* used,
                              uint32_t* poisoned, uint64_t* cat_pages, uint32_t* cat_count) const {
   constexpr Error kBad = Error::kInconsistent;
   const Space& sp = sp_[w];
-  uint64_t expect = 0, free_pages = 0, retired_pages = 0, extent_pages = 0;
+  uint64_t expect = 0, free_sum = 0, retired_pages = 0, extent_pages = 0;
   uint32_t free_blocks = 0, steps = 0, prev = 0, live = 0;
   for (uint32_t b = sp.head; b != 0; prev = b, b = blocks_[b].phys_next) {
     const Block& B = blocks_[b];
@@ -1309,7 +1405,7 @@ Error Allocator::audit_space(uint32_t w, uint64_t* used_pages, uint32_t* used,
     expect += B.size;
     if (B.state == kFree) {
       if (prev != 0 && blocks_[prev].state == kFree) return kBad;
-      free_pages += B.size;
+      free_sum += B.size;
       free_blocks++;
     } else if (B.state == kUsed) {
       *used_pages += B.size;
@@ -1326,15 +1422,14 @@ Error Allocator::audit_space(uint32_t w, uint64_t* used_pages, uint32_t* used,
           uint32_t i = retired_lower_bound(B.start);
           found = i < retired_count_ && retired_[i] < B.start + B.size;
         } else {
-          for (uint32_t e = B.extent_head; e != 0 && !found; e = blocks_[e].link_next) {
+          for (uint32_t e = stitch_[b].extent_head; e != 0 && !found; e = blocks_[e].link_next) {
             uint32_t i = retired_lower_bound(blocks_[e].start);
             found = i < retired_count_ && retired_[i] < blocks_[e].start + blocks_[e].size;
           }
         }
         if (!found) return kBad;
       }
-      if (B.owner_slot == 0 || B.owner_slot > limits_.max_owners ||
-          owners_[B.owner_slot - 1].id != B.owner_id)
+      if (B.aux == 0 || B.aux > limits_.max_owners || owner_find(owners_[B.aux - 1].id) != B.aux)
         return kBad;
       if (!live_at(sp, B.start) || sp.start_record[B.start] != b) return kBad;
     } else if (B.state == kRetired && w == kPhys) {
@@ -1342,7 +1437,7 @@ Error Allocator::audit_space(uint32_t w, uint64_t* used_pages, uint32_t* used,
       if (B.size != 1 || i >= retired_count_ || retired_[i] != B.start) return kBad;
       retired_pages++;
     } else if (B.state == kExtentState && w == kPhys) {
-      uint32_t u = B.owner_id;
+      uint32_t u = B.aux;
       if (u == 0 || u >= block_capacity_ || blocks_[u].space != kRemap ||
           blocks_[u].state != kUsed)
         return kBad;
@@ -1351,7 +1446,7 @@ Error Allocator::audit_space(uint32_t w, uint64_t* used_pages, uint32_t* used,
       return kBad;
     }
   }
-  if (expect != sp.pages || free_pages != sp.free_pages || free_blocks != sp.free_blocks)
+  if (expect != sp.pages || free_sum != free_pages(w) || free_blocks != sp.free_blocks)
     return kBad;
   if (w == kPhys && (retired_pages != c_.retired_block_pages ||
                      extent_pages != c_.remap_used_pages))
@@ -1361,30 +1456,29 @@ Error Allocator::audit_space(uint32_t w, uint64_t* used_pages, uint32_t* used,
   for (uint32_t fl = 0; fl < kFlCount; ++fl) {
     if (((sp.fl_bitmap >> fl) & 1) != (sp.sl_bitmap[fl] != 0)) return kBad;
     for (uint32_t sl = 0; sl < kSlCount; ++sl) {
-      if (((sp.sl_bitmap[fl] >> sl) & 1) != (sp.heads[fl][sl] != 0)) return kBad;
+      uint32_t c = (fl << kSlBits) | sl;
+      if (((sp.sl_bitmap[fl] >> sl) & 1) != (sp.heads[c] != 0)) return kBad;
       uint32_t lp = 0;
-      for (uint32_t b = sp.heads[fl][sl]; b != 0; lp = b, b = blocks_[b].link_next) {
+      for (uint32_t b = sp.heads[c]; b != 0; lp = b, b = blocks_[b].link_next) {
         const Block& B = blocks_[b];
-        uint32_t f, s;
-        mapping(B.size, &f, &s);
         if (++listed > free_blocks || B.state != kFree || B.space != w || B.link_prev != lp ||
-            f != fl || s != sl)
+            B.aux != c || size_class(B.size) != c)
           return kBad;
         listed_pages += B.size;
       }
     }
   }
-  if (listed != free_blocks || listed_pages != free_pages) return kBad;
+  if (listed != free_blocks || listed_pages != free_sum) return kBad;
   uint64_t marked = 0;
   for (uint32_t i = 0; i < sp.level_words[0]; ++i)
-    marked += uint64_t(__builtin_popcountll(sp.live_bits[i]));
+    marked += uint64_t(__builtin_popcountll(sp.level[0][i]));
   if (marked != live) return kBad;
-  if (sp.pages % 64 != 0 && (sp.live_bits[sp.level_words[0] - 1] >> (sp.pages % 64)) != 0)
+  if (sp.pages % 64 != 0 && (sp.level[0][sp.level_words[0] - 1] >> (sp.pages % 64)) != 0)
     return kBad;
   for (uint32_t l = 1; l < sp.levels; ++l)
     for (uint32_t i = 0; i < sp.level_words[l - 1]; ++i) {
-      bool has = (sp.live_bits[sp.level_offset[l] + (i >> 6)] >> (i & 63)) & 1;
-      if (has != (sp.live_bits[sp.level_offset[l - 1] + i] != 0)) return kBad;
+      bool has = (sp.level[l][i >> 6] >> (i & 63)) & 1;
+      if (has != (sp.level[l - 1][i] != 0)) return kBad;
     }
   return Error::kOk;
 }
@@ -1404,7 +1498,7 @@ Error Allocator::audit() const {
   } else if (blocks_[kRemapHead].size != 0 || c_.stitched != 0) {
     return kBad;
   }
-  if (used_pages != c_.used_pages || used != c_.live || poisoned != c_.poisoned) return kBad;
+  if (used_pages != this->used_pages() || used != live() || poisoned != c_.poisoned) return kBad;
   for (uint32_t c = 0; c < kCategoryCount; ++c)
     if (cat_pages[c] != c_.category_pages[c] || cat_count[c] != c_.category_count[c]) return kBad;
   // Stitched allocations: extents chained in order, each an extent block
@@ -1416,14 +1510,14 @@ Error Allocator::audit() const {
     stitched++;
     uint64_t pages = 0;
     uint32_t n = 0, lp = 0;
-    for (uint32_t x = B.extent_head; x != 0; lp = x, x = blocks_[x].link_next) {
+    for (uint32_t x = stitch_[b].extent_head; x != 0; lp = x, x = blocks_[x].link_next) {
       const Block& X = blocks_[x];
-      if (++n > kMaxExtents || X.state != kExtentState || X.space != kPhys || X.owner_id != b ||
+      if (++n > kMaxExtents || X.state != kExtentState || X.space != kPhys || X.aux != b ||
           X.link_prev != lp)
         return kBad;
       pages += X.size;
     }
-    if (n == 0 || pages != B.size) return kBad;
+    if (n == 0 || n != stitch_[b].extent_count || pages != B.size) return kBad;
     extents += n;
   }
   if (stitched != c_.stitched || extents != c_.extents || extents > limits_.max_extents)
@@ -1440,7 +1534,7 @@ Error Allocator::audit() const {
     uint32_t n = 0, lp = 0;
     for (uint32_t b = o.head; b != 0; lp = b, b = blocks_[b].link_next) {
       const Block& B = blocks_[b];
-      if (++n > o.count || B.state != kUsed || B.owner_slot != s || B.link_prev != lp) return kBad;
+      if (++n > o.count || B.state != kUsed || B.aux != s || B.link_prev != lp) return kBad;
       if (lookup(block_addr(b), page_bytes_, nullptr) != Error::kOk) return kBad;
       pages += B.size;
       cp[B.category] += B.size;
@@ -1450,7 +1544,7 @@ Error Allocator::audit() const {
       if (cp[c] != o.category_pages[c]) return kBad;
     owner_live += n;
   }
-  if (owner_live != c_.live || owners != c_.owners) return kBad;
+  if (owner_live != live() || owners != c_.owners) return kBad;
   // Retired pages: sorted, each in a retired block, a poisoned allocation
   // or an extent of a poisoned stitched allocation.
   for (uint32_t i = 0; i < retired_count_; ++i) {
@@ -1459,7 +1553,7 @@ Error Allocator::audit() const {
     if (b == 0) return kBad;
     const Block& B = blocks_[b];
     bool ok = B.state == kRetired || (B.state == kUsed && B.poisoned) ||
-              (B.state == kExtentState && blocks_[B.owner_id].poisoned);
+              (B.state == kExtentState && blocks_[B.aux].poisoned);
     if (!ok) return kBad;
   }
   return Error::kOk;

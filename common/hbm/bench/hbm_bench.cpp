@@ -1,5 +1,8 @@
-// hbm_bench: native benchmark of the HBM allocator core against glibc
-// malloc/free on the same traces in the same run (issue 4's figures).
+// hbm_bench: native benchmark of the HBM allocator core against two
+// references on the same traces in the same run: glibc malloc/free, and a
+// power-of-two segregated free list over the same HBM range
+// (hbm_bench_pow2.h, the simplest constant-time allocator: what vtrn::hbm
+// spends above it is the price of its features).
 //
 // Traces (hbm_bench_traces.h): sizes log-uniform over 4 KiB..16 MiB, about
 // 100 live (allocate below 90, free a uniformly random live buffer above
@@ -8,9 +11,11 @@
 //
 //  - ops/s: a warm-up replay, then --passes whole replays timed as one batch
 //    each (no clock read per op); CPU time of this thread, so being
-//    descheduled does not count. Best and median pass are printed; the
-//    ratio uses the best of each (noise only ever slows a pass down).
-//  - latency: --lat-passes further replays timing every op (one
+//    descheduled does not count. The allocators take turns pass by pass, so
+//    a noisy stretch of the shared machine hits all of them. Best and
+//    median pass are printed; the ratios use the best of each (noise only
+//    ever slows a pass down).
+//  - latency: --lat-passes further replays timing every op, in turns too (one
 //    steady_clock pair per op, overhead printed). The shared machine
 //    preempts often, so two summaries: each percentile's minimum over the
 //    passes, and percentiles of each op's minimum over the passes (op i
@@ -35,6 +40,8 @@
 //    allocation are their own latency row, with the mapper's page-table
 //    writes included (a flat table of 8-byte entries, one per page, as
 //    the firmware's level-3 table).
+//    The power-of-two lists replay the churn too, in the same 320 MiB:
+//    their failures are what rounding up and never coalescing cost.
 //  - worst case: Allocator::worst_case_hbm_bytes for the churn's own
 //    maxima (live bytes, live count) and its largest request, next to the
 //    HBM the churn actually ran in, with the remap window the sizing rule
@@ -42,8 +49,8 @@
 //
 // glibc is told to serve everything from its heap (M_MMAP_THRESHOLD above
 // the largest size, M_TRIM_THRESHOLD maximal); no buffer is ever touched.
-// --only hbm|glibc replays the trace --passes times with no timing at all,
-// for `valgrind --tool=callgrind` instruction counts per op.
+// --only hbm|glibc|pow2 replays the trace --passes times with no timing at
+// all, for `valgrind --tool=callgrind` instruction counts per op.
 // It prints measurements only, no pass/fail (so it is not a ctest); --json
 // prints the same data.
 #include <malloc.h>
@@ -59,6 +66,7 @@
 #include <climits>
 #include <vector>
 
+#include "hbm_bench_pow2.h"
 #include "hbm_bench_traces.h"
 #include "vtrn/hbm.h"
 
@@ -150,6 +158,22 @@ struct MallocRunner {
   }
 };
 
+struct Pow2Runner {
+  Pow2Lists lists;
+  std::vector<uint64_t> addr;
+  uint64_t failures = 0;
+  Pow2Runner(uint64_t bytes, uint32_t slots) : lists(kDeviceBase, bytes, kPage), addr(slots) {}
+  inline void step(const Op& op) {
+    if (op.size) {
+      addr[op.slot] = lists.allocate(op.size);
+      if (addr[op.slot] == 0) failures++;
+    } else if (addr[op.slot] != 0) {
+      lists.free(addr[op.slot]);
+      addr[op.slot] = 0;
+    }
+  }
+};
+
 double thread_cpu_s() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -175,45 +199,80 @@ struct Result {
   uint64_t failures = 0;
 };
 
+// One allocator under measurement: its runner behind plain functions, so
+// that passes of different allocators interleave with one indirect call
+// per pass and none per op.
+struct Subject {
+  const char* name;
+  void* runner;
+  void (*replay)(void* runner, const std::vector<Op>& trace);
+  void (*replay_timed)(void* runner, const std::vector<Op>& trace, std::vector<uint32_t>* ns);
+  uint64_t (*failures)(void* runner);
+};
+
 template <typename Runner>
-Result measure(const char* name, Runner& run, const std::vector<Op>& trace, int passes,
-               int lat_passes) {
-  Result res;
-  res.name = name;
-  for (const Op& op : trace) run.step(op);  // warm-up: heap grown, metadata hot
-  std::vector<double> cpu, wall;
-  for (int i = 0; i < passes; ++i) {
-    double c0 = thread_cpu_s();
-    auto t0 = Clock::now();
-    for (const Op& op : trace) run.step(op);
-    auto t1 = Clock::now();
-    double c1 = thread_cpu_s();
-    cpu.push_back(double(trace.size()) / (c1 - c0));
-    wall.push_back(double(trace.size()) / std::chrono::duration<double>(t1 - t0).count());
-  }
-  std::sort(cpu.begin(), cpu.end());
-  std::sort(wall.begin(), wall.end());
-  res.best_ops = cpu.back();
-  res.median_ops = cpu[cpu.size() / 2];
-  res.best_wall_ops = wall.back();
-  std::vector<uint32_t> lat(trace.size()), op_min(trace.size(), UINT32_MAX);
-  res.pass_min = Pcts{1e30, 1e30, 1e30, 1e30};
-  for (int pass = 0; pass < lat_passes; ++pass) {
-    for (size_t i = 0; i < trace.size(); ++i) {
+Subject subject(const char* name, Runner& run) {
+  return Subject{
+      name, &run,
+      [](void* r, const std::vector<Op>& t) {
+        for (const Op& op : t) static_cast<Runner*>(r)->step(op);
+      },
+      [](void* r, const std::vector<Op>& t, std::vector<uint32_t>* ns) {
+        for (size_t i = 0; i < t.size(); ++i) {
+          auto t0 = Clock::now();
+          static_cast<Runner*>(r)->step(t[i]);
+          auto t1 = Clock::now();
+          (*ns)[i] =
+              uint32_t(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+        }
+      },
+      [](void* r) { return static_cast<Runner*>(r)->failures; }};
+}
+
+// Pass k of every subject runs before pass k + 1 of any, so a stretch of
+// machine noise slows all of them alike instead of one allocator's passes.
+std::vector<Result> measure(const std::vector<Subject>& subjects, const std::vector<Op>& trace,
+                            int passes, int lat_passes) {
+  size_t n = subjects.size();
+  for (const Subject& s : subjects) s.replay(s.runner, trace);  // warm-up: heap grown, metadata hot
+  std::vector<std::vector<double>> cpu(n), wall(n);
+  for (int i = 0; i < passes; ++i)
+    for (size_t k = 0; k < n; ++k) {
+      double c0 = thread_cpu_s();
       auto t0 = Clock::now();
-      run.step(trace[i]);
+      subjects[k].replay(subjects[k].runner, trace);
       auto t1 = Clock::now();
-      lat[i] = uint32_t(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
-      op_min[i] = std::min(op_min[i], lat[i]);
+      double c1 = thread_cpu_s();
+      cpu[k].push_back(double(trace.size()) / (c1 - c0));
+      wall[k].push_back(double(trace.size()) / std::chrono::duration<double>(t1 - t0).count());
     }
-    Pcts p = percentiles(lat);
-    res.pass_min.p50 = std::min(res.pass_min.p50, p.p50);
-    res.pass_min.p99 = std::min(res.pass_min.p99, p.p99);
-    res.pass_min.p9999 = std::min(res.pass_min.p9999, p.p9999);
-    res.pass_min.max = std::min(res.pass_min.max, p.max);
+  std::vector<Result> res(n);
+  std::vector<uint32_t> lat(trace.size());
+  std::vector<std::vector<uint32_t>> op_min(n, std::vector<uint32_t>(trace.size(), UINT32_MAX));
+  for (size_t k = 0; k < n; ++k) {
+    std::sort(cpu[k].begin(), cpu[k].end());
+    std::sort(wall[k].begin(), wall[k].end());
+    res[k].name = subjects[k].name;
+    res[k].best_ops = cpu[k].back();
+    res[k].median_ops = cpu[k][cpu[k].size() / 2];
+    res[k].best_wall_ops = wall[k].back();
+    res[k].pass_min = Pcts{1e30, 1e30, 1e30, 1e30};
   }
-  res.op_min = percentiles(op_min);
-  res.failures = run.failures;
+  for (int pass = 0; pass < lat_passes; ++pass)
+    for (size_t k = 0; k < n; ++k) {
+      subjects[k].replay_timed(subjects[k].runner, trace, &lat);
+      for (size_t i = 0; i < trace.size(); ++i) op_min[k][i] = std::min(op_min[k][i], lat[i]);
+      Pcts p = percentiles(lat);
+      Pcts& m = res[k].pass_min;
+      m.p50 = std::min(m.p50, p.p50);
+      m.p99 = std::min(m.p99, p.p99);
+      m.p9999 = std::min(m.p9999, p.p9999);
+      m.max = std::min(m.max, p.max);
+    }
+  for (size_t k = 0; k < n; ++k) {
+    res[k].op_min = percentiles(op_min[k]);
+    res[k].failures = subjects[k].failures(subjects[k].runner);
+  }
   return res;
 }
 
@@ -453,14 +512,15 @@ int main(int argc, char** argv) {
     else {
       fprintf(stderr,
               "usage: hbm_bench [--json] [--seed N] [--ops N] [--churn-ops N] [--passes N]\n"
-              "                 [--lat-passes N] [--only hbm|glibc]\n");
+              "                 [--lat-passes N] [--only hbm|glibc|pow2]\n");
       return 2;
     }
   }
   if (passes < 1 || lat_passes < 1 || ops < 1000 || churn_ops < 10000 ||
-      (only && strcmp(only, "hbm") != 0 && strcmp(only, "glibc") != 0)) {
+      (only && strcmp(only, "hbm") != 0 && strcmp(only, "glibc") != 0 &&
+       strcmp(only, "pow2") != 0)) {
     fprintf(stderr, "hbm_bench: --passes/--lat-passes >= 1, --ops >= 1000, --churn-ops >= 10000, "
-                    "--only hbm or glibc\n");
+                    "--only hbm, glibc or pow2\n");
     return 2;
   }
   // Largest trace buffer is 16 MiB; 32 MiB is glibc's ceiling for this knob.
@@ -468,11 +528,9 @@ int main(int argc, char** argv) {
     fprintf(stderr, "hbm_bench: mallopt refused the heap-only settings\n");
     return 1;
   }
-  // 1 GiB of HBM for the speed trace: it never runs out, so both allocators
-  // do the same work on every op.
   FlatTable speed_table;
   vtrn::hbm::Mapper speed_mapper;
-  Config speed_config = hbm_config(1024 * kMiB, &speed_table, &speed_mapper);
+  Config speed_config = hbm_config(kSpeedHbm, &speed_table, &speed_mapper);
 
   if (only) {
     std::vector<Op> trace = make_trace(seed, ops);
@@ -483,6 +541,11 @@ int main(int argc, char** argv) {
       for (int p = 0; p < passes; ++p)
         for (const Op& op : trace) hbm.step(op);
       failures = hbm.failures;
+    } else if (strcmp(only, "pow2") == 0) {
+      Pow2Runner pow2(kSpeedHbm, slots);
+      for (int p = 0; p < passes; ++p)
+        for (const Op& op : trace) pow2.step(op);
+      failures = pow2.failures;
     } else {
       MallocRunner glibc(slots);
       for (int p = 0; p < passes; ++p)
@@ -498,13 +561,24 @@ int main(int argc, char** argv) {
   Frag frag_glibc = churn_glibc(churn);  // first: a fresh heap (see the top)
   ChurnHbm ch = churn_hbm(churn);
   const Frag& frag_hbm = ch.alloc;
+  uint64_t pow2_churn_failures = 0;
+  {
+    Pow2Runner pow2(kFragHbm, slot_count(churn));
+    for (const Op& op : churn) pow2.step(op);
+    pow2_churn_failures = pow2.failures;
+  }
 
   std::vector<Op> trace = make_trace(seed, ops);
   uint32_t slots = slot_count(trace);
   HbmRunner hbm(speed_config, slots);
   MallocRunner glibc(slots);
-  Result rh = measure("vtrn::hbm", hbm, trace, passes, lat_passes);
-  Result rg = measure("glibc malloc", glibc, trace, passes, lat_passes);
+  Pow2Runner pow2(kSpeedHbm, slots);
+  std::vector<Result> results = measure(
+      {subject("vtrn::hbm", hbm), subject("glibc malloc", glibc), subject("pow2 lists", pow2)},
+      trace, passes, lat_passes);
+  const Result& rh = results[0];
+  const Result& rg = results[1];
+  const Result& rp = results[2];
   double overhead = timer_overhead_ns();
   double load = 0;
   if (FILE* f = fopen("/proc/loadavg", "r")) {
@@ -542,8 +616,12 @@ int main(int argc, char** argv) {
     row(rh);
     printf(",");
     row(rg);
-    printf("],\"ratio_best_ops_per_s\":%.2f,\"ratio_median_ops_per_s\":%.2f,",
-           rh.best_ops / rg.best_ops, rh.median_ops / rg.median_ops);
+    printf(",");
+    row(rp);
+    printf("],\"ratio_best_ops_per_s\":%.2f,\"ratio_median_ops_per_s\":%.2f,"
+           "\"ratio_to_pow2_best_ops_per_s\":%.3f,\"ratio_to_pow2_median_ops_per_s\":%.3f,",
+           rh.best_ops / rg.best_ops, rh.median_ops / rg.median_ops, rh.best_ops / rp.best_ops,
+           rh.median_ops / rp.median_ops);
     printf("\"fragmentation\":{\"hbm_bytes\":%llu,\"ops\":%zu,\"occupancy_band\":\"0.50..0.70\","
            "\"allocators\":[",
            (unsigned long long)kFragHbm, churn.size());
@@ -552,10 +630,11 @@ int main(int argc, char** argv) {
     print_frag_json("vtrn::hbm contiguous", ch.contig);
     printf(",");
     print_frag_json("glibc malloc", frag_glibc);
-    printf("],\"stitches\":%llu,\"stitch_extents_mean\":%.2f,\"stitch_extents_max\":%u,"
-           "\"stitched_live_max\":%u,\"churn_ops_plain\":%llu,\"churn_ops_stitched\":%llu,",
-           (unsigned long long)ls.stitches, mean_extents, ls.stitch_extents_max,
-           ch.max_stitched_live, (unsigned long long)ch.plain_ops,
+    printf("],\"pow2_churn_failures\":%llu,\"stitches\":%llu,\"stitch_extents_mean\":%.2f,"
+           "\"stitch_extents_max\":%u,\"stitched_live_max\":%u,\"churn_ops_plain\":%llu,"
+           "\"churn_ops_stitched\":%llu,",
+           (unsigned long long)pow2_churn_failures, (unsigned long long)ls.stitches, mean_extents,
+           ls.stitch_extents_max, ch.max_stitched_live, (unsigned long long)ch.plain_ops,
            (unsigned long long)ch.stitched_ops);
     print_pcts_json("churn_latency_plain", ch.lat_plain);
     printf(",");
@@ -570,15 +649,17 @@ int main(int argc, char** argv) {
          trace.size(), (unsigned long long)seed, load);
   printf("\nthroughput, ops per CPU-second of this thread over %d timed replays\n", passes);
   printf("%-14s %12s %12s %14s %9s\n", "allocator", "best", "median", "best wall", "failures");
-  for (const Result* r : {&rh, &rg})
+  for (const Result* r : {&rh, &rg, &rp})
     printf("%-14s %12.0f %12.0f %14.0f %9llu\n", r->name, r->best_ops, r->median_ops,
            r->best_wall_ops, (unsigned long long)r->failures);
   printf("%-14s %11.2fx %11.2fx\n", "hbm / glibc", rh.best_ops / rg.best_ops,
          rh.median_ops / rg.median_ops);
+  printf("%-14s %11.2fx %11.2fx\n", "hbm / pow2", rh.best_ops / rp.best_ops,
+         rh.median_ops / rp.median_ops);
   printf("\nlatency ns over %d replays (timer pair overhead %.0f ns included)\n", lat_passes,
          overhead);
   printf("%-14s %-22s %8s %8s %9s %10s\n", "allocator", "summary", "p50", "p99", "p99.99", "max");
-  for (const Result* r : {&rh, &rg}) {
+  for (const Result* r : {&rh, &rg, &rp}) {
     printf("%-14s %-22s %8.0f %8.0f %9.0f %10.0f\n", r->name, "min over passes", r->pass_min.p50,
            r->pass_min.p99, r->pass_min.p9999, r->pass_min.max);
     printf("%-14s %-22s %8.0f %8.0f %9.0f %10.0f\n", "", "of per-op minimum", r->op_min.p50,
@@ -609,6 +690,9 @@ int main(int argc, char** argv) {
     }
     printf("\n");
   }
+  printf("pow2 lists on the same churn in %llu MiB: %llu failed allocations (no split, no "
+         "coalescing)\n",
+         (unsigned long long)(kFragHbm / kMiB), (unsigned long long)pow2_churn_failures);
   printf("vtrn::hbm: the second-largest free block alone holds %.1f%% of the free bytes on average\n"
          "(the floor of the contiguous figure; stitching is what lifts the allocatable one above it)\n",
          100 * frag_hbm.mean_second);

@@ -25,6 +25,9 @@ inline constexpr uint64_t kPage = 4 * kKiB;
 inline constexpr uint64_t kMinBytes = 4 * kKiB;
 inline constexpr uint64_t kMaxBytes = 16 * kMiB;
 inline constexpr uint64_t kFragHbm = 320 * kMiB;
+// The speed trace's HBM: it never runs out, so every allocator does the
+// same work on every op.
+inline constexpr uint64_t kSpeedHbm = 1024 * kMiB;
 inline constexpr uint64_t kDeviceBase = 0x10'0000'0000ull;  // 2 MiB-aligned, non-zero
 
 struct Rng {

@@ -1,5 +1,5 @@
-// HBM allocator core: the chip's device-memory manager (issue 4), portable
-// C++ built into the firmware and into host tests and the benchmark.
+// HBM allocator core: the chip's device-memory manager, portable C++ built
+// into the firmware and into host tests and the benchmark.
 //
 // It hands out device addresses (uint64) over the HBM stacks that the board
 // DTB describes, in bounded time: a two-level segregated fit (TLSF) with
@@ -119,6 +119,18 @@
 // kMaxExtents blocks; audit() is O(blocks + pages / 64) and meant for tests
 // and a debug command.
 //
+// The common path. Allocating one block of the identity window and freeing
+// it touch the owner's hash slot and record, the size-class bitmaps and
+// list heads, the block, the remainder split off it (on free its two
+// address neighbours and their list neighbours), the owner-list
+// neighbours, one start-page table entry and one word per level of the
+// live-start bitmap; nothing that only stitching needs (extent chains are
+// a side array of the records). Choices the data makes random (which size
+// class serves, list head or not) are made by mask, not by branch; the
+// coalescing tests stay branches (a branchless merge costs as much as the
+// mispredictions it saves). hbm_bench prints what that costs against
+// glibc malloc and a power-of-two segregated free list in the same run.
+//
 // Worst-case metadata (P = pages of HBM = HBM bytes / page bytes, V =
 // pages of the remap window (0 without stitching), A = max_allocations,
 // E = max_extents, R = max_retired_pages, O = max_owners, H = the power of
@@ -128,7 +140,7 @@
 //   arena   = 40 * (2 * (A + E + R) + 3) + 72 * O + 4 * H + 4 * R
 //             + 4 * P + 8 * W(P) + 4 * V + 8 * W(V)
 //             bytes, each section rounded up to 8 (arena_bytes() computes it);
-//   object  = sizeof(Allocator), 7,784 bytes (x86-64 and AArch64), fixed.
+//   object  = sizeof(Allocator), 7,816 bytes (x86-64 and AArch64), fixed.
 // The block records do not depend on the HBM size: a record exists per
 // block, not per page; there are at most 2 * (A + E + R) + 2 blocks (in
 // each window every free block is followed by a non-free one or the end;
@@ -422,7 +434,7 @@ class Allocator {
   Error audit() const;
 
   [[nodiscard]] uint64_t page_bytes() const { return page_bytes_; }
-  [[nodiscard]] uint64_t total_bytes() const { return uint64_t(pages_) * page_bytes_; }
+  [[nodiscard]] uint64_t total_bytes() const { return total_bytes_; }
   [[nodiscard]] uint64_t base() const { return base_; }
   [[nodiscard]] uint64_t remap_base() const { return remap_base_; }
   [[nodiscard]] uint64_t remap_bytes() const { return uint64_t(remap_pages_) << page_shift_; }
@@ -433,6 +445,7 @@ class Allocator {
   static constexpr uint32_t kFlCount = 32 - kSlBits;     // sizes < 2^31 pages
 
   struct Block;
+  struct Stitch;
   struct Owner;
   static constexpr uint32_t kMaxLevels = 6;  // 64^6 > 2^31 pages
 
@@ -443,16 +456,14 @@ class Allocator {
     uint64_t base = 0;
     uint32_t pages = 0;
     uint32_t head = 0;  // record of the block at page 0
-    uint64_t free_pages = 0;   // maintained by list_insert/list_remove
     uint32_t free_blocks = 0;
     uint32_t fl_bitmap = 0;
-    uint32_t sl_bitmap[kFlCount] = {};
-    uint32_t heads[kFlCount][kSlCount] = {};
+    uint32_t sl_bitmap[kFlCount + 1] = {};  // [kFlCount] stays 0 (find_free)
+    uint32_t heads[kFlCount * kSlCount] = {};  // by size class, fl * kSlCount + sl
     // Live allocations by first page: a bit per page in a bitmap with
     // summary levels (a bit per non-empty word below), and the record of
     // the allocation starting at each page, valid only where the bit is set.
-    uint64_t* live_bits = nullptr;
-    uint32_t level_offset[kMaxLevels] = {};  // first word of each level
+    uint64_t* level[kMaxLevels] = {};  // level 0 then its summaries, back to back
     uint32_t level_words[kMaxLevels] = {};
     uint32_t levels = 0;
     uint32_t* start_record = nullptr;
@@ -462,17 +473,26 @@ class Allocator {
 
   uint32_t find_free(const Space& sp, uint32_t pages) const;
   uint32_t find_fit(const Space& sp, uint32_t pages, uint32_t align) const;
-  uint32_t place(uint32_t b, uint32_t pages, uint32_t align);
+  uint32_t place(Space& sp, uint32_t b, uint32_t pages, uint32_t align);
+  uint32_t place_special(uint32_t pages, uint32_t align);
   uint32_t stitch(uint32_t pages, uint32_t align);
+  void unstitch(uint32_t b, bool poisoned);
+  void release_special(uint32_t b);
   void undo_extents(uint32_t first);
   void list_insert(Space& sp, uint32_t b);
   void list_remove(Space& sp, uint32_t b);
+  void list_pop(Space& sp, uint32_t b);
+  uint64_t free_pages(uint32_t space) const;
+  uint32_t live() const;
+  uint64_t used_pages() const;
   uint32_t record_new();
   void record_release(uint32_t b);
   void link_after(uint32_t a, uint32_t b);
   void unlink(uint32_t b);
-  void release(uint32_t b, bool drop_owner);
-  uint32_t free_block(uint32_t b);
+  void release(Space& sp, uint32_t b, uint32_t start, bool drop_owner);
+  Error free_in(Space& sp, uint64_t addr, uint32_t owner);
+  uint64_t commit(Space& sp, uint32_t u, uint32_t owner_slot, Category category);
+  uint32_t free_block(Space& sp, uint32_t b);
   uint32_t carve_page(uint32_t free_b, uint32_t page);
   void carve_retired(uint32_t f, uint32_t start, uint32_t end);
   uint32_t locate(uint32_t page) const;
@@ -504,17 +524,20 @@ class Allocator {
   uint64_t page_bytes_ = 0;
   uint32_t page_shift_ = 0;
   uint32_t pages_ = 0;
+  uint64_t total_bytes_ = 0;
   uint64_t stack_bytes_ = 0;
   uint32_t stacks_ = 0;
   Limits limits_;
   uint64_t default_quota_ = kNoQuota;
 
   Block* blocks_ = nullptr;
-  uint32_t block_capacity_ = 0;  // records; index 0 is never used ("none")
+  Stitch* stitch_ = nullptr;     // beside blocks_, same index
+  uint32_t block_capacity_ = 0;  // records; index 0 is "none" and the sink of list edits
   uint32_t spare_head_ = 0;      // chain of unused records
   Owner* owners_ = nullptr;
   uint32_t* owner_hash_ = nullptr;  // owner slot + 1, 0 = empty
   uint32_t owner_hash_mask_ = 0;
+  uint32_t owner_hash_shift_ = 0;   // 32 - log2(slots): owner_home keeps the top bits
   uint32_t owner_spare_ = 0;        // chain of unused owner slots (+1)
   uint32_t* retired_ = nullptr;     // sorted page numbers
   uint32_t retired_count_ = 0;
@@ -524,11 +547,11 @@ class Allocator {
   uint32_t remap_pages_ = 0;        // 0: stitching off
   Space sp_[2];
 
-  // Everything init() resets in one assignment.
+  // Everything init() resets in one assignment. Live allocations are
+  // allocs - frees and their pages the sum of category_pages (live(),
+  // used_pages()).
   struct Counters {
-    uint64_t used_pages = 0;
     uint64_t retired_block_pages = 0;
-    uint32_t live = 0;
     uint32_t owners = 0;
     uint32_t stitched = 0;          // live stitched allocations
     uint32_t extents = 0;           // their extents
