@@ -135,6 +135,8 @@ bool lookup(const void* fdt, const Node& n, const char* name, const uint8_t** da
     const void* pdata = fdt_getprop_by_offset(fdt, off, &pname, &plen);
     if (pdata == nullptr || pname == nullptr)
       return fail(r, Code::kBadTree, n, nullptr, "unreadable property: %s", fdt_strerror(plen));
+    // libfdt returns a stored length above INT_MAX as a negative one.
+    if (plen < 0) return fail(r, Code::kBadTree, n, pname, "length %d", plen);
     if (strcmp(pname, name) != 0) continue;
     if (*present) return fail(r, Code::kDuplicate, n, name, "appears twice");
     *present = true;
@@ -894,6 +896,8 @@ bool emit_clone(const void* fdt, int src, uint32_t id, void* out, size_t out_cap
         int plen = 0;
         const void* data = fdt_getprop_by_offset(fdt, off, &pname, &plen);
         if (data == nullptr) return sw_check(plen, out_cap, r);
+        if (plen < 0)
+          return fail_plain(r, Code::kBadTree, "resize: property %s has length %d", pname, plen);
         if (strcmp(pname, "phandle") == 0 || strcmp(pname, "linux,phandle") == 0) break;
         if (depth == 1 && strcmp(pname, "reg") == 0) {
           fdt32_t reg = cpu_to_fdt32(id);
@@ -967,6 +971,8 @@ bool resize_into(const void* fdt, const ChipsWalk& w, int last_chip, uint32_t ch
         int plen = 0;
         const void* data = fdt_getprop_by_offset(fdt, off, &pname, &plen);
         if (data == nullptr) return sw_check(plen, out_cap, r);
+        if (plen < 0)
+          return fail_plain(r, Code::kBadTree, "resize: property %s has length %d", pname, plen);
         PARSE_TRY(sw_check(fdt_property(out, pname, data, plen), out_cap, r));
         break;
       }

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
@@ -14,6 +15,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+
+#include <nlohmann/json.hpp>
 
 #include "vtrn/drv/log.h"
 #include "vtrn/drv/qemu_launch.h"
@@ -162,7 +165,10 @@ void Chip::set_state(Vtrn__Api__ChipState s, const std::string& error) {
   state_ = s;
   if (!error.empty()) error_ = error;
   if (s != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
-    fail_all_ops(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, not_ready_reason());
+    // What is pending learns why the chip left READY: a reset in progress
+    // names itself (not_ready_reason), otherwise the error that moved it.
+    fail_all_ops(VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
+                 leaving_reason_.empty() && !error.empty() ? error : not_ready_reason());
     if (dma_.attached()) {
       dma_.detach();
       if (on_dma_event) on_dma_event();
@@ -229,6 +235,7 @@ bool Chip::start(std::string* err) {
   p.qmp_sock = dir_ + "/qmp.sock";
   p.uart_log = dir_ + "/uart.log";
   p.vectors = kVectorCount;
+  p.gdb = opts_.gdb;
   p.gdb_port = opts_.gdb_port;
   std::vector<std::string> argv;
   if (!build_qemu_argv(chip_args_template(), opts_.qemu, p, &argv, &why)) return bail(why);
@@ -253,6 +260,8 @@ bool Chip::launch(std::string* err) {
   }
   qemu_out_.reset(out_fd);
   qemu_partial_.clear();
+  gdb_port_ = opts_.gdb ? opts_.gdb_port : 0;
+  if (opts_.gdb && opts_.gdb_port == 0) learn_gdb_port();
   loop_->add(qemu_out_.get(), EPOLLIN, [this](uint32_t) { read_qemu_output(); });
 
   if (boot_timer_ != 0) loop_->cancel_timer(boot_timer_);
@@ -486,12 +495,39 @@ void Chip::on_boot_timeout() {
   std::string last = last_line();
   if (!last.empty()) why += ": " + last;
   fail(why);
-  if (opts_.gdb_port != 0) {
-    DRV_LOGI("%s: QEMU left running for the debugger (gdb port %u)", label_.c_str(),
-             opts_.gdb_port);
+  if (opts_.gdb) {
+    DRV_LOGI("%s: QEMU left running for the debugger (gdb port %u)", label_.c_str(), gdb_port_);
   } else if (pid_ > 0 && !exited_) {
     kill(pid_, SIGKILL);  // a hung firmware would only burn a host core
   }
+}
+
+void Chip::learn_gdb_port() {
+  // Sent once QMP is negotiated, long before the firmware is READY. The
+  // gdbstub's chardev is labelled "gdb"; its filename names the bound
+  // address: "disconnected:tcp:127.0.0.1:PORT,server=on".
+  qmp_->execute("query-chardev", [this](bool ok, const std::string& ret) {
+    if (!ok) {
+      DRV_LOGW("%s: query-chardev: %s", label_.c_str(), ret.c_str());
+      return;
+    }
+    const nlohmann::json devs = nlohmann::json::parse(ret, nullptr, false);
+    if (!devs.is_array()) return;
+    for (const auto& d : devs) {
+      if (!d.is_object() || d.value("label", "") != "gdb" || !d.contains("filename") ||
+          !d["filename"].is_string())
+        continue;
+      const std::string f = d["filename"].get<std::string>();
+      const size_t tcp = f.find("tcp:");
+      if (tcp == std::string::npos) continue;
+      const size_t end = std::min(f.find(',', tcp), f.size());
+      const size_t colon = f.rfind(':', end - 1);
+      const unsigned long port = colon > tcp + 3 ? strtoul(f.c_str() + colon + 1, nullptr, 10) : 0;
+      if (port == 0 || port > 65535) continue;
+      gdb_port_ = uint32_t(port);
+      DRV_LOGI("%s: gdbstub on 127.0.0.1:%u", label_.c_str(), gdb_port_);
+    }
+  });
 }
 
 void Chip::on_child_exit(int wait_status) {
@@ -538,7 +574,7 @@ void Chip::on_child_exit(int wait_status) {
 // ---- reset and recovery --------------------------------------------------------
 
 bool Chip::recovery_allowed() const {
-  return opts_.auto_recover && ever_ready_ && !stopping_ && !test_mode_ && opts_.gdb_port == 0;
+  return opts_.auto_recover && ever_ready_ && !stopping_ && !test_mode_ && !opts_.gdb;
 }
 
 uint32_t Chip::watchdog_ms() const {
@@ -1043,7 +1079,7 @@ ChipStatus Chip::status() const {
       state_ == VTRN__API__CHIP_STATE__CHIP_STATE_PANIC)
     s.last_log = fail_lines_;
   s.pid = exited_ ? 0 : int(pid_ > 0 ? pid_ : 0);
-  s.gdb_port = opts_.gdb_port;
+  s.gdb_port = gdb_port_;
   s.boot_ns = boot_ns_;
   s.bar2_bytes = uint64_t(opts_.board.bar2_mib) << 20;
   s.header_valid = hif_.up();

@@ -653,6 +653,15 @@ DmaError DmaEngine::inject_sq_index_fault(uint32_t qi, bool backward) {
   return DmaError::kOk;
 }
 
+DmaError DmaEngine::inject_cq_consumer_fault(uint32_t qi) {
+  Queue* q = queue(qi);
+  if (q == nullptr) return attached_ ? DmaError::kBadQueue : DmaError::kNotAttached;
+  std::lock_guard<std::mutex> l(q->mu);
+  const uint32_t produced = vtrn::hostif::load_acquire(&q->ctl->cq_prod);
+  vtrn::hostif::store_release(&q->ctl->cq_cons, produced + 1);
+  return DmaError::kOk;
+}
+
 bool DmaEngine::reset_done(uint32_t qi) {
   Queue* q = queue(qi);
   if (q == nullptr) return false;

@@ -61,7 +61,7 @@ bool build_qemu_argv(const char* tmpl, const std::string& qemu, const QemuParams
     ++line_no;
     if (line.empty() || line[0] == '#') continue;
     if (line.rfind("[gdb]", 0) == 0) {
-      if (p.gdb_port == 0) continue;
+      if (!p.gdb) continue;
       line = trim(line.substr(5));
     }
     // Substitute placeholders.

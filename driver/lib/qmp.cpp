@@ -101,7 +101,7 @@ void QmpClient::handle_line(const std::string& line) {
   Reply reply = std::move(awaiting_.front());
   awaiting_.pop_front();
   if (j.contains("return")) {
-    reply(true, "");
+    reply(true, j["return"].dump());
   } else {
     std::string desc = "QMP error";
     if (j.contains("error") && j["error"].is_object() && j["error"].contains("desc") &&

@@ -394,6 +394,8 @@ void test_chip_panic_fails_pending_request_with_reason(void** state) {
   chip.poll_for_test();
   assert_true(done);
   assert_int_equal(r.status, VTRN__API__STATUS__STATUS_CHIP_NOT_READY);
+  // The pending request is told why: the panic and its reason.
+  assert_string_equal(r.error.c_str(), "chip 0: firmware panic: assert: ring index");
   assert_int_equal(chip.state(), VTRN__API__CHIP_STATE__CHIP_STATE_PANIC);
   drv::ChipStatus s = chip.status();
   assert_true(s.has_panic);

@@ -405,6 +405,25 @@ void CollectiveService::read_one() {
 
 void CollectiveService::finish() {
   Run* run = run_.get();
+  DRV_LOGI("collective %u: %s%s", unsigned(run->collective_id), run->failed ? "FAILED: " : "DONE",
+           run->reason.c_str());
+  // Free every chip's buffers, then answer: a client told DONE may start
+  // the next collective at once, and only one runs at a time.
+  run->phase = Run::Phase::kFreeing;
+  run->pending = uint32_t(run->ranks.size());
+  for (Rank& k : run->ranks) {
+    backend_->hbm_free_owner(k.m.chip, owner_of(k.job_id), [this, run](bool ok, const std::string& err) {
+      if (run_.get() != run) return;
+      if (!ok) DRV_LOGW("collective %u: freeing buffers: %s", unsigned(run->collective_id), err.c_str());
+      if (--run->pending != 0) return;
+      reply_result(*run);
+      run_.reset();
+    });
+  }
+}
+
+void CollectiveService::reply_result(const Run& r) {
+  const Run* run = &r;
   if (run->client_here) {
     ProtoArena a;
     Vtrn__Api__CollectiveResponse body = VTRN__API__COLLECTIVE_RESPONSE__INIT;
@@ -455,18 +474,6 @@ void CollectiveService::finish() {
     resp.body_case = VTRN__API__RESPONSE__BODY_COLLECTIVE;
     resp.collective = &body;
     reply_(run->cid, &resp);
-  }
-  DRV_LOGI("collective %u: %s%s", unsigned(run->collective_id), run->failed ? "FAILED: " : "DONE",
-           run->reason.c_str());
-  // Free every chip's buffers; the next collective may start once all are back.
-  run->phase = Run::Phase::kFreeing;
-  run->pending = uint32_t(run->ranks.size());
-  for (Rank& k : run->ranks) {
-    backend_->hbm_free_owner(k.m.chip, owner_of(k.job_id), [this, run](bool ok, const std::string& err) {
-      if (run_.get() != run) return;
-      if (!ok) DRV_LOGW("collective %u: freeing buffers: %s", unsigned(run->collective_id), err.c_str());
-      if (--run->pending == 0) run_.reset();
-    });
   }
 }
 

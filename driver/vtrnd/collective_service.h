@@ -110,6 +110,7 @@ class CollectiveService {
   void read_piece(Rank& r, uint64_t off);
   void read_one();
   void finish();
+  void reply_result(const Run& run);
   void fail_staging(const std::string& why);
   void reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err);
 

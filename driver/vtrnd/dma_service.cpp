@@ -325,13 +325,19 @@ void DmaService::inject(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__
                     std::to_string(e.queue_count()) + ")");
     return;
   }
-  if (r.fault != VTRN__API__DMA_FAULT__DMA_FAULT_SQ_INDEX_JUMP &&
-      r.fault != VTRN__API__DMA_FAULT__DMA_FAULT_SQ_INDEX_BACKWARD) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
-                "DMA inject: unknown fault " + std::to_string(int(r.fault)));
-    return;
+  switch (r.fault) {
+    case VTRN__API__DMA_FAULT__DMA_FAULT_SQ_INDEX_JUMP:
+    case VTRN__API__DMA_FAULT__DMA_FAULT_SQ_INDEX_BACKWARD:
+      (void)e.inject_sq_index_fault(r.queue, r.fault == VTRN__API__DMA_FAULT__DMA_FAULT_SQ_INDEX_BACKWARD);
+      break;
+    case VTRN__API__DMA_FAULT__DMA_FAULT_CQ_CONSUMER_AHEAD:
+      (void)e.inject_cq_consumer_fault(r.queue);
+      break;
+    default:
+      reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                  "DMA inject: unknown fault " + std::to_string(int(r.fault)));
+      return;
   }
-  (void)e.inject_sq_index_fault(r.queue, r.fault == VTRN__API__DMA_FAULT__DMA_FAULT_SQ_INDEX_BACKWARD);
   Vtrn__Api__DmaInjectResponse ir = VTRN__API__DMA_INJECT_RESPONSE__INIT;
   Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
   resp.id = id;

@@ -35,7 +35,8 @@ constexpr const char* kUsage =
     "  --firmware ELF        firmware image (default $VTRN_FIRMWARE or " VTRN_DEFAULT_FIRMWARE ")\n"
     "  --qemu BIN            QEMU binary (default $VTRN_QEMU or qemu-system-aarch64 on PATH)\n"
     "  --gdb                 give chip N a gdbstub on 127.0.0.1:BASE+N\n"
-    "  --gdb-port BASE       first gdb port (default 1234; implies --gdb)\n"
+    "  --gdb-port BASE       first gdb port (default 1234; 0: any free port per chip, shown\n"
+    "                        by vtrn ls; implies --gdb)\n"
     "  --boot-timeout-ms MS  per-chip boot timeout (default 10000)\n"
     "  --runtime-dir DIR     sockets and state (default $VTRN_RUNTIME_DIR or\n"
     "                        ${XDG_RUNTIME_DIR:-/tmp}/vtrn-UID)\n"
@@ -107,7 +108,7 @@ int main(int argc, char** argv) {
   std::string board_file = VTRN_DEFAULT_BOARD_DTB;
   std::string firmware, qemu_flag, runtime_dir;
   uint32_t chips = 0, gdb_port = 0, boot_timeout = 10000;
-  bool gdb = false;
+  bool gdb = false, gdb_port_given = false;
   // ---- reliability ----
   uint32_t watchdog_ms = 0, reset_limit = 3, reset_window_ms = 60000;
   bool watchdog = true, auto_reset = true;
@@ -159,9 +160,9 @@ int main(int argc, char** argv) {
       case kQemu: qemu_flag = optarg; break;
       case kGdb: gdb = true; break;
       case kGdbPort:
-        if (!parse_u32(optarg, 1, 65535 - vtrn::board::kMaxChips, &gdb_port))
+        if (!parse_u32(optarg, 0, 65535 - vtrn::board::kMaxChips, &gdb_port))
           return usage_error(std::string("--gdb-port ") + optarg + ": expected a port number");
-        gdb = true;
+        gdb = gdb_port_given = true;
         break;
       case kBootTimeout:
         if (!parse_u32(optarg, 100, 600000, &boot_timeout))
@@ -209,7 +210,7 @@ int main(int argc, char** argv) {
     }
   }
   if (optind < argc) return usage_error(std::string("unexpected argument ") + argv[optind]);
-  if (gdb && gdb_port == 0) gdb_port = 1234;
+  if (gdb && !gdb_port_given) gdb_port = 1234;
 
   std::string err;
   drv::DaemonOptions opts;
@@ -235,7 +236,8 @@ int main(int argc, char** argv) {
   }
   opts.runtime_dir = runtime_dir.empty() ? drv::runtime_dir() : runtime_dir;
   opts.boot_timeout_ms = boot_timeout;
-  opts.gdb_base_port = gdb ? gdb_port : 0;
+  opts.gdb = gdb;
+  opts.gdb_base_port = gdb_port;
   opts.allow_raw_dma = allow_raw_dma;
   opts.hbm_client_quota_bytes = uint64_t(hbm_quota_mib) << 20;  // ---- HBM ----
   opts.hbm_dma_unchecked = hbm_dma_unchecked;  // ---- HBM ----

@@ -218,7 +218,8 @@ bool Daemon::start(std::string* err) {
     co.board_model = board_.board.model;
     co.dtb = board_.dtb;
     co.board = bc;
-    co.gdb_port = opts_.gdb_base_port ? opts_.gdb_base_port + bc.id : 0;
+    co.gdb = opts_.gdb;
+    co.gdb_port = opts_.gdb && opts_.gdb_base_port ? opts_.gdb_base_port + bc.id : 0;
     co.boot_timeout_ms = opts_.boot_timeout_ms;
     // ---- reliability ----
     co.watchdog_ms = opts_.watchdog_ms;

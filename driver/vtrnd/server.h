@@ -34,7 +34,8 @@ struct DaemonOptions {
   std::string qemu;
   std::string firmware;
   uint32_t boot_timeout_ms = 10000;
-  uint32_t gdb_base_port = 0;  // 0: no gdbstub
+  bool gdb = false;            // a gdbstub per chip
+  uint32_t gdb_base_port = 0;  // chip N on base + N; 0: any free port for each
   bool allow_raw_dma = false;  // DmaCopy.raw (hostile-input tests)
   uint64_t hbm_client_quota_bytes = 0;  // ---- HBM: per client per chip, 0 = none ----
   bool hbm_dma_unchecked = false;       // ---- HBM: DMA outside allocations allowed ----

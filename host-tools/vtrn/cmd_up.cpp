@@ -57,8 +57,9 @@ void add_up_command(CLI::App& app, Action* action) {
   sub->add_option("--chips", cmd->up.chips, "Resize the board to N chips (clones the last chip)")
       ->check(CLI::Range(1u, 256u));
   sub->add_flag("--gdb", cmd->up.gdb, "Give each chip a gdbstub on 127.0.0.1:(gdb-port + chip)");
-  CLI::Option* port = sub->add_option("--gdb-port", cmd->up.gdb_port, "First gdbstub port (implies --gdb)")
-                          ->check(CLI::Range(1u, 65000u));
+  CLI::Option* port =
+      sub->add_option("--gdb-port", cmd->up.gdb_port, "First gdbstub port (0: any free port per chip; implies --gdb)")
+          ->check(CLI::Range(0u, 65000u));
   sub->add_option("--boot-timeout-ms", cmd->up.boot_timeout_ms,
                   "How long each chip may take to reach READY")
       ->check(CLI::Range(100u, 600000u));

@@ -16,6 +16,9 @@
 # images end QEMU themselves with PSCI SYSTEM_OFF; the ctest TIMEOUT is the
 # backstop.
 if(NOT VTRN_BUILD_FIRMWARE)
+  if(VTRN_REQUIRE_ALL_TESTS)
+    message(FATAL_ERROR "VTRN_REQUIRE_ALL_TESTS: VTRN_BUILD_FIRMWARE is OFF, so no bare-metal test would run")
+  endif()
   return()
 endif()
 
@@ -37,6 +40,10 @@ find_program(VTRN_QEMU_SYSTEM_AARCH64 qemu-system-aarch64)
 # compared by reconfiguring with -DVTRN_BAREMETAL_CPU=max.
 set(VTRN_BAREMETAL_CPU "cortex-a53" CACHE STRING "QEMU -cpu for the bare-metal test images")
 if(NOT VTRN_QEMU_SYSTEM_AARCH64)
+  if(VTRN_REQUIRE_ALL_TESTS)
+    message(FATAL_ERROR "VTRN_REQUIRE_ALL_TESTS: qemu-system-aarch64 not found, so no bare-metal test would "
+                        "run (scripts/install-deps.sh installs it)")
+  endif()
   message(STATUS "qemu-system-aarch64 not found: bare-metal tests not registered")
   return()
 endif()

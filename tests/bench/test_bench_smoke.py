@@ -7,7 +7,6 @@ on a shared CI machine is not a pass/fail criterion, so no threshold here.
 import json
 import os
 import sys
-import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 import vtrn_harness as h  # noqa: E402
@@ -52,4 +51,4 @@ class BenchPingSmoke(h.SessionTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    h.main()

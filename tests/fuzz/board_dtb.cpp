@@ -1,18 +1,28 @@
 // Fuzzes the board DTB parser (vtrn::board::parse_board, parse_chip,
-// resize_board) with arbitrary bytes as the tree.
+// parse_topology, resize_board) with arbitrary bytes as the tree: what
+// `vtrn up --board FILE` feeds it from a user's file.
 //
 // libfdt comes from the distribution and is not instrumented, so ASan cannot
 // see its reads; the input is placed right before a PROT_NONE page
-// (guarded_copy.h) so a read past it by libfdt faults. The seed
-// corpus is the compiled board/*.dts.
+// (guarded_copy.h) so a read past it by libfdt faults. The seed corpus is
+// every board the project ships (board/*.dts and the ring, torus, switch
+// and UltraServer boards board/gen_board.py writes; make_seeds.py).
 //
 // Invariants: a parse either fails with a closed error code and a terminated,
 // non-empty message, or succeeds with every field inside the range board.h
 // documents; parse_chip fails whenever parse_board does (they share the
-// board-level checks); a successful resize produces a tree that parses with
-// exactly the requested chip count, and a cloned chip parses exactly when the
-// chip it was cloned from does.
+// board-level checks); the wiring of a board that parses is either refused
+// (leaving an empty Topology) or holds what parse_topology promises: links
+// sorted by index, at least one chip end each, a chip end on the board names
+// a port its chip defines, one off the board names a chip id past the last,
+// a switch end names a switch of the board and a port below its vtrn,ports,
+// and no end is used twice; a successful resize produces a tree that parses
+// with exactly the requested chip count, and a cloned chip parses exactly
+// when the chip it was cloned from does.
+#include <algorithm>
 #include <memory>
+#include <tuple>
+#include <vector>
 
 #include "fuzz_check.h"
 #include "guarded_copy.h"
@@ -75,6 +85,98 @@ void check_chip(const Chip& c, uint32_t id) {
   }
 }
 
+// Port indexes (reg values) chip `id` defines, parsed once per input.
+// parse_topology reads the wiring, not every chip: a chip that does not
+// parse for reasons of its own (vtrnd refuses the board for it) has no
+// port list to hold an end against.
+class PortsOfChips {
+ public:
+  PortsOfChips(const uint8_t* fdt, size_t size)
+      : fdt_(fdt), size_(size), chip_(std::make_unique<Chip>()) {}
+  // nullptr when the chip itself does not parse.
+  const std::vector<uint32_t>* of(uint32_t id) {
+    auto it = std::find_if(known_.begin(), known_.end(),
+                           [id](const Known& k) { return k.id == id; });
+    if (it == known_.end()) {
+      Known k{id, parse_chip(fdt_, size_, id, chip_.get()).ok(), {}};
+      if (k.parses)
+        for (uint32_t i = 0; i < chip_->port_count; ++i) k.ports.push_back(chip_->ports[i].index);
+      known_.push_back(std::move(k));
+      it = known_.end() - 1;
+    }
+    return it->parses ? &it->ports : nullptr;
+  }
+
+ private:
+  struct Known {
+    uint32_t id;
+    bool parses;
+    std::vector<uint32_t> ports;
+  };
+  const uint8_t* fdt_;
+  size_t size_;
+  std::unique_ptr<Chip> chip_;
+  std::vector<Known> known_;
+};
+
+void check_topology(const uint8_t* fdt, size_t size, const Board& board) {
+  auto t = std::make_unique<Topology>();
+  const vtrn::Error r = parse_topology(fdt, size, t.get());
+  check_result(r);
+  if (!r.ok()) {
+    FUZZ_CHECK(t->switch_count == 0 && t->link_count == 0,
+               "refused wiring left %u switches, %u links", t->switch_count, t->link_count);
+    return;
+  }
+  FUZZ_CHECK(t->switch_count <= kMaxSwitches, "%u switches", t->switch_count);
+  FUZZ_CHECK(t->link_count <= kMaxLinks, "%u links", t->link_count);
+  for (uint32_t i = 0; i < t->switch_count; ++i) {
+    const Switch& sw = t->switches[i];
+    FUZZ_CHECK(sw.ports >= 1 && sw.ports <= kMaxSwitchPorts, "switch %u: %u ports", sw.id,
+               sw.ports);
+    FUZZ_CHECK(sw.max_speed_gtps >= 1 && sw.max_speed_gtps <= 128, "switch %u: speed %u", sw.id,
+               sw.max_speed_gtps);
+    FUZZ_CHECK(pow2(sw.lanes) && sw.lanes <= 16, "switch %u: %u lanes", sw.id, sw.lanes);
+    for (uint32_t j = 0; j < i; ++j)
+      FUZZ_CHECK(t->switches[j].id != sw.id, "switch id %u twice", sw.id);
+  }
+  PortsOfChips chips(fdt, size);
+  std::vector<std::tuple<uint32_t, uint32_t, uint32_t>> ends;
+  auto check_end = [&](uint32_t link, const LinkEnd& e, bool on_board) {
+    ends.emplace_back(uint32_t(e.kind), e.id, e.port);
+    if (e.kind == EndKind::kChip) {
+      FUZZ_CHECK(on_board == (e.id < board.chip_count),
+                 "link %u: chip %u on_board %d with %u chips", link, e.id, on_board,
+                 board.chip_count);
+      const std::vector<uint32_t>* ports = on_board ? chips.of(e.id) : nullptr;
+      if (ports != nullptr)
+        FUZZ_CHECK(std::find(ports->begin(), ports->end(), e.port) != ports->end(),
+                   "link %u: chip %u has no port %u", link, e.id, e.port);
+      return;
+    }
+    FUZZ_CHECK(e.kind == EndKind::kSwitch, "link %u: end kind %u", link, uint32_t(e.kind));
+    FUZZ_CHECK(on_board, "link %u: switch end marked off the board", link);
+    const Switch* sw = std::find_if(t->switches, t->switches + t->switch_count,
+                                    [&](const Switch& s) { return s.id == e.id; });
+    FUZZ_CHECK(sw != t->switches + t->switch_count, "link %u: no switch %u", link, e.id);
+    FUZZ_CHECK(e.port < sw->ports, "link %u: switch %u port %u of %u", link, e.id, e.port,
+               sw->ports);
+  };
+  for (uint32_t i = 0; i < t->link_count; ++i) {
+    const Link& l = t->links[i];
+    if (i > 0)
+      FUZZ_CHECK(t->links[i - 1].index < l.index, "links not sorted: %u after %u", l.index,
+                 t->links[i - 1].index);
+    FUZZ_CHECK(l.a.kind == EndKind::kChip || l.b.kind == EndKind::kChip,
+               "link %u has no chip end", l.index);
+    check_end(l.index, l.a, l.a_on_board);
+    check_end(l.index, l.b, l.b_on_board);
+  }
+  std::sort(ends.begin(), ends.end());
+  FUZZ_CHECK(std::adjacent_find(ends.begin(), ends.end()) == ends.end(),
+             "a link end is used twice");
+}
+
 // Resizes to `chips` and checks the output when it succeeds.
 void check_resize(const uint8_t* fdt, size_t size, uint32_t chips, size_t out_cap,
                   const Board& board, bool last_chip_ok) {
@@ -128,6 +230,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const vtrn::Error none = parse_chip(fdt, size, n, chip.get());
   FUZZ_CHECK(none.code() == vtrn::Code::kNoSuchChip, "chip %u of %u: %s", n, n, none.detail());
+  check_topology(fdt, size, *board);
 
   // Resizing costs several full parses; spending it on one input in four
   // (chosen by a hash of the bytes, so a replay repeats the choice) keeps the

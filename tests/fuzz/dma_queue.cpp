@@ -141,7 +141,7 @@ void check_completion(const Completion& c) {
              c.bytes);
 }
 
-// ---- script 0: hostile host, device engine under test ----------------------
+// Script 0: hostile host, device engine under test.
 void hostile_host(vtrn::fuzz::Input& in, uint32_t depth) {
   Buffers b = make_buffers(in);
   const uint8_t pol = in.u8();
@@ -215,7 +215,7 @@ void hostile_host(vtrn::fuzz::Input& in, uint32_t depth) {
   }
 }
 
-// ---- script 1: a correct host, the whole queue end to end --------------------
+// Script 1: a correct host, the whole queue end to end.
 struct Expected {
   uint64_t cookie;
   bool ok;
@@ -308,7 +308,7 @@ void well_formed(vtrn::fuzz::Input& in, uint32_t depth) {
   FUZZ_CHECK(h.reap(&extra, 1) == 0, "a completion beyond the chains submitted");
 }
 
-// ---- script 2: hostile device, host queue under test -------------------------
+// Script 2: hostile device, host queue under test.
 void hostile_device(vtrn::fuzz::Input& in, uint32_t depth) {
   Rings r(depth);
   HostQueue h(r.ctl.get(), r.sq.get(), r.cq.get(), depth);

@@ -14,6 +14,19 @@
 option(VTRN_BUILD_FUZZERS "Build the libFuzzer harnesses in tests/fuzz with clang" ON)
 set(VTRN_FUZZ_SECONDS 20 CACHE STRING "Seconds each fuzz_<name>_run ctest fuzzes")
 
+if(VTRN_REQUIRE_ALL_TESTS AND NOT VTRN_BUILD_FUZZERS)
+  message(FATAL_ERROR "VTRN_REQUIRE_ALL_TESTS: VTRN_BUILD_FUZZERS is OFF (a cached value?), so no fuzz "
+                      "test would run; reconfigure with -DVTRN_BUILD_FUZZERS=ON")
+endif()
+# A crash, leak or timeout input that libFuzzer left in tests/fuzz/ is
+# replayed by nothing: it belongs in corpus/<name>/ as regress-<what>.
+file(GLOB _fuzz_strays ${VTRN_ROOT}/tests/fuzz/crash-* ${VTRN_ROOT}/tests/fuzz/leak-*
+     ${VTRN_ROOT}/tests/fuzz/timeout-* ${VTRN_ROOT}/tests/fuzz/oom-*)
+if(_fuzz_strays)
+  message(FATAL_ERROR "fuzzer artifacts outside the corpus, never replayed: ${_fuzz_strays}; "
+                      "move each into tests/fuzz/corpus/<harness>/regress-<what-it-broke>")
+endif()
+
 if(VTRN_BUILD_FUZZERS)
   find_program(VTRN_FUZZ_CLANGXX NAMES clang++ clang++-14)
   find_program(VTRN_FUZZ_CLANG NAMES clang clang-14)
@@ -62,6 +75,11 @@ if(VTRN_BUILD_FUZZERS)
     set(_exe ${VTRN_FUZZ_BIN}/fuzz_${name})
     set(_corpus ${VTRN_ROOT}/tests/fuzz/corpus/${name})
     set(_work ${VTRN_FUZZ_BIN}/work/${name})
+    file(GLOB _inputs ${_corpus}/*)
+    if(NOT _inputs)
+      message(FATAL_ERROR "tests/fuzz/corpus/${name}/ is empty: fuzz_${name}_corpus would replay nothing "
+                          "(tests/fuzz/make_seeds.py writes the seeds)")
+    endif()
     # -runs=0: execute each input of the corpus once and stop.
     add_test(NAME fuzz_${name}_corpus
              COMMAND ${_exe} -runs=0 -rss_limit_mb=1024 -timeout=10
@@ -72,7 +90,11 @@ if(VTRN_BUILD_FUZZERS)
     set_tests_properties(fuzz_${name}_corpus PROPERTIES LABELS fuzz TIMEOUT 60
       ENVIRONMENT "UBSAN_OPTIONS=print_stacktrace=1")
     math(EXPR _timeout "${VTRN_FUZZ_SECONDS} + 60")
+    # A fuzz run keeps a core busy for its whole time: on a 2-core machine
+    # it must not share the cores with the QEMU tests, whose chips would
+    # then miss their timers (the lock the integration tests hold).
     set_tests_properties(fuzz_${name}_run PROPERTIES LABELS fuzz TIMEOUT ${_timeout}
-      ENVIRONMENT "UBSAN_OPTIONS=print_stacktrace=1")
+      ENVIRONMENT "UBSAN_OPTIONS=print_stacktrace=1"
+      RESOURCE_LOCK vtrn_qemu)
   endforeach()
 endif()

@@ -4,7 +4,8 @@
 Each harness reads its input front to back as little-endian fields
 (fuzz_input.h); the builders below spell out that format, one helper per op,
 so a seed reads as the scenario it starts the fuzzer from. The board_dtb
-seeds are the shipped boards compiled with dtc. regress-* files in the corpus
+seeds are the shipped boards (board/*.dts and those board/gen_board.py
+writes) compiled with dtc. regress-* files in the corpus
 are crash inputs kept as regression tests and are never written here.
 
 Usage: tests/fuzz/make_seeds.py   (run from anywhere; needs dtc on PATH)
@@ -31,7 +32,7 @@ def write(harness, name, data):
         f.write(data)
 
 
-# ---- ctrl_ring (ctrl_ring.cpp): geometry bytes, kinds, two indexes, ops ----
+# ctrl_ring (ctrl_ring.cpp): geometry bytes, kinds, two indexes, ops.
 def ring_cfg(count_log2, size_idx): return u8(count_log2 | size_idx << 2)
 def cr_pop(buf): return u8(0) + u16(buf)
 def cr_set_prod(v): return u8(1) + u32(v)
@@ -67,7 +68,7 @@ def ctrl_ring():
           cr_push(2, 1, b'z' * 4080) + cr_push(2, 2, b'z' * 4081))
 
 
-# ---- dma_queue (dma_queue.cpp): mode, depth, buffers, ops --------------------
+# dma_queue (dma_queue.cpp): mode, depth, buffers, ops.
 def buffers(hw, hbm, base): return u16(hw - 1) + u16(hbm - 1) + u64(base)
 # flag bits as plausible() reads them: 1 FIRST, 2 LAST, 4 IRQ, 8 FENCE,
 # 0x10 src host, 0x20 dst host, 0x40 an unknown bit
@@ -100,7 +101,7 @@ def dma_queue():
           u8(2) + u8(5) + u8(6) + u8(5) + u8(7) + u8(3) + u32(2) + u8(7) + u8(8) + u8(1))
 
 
-# ---- layout (layout.cpp): flags, BAR2 size, FwHeader bytes --------------------
+# layout (layout.cpp): flags, BAR2 size, FwHeader bytes.
 REGIONS = [  # type, offset, size for a 4 MiB BAR2, as publish_layout writes them
     (1, 0x1000, 0x1000), (2, 0x2000, 0x2000), (3, 0x4000, 0x1000),
     (4, 0x10000, 32 * 4096), (5, 0x30000, 32 * 4096), (6, 0x50000, 64 + 256 * 1024),
@@ -128,7 +129,7 @@ def layout():
     write('layout', 'abi-2', u8(1) + u64(0) + fw_header(4 * mib, full, major=2))
 
 
-# ---- log_reader (log_reader.cpp): ring size, ops ------------------------------
+# log_reader (log_reader.cpp): ring size, ops.
 def lr_read(cap): return u8(0) + u16(cap)
 def lr_set_wp(v): return u8(1) + u64(v)
 def lr_line(text): return u8(7) + u8(len(text)) + text
@@ -148,7 +149,7 @@ def log_reader():
           u8(8) + u64(2**40) + lr_read(4096))
 
 
-# ---- ctrl_decode (ctrl_decode.cpp): one vtrn.ctrl.Request payload ------------
+# ctrl_decode (ctrl_decode.cpp): one vtrn.ctrl.Request payload.
 def varint(v):
     out = b''
     while True:
@@ -215,14 +216,26 @@ def ctrl_decode():
 
 
 def board_dtb():
-    for name in sorted(os.listdir(os.path.join(ROOT, 'board'))):
-        if name.endswith('.dts'):
-            out = os.path.join(HERE, 'corpus', 'board_dtb', 'seed-' + name[:-4] + '.dtb')
-            subprocess.run(['dtc', '-q', '-I', 'dts', '-O', 'dtb', '-o', out,
-                            os.path.join(ROOT, 'board', name)], check=True)
+    """Every board the project ships: the hand-written board/*.dts and the
+    ones board/gen_board.py writes (ring, torus, switch, UltraServer), so
+    the topology parser starts from links and switches of every shape."""
+    import tempfile
+    sys.path.insert(0, os.path.join(ROOT, 'board'))
+    sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+    import gen_board
+    sources = {name[:-4]: os.path.join(ROOT, 'board', name)
+               for name in os.listdir(os.path.join(ROOT, 'board')) if name.endswith('.dts')}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, build in gen_board.BOARDS.items():
+            sources[name] = os.path.join(tmp, name + '.dts')
+            with open(sources[name], 'w') as f:
+                f.write(build())
+        for name in sorted(sources):
+            out = os.path.join(HERE, 'corpus', 'board_dtb', 'seed-' + name + '.dtb')
+            subprocess.run(['dtc', '-q', '-I', 'dts', '-O', 'dtb', '-o', out, sources[name]], check=True)
 
 
-# ---- job_file (job_file.cpp): the text of a `vtrn submit` job file ----------
+# job_file (job_file.cpp): the text of a `vtrn submit` job file.
 def job_file():
     import json
 

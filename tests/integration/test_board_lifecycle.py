@@ -9,34 +9,43 @@ import json
 import os
 import select
 import socket
-import subprocess
 import sys
-import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vtrn_harness as h  # noqa: E402
 
 
-class BootedBoard(h.SessionTestCase):
+def sig3(value, unit):
+    """The CLI's three significant digits (host-tools/vtrn/render.cpp)."""
+    if value >= 100:
+        return f"{value:.0f} {unit}"
+    if value >= 10:
+        return f"{value:.1f} {unit}"
+    return f"{value:.2f} {unit}"
+
+
+def format_ns(ns):
+    for scale, unit in ((1, "ns"), (1e3, "us"), (1e6, "ms"), (1e9, "s")):
+        if ns < scale * 1e3 or unit == "s":
+            return sig3(ns / scale, unit)
+
+
+def format_bytes(n):
+    units, value, i = ("B", "KiB", "MiB", "GiB", "TiB"), float(n), 0
+    while value >= 1024 and i + 1 < len(units):
+        value, i = value / 1024, i + 1
+    return f"{int(value)} {units[i]}" if value == int(value) else f"{value:.1f} {units[i]}"
+
+
+def parse_ns(value, unit):
+    return float(value) * {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[unit]
+
+
+class BootedBoard(h.BoardTestCase):
     """Read-only checks against one running 2-chip board."""
 
     session_name = "board"
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        r = cls.s.vtrn("up", "--chips", 2)
-        if r.returncode != 0:
-            cls.s.cleanup()
-            raise AssertionError(f"vtrn up --chips 2 exited {r.returncode}: {r.stderr}")
-        cls.up_stdout = r.stdout
-        cls.s.remember_pids()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.s.vtrn("down", timeout=60)
-        super().tearDownClass()
+    up_args = ("--chips", 2)
 
     def test_up_prints_a_table_with_both_chips_ready(self):
         rows = [l.split() for l in self.up_stdout.splitlines() if l[:1].isdigit()]
@@ -62,10 +71,27 @@ class BootedBoard(h.SessionTestCase):
               + ", ".join(f"chip {c['id']} {c['boot_ns'] / 1e6:.1f} ms" for c in doc["chips"]), file=sys.stderr)
 
     def test_ls_table_matches_json(self):
+        before = {c["id"]: c for c in self.s.vtrn_json("ls")["chips"]}
         r = self.s.vtrn("ls")
+        after = self.s.vtrn_json("ls")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(r.stdout.splitlines()[0].split()[:2], ["CHIP", "STATE"])
-        self.assertEqual(len([l for l in r.stdout.splitlines() if " READY " in l]), 2, r.stdout)
+        head, *rows = r.stdout.rstrip("\n").split("\n")
+        self.assertEqual(head.split(), ["CHIP", "STATE", "FIRMWARE", "UPTIME", "PCI", "BAR2", "BOARD", "BOOT"])
+        self.assertEqual(len(rows), len(after["chips"]), r.stdout)
+        for row, chip in zip(rows, after["chips"]):
+            with self.subTest(chip=chip["id"]):
+                cells = row.split()
+                self.assertEqual(len(cells), 11, row)  # uptime, BAR2 and boot are "<value> <unit>"
+                self.assertEqual(cells[:3], [str(chip["id"]), chip["state"], chip["fw_version"]])
+                self.assertEqual(cells[5], chip["pci_address"])
+                self.assertEqual(" ".join(cells[6:8]), format_bytes(chip["bar2_bytes"]))
+                self.assertEqual(cells[8], chip["board"])
+                self.assertEqual(cells[8], after["board"])
+                self.assertEqual(" ".join(cells[9:11]), format_ns(chip["boot_ns"]))
+                # The table was taken between the two JSON documents.
+                shown = parse_ns(*cells[3:5])
+                self.assertGreaterEqual(shown, before[chip["id"]]["uptime_ns"] * (1 - 0.005))
+                self.assertLessEqual(shown, chip["uptime_ns"] * (1 + 0.005))
 
     def test_info_json_describes_chip_zero(self):
         info = self.s.vtrn_json("info", 0)
@@ -109,16 +135,19 @@ class BootedBoard(h.SessionTestCase):
         doc = self.s.vtrn_json("logs", 1, "--tail", 2)
         self.assertEqual(len(doc["lines"]), 2, doc["lines"])
 
-    def test_telemetry_heartbeat_advances_over_300_ms(self):
+    def test_telemetry_heartbeat_and_uptime_advance(self):
         first = {c["chip"]: c for c in self.s.vtrn_json("telemetry")["chips"]}
-        time.sleep(0.35)
-        second = {c["chip"]: c for c in self.s.vtrn_json("telemetry")["chips"]}
         self.assertEqual(sorted(first), [0, 1])
         for chip in (0, 1):
-            with self.subTest(chip=chip):
-                self.assertGreater(second[chip]["heartbeat"], first[chip]["heartbeat"])
-                self.assertGreater(second[chip]["uptime_ns"], first[chip]["uptime_ns"])
-                self.assertGreater(second[chip]["period_ms"], 0)
+            self.assertGreater(first[chip]["period_ms"], 0)
+        # A few telemetry periods on an idle host; the bound is for a loaded one.
+        second = h.wait_until(
+            "both chips' heartbeat and uptime to advance",
+            lambda: {c["chip"]: c for c in self.s.vtrn_json("telemetry")["chips"]},
+            lambda t: all(t[c]["heartbeat"] > first[c]["heartbeat"] and t[c]["uptime_ns"] > first[c]["uptime_ns"]
+                          for c in (0, 1)),
+            timeout=30)
+        self.assertEqual(sorted(second), [0, 1])
 
     def test_telemetry_of_one_chip_has_only_that_chip(self):
         doc = self.s.vtrn_json("telemetry", 1)
@@ -157,18 +186,13 @@ class BootedBoard(h.SessionTestCase):
         self.assertEqual(self.s.vtrnd_pid(), pid)
         self.assertEqual(len(self.s.vtrn_json("ls")["chips"]), 2)
 
-    def test_idle_chip_uses_under_10_percent_of_a_core(self):
-        chips = self.s.vtrn_json("ls")["chips"]
-        pids = {c["id"]: c["qemu_pid"] for c in chips}
-        start = {i: h.cpu_seconds(p) for i, p in pids.items()}
-        t0 = time.monotonic()
-        time.sleep(5)
-        elapsed = time.monotonic() - t0
-        share = {i: (h.cpu_seconds(p) - start[i]) / elapsed for i, p in pids.items()}
-        print("\nidle CPU per chip over %.1f s: %s" % (
-            elapsed, ", ".join(f"chip {i} {100 * s:.2f}% of a core" for i, s in share.items())), file=sys.stderr)
-        for i, s in share.items():
-            self.assertLess(s, 0.10, f"chip {i} used {100 * s:.1f}% of a core while idle")
+    def test_idle_chips_come_to_rest(self):
+        # An idle chip sleeps in WFI: one look at its QEMU finds every thread
+        # asleep. The CPU share that costs is a figure of
+        # tests/bench/board/board_bench.py.
+        for c in self.s.vtrn_json("ls")["chips"]:
+            with self.subTest(chip=c["id"]):
+                h.wait_process_at_rest(c["qemu_pid"])
 
 
 class DownLeavesNothingBehind(h.SessionTestCase):
@@ -203,22 +227,35 @@ class GdbStubs(h.SessionTestCase):
     session_name = "gdb"
 
     def test_up_with_gdb_prints_attach_commands_and_ports_listen(self):
-        base = 20000 + os.getpid() % 20000
-        r = self.s.vtrn("up", "--chips", 2, "--gdb", "--gdb-port", base, "--json")
+        # Port 0: QEMU binds a free port per chip and vtrnd reports it, so
+        # the test never guesses a port that something else may hold.
+        r = self.s.vtrn("up", "--chips", 2, "--gdb", "--gdb-port", 0, "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.s.remember_pids()
         doc = json.loads(r.stdout)
-        self.assertEqual([c["gdb_port"] for c in doc["chips"]], [base, base + 1])
+        ports = [c["gdb_port"] for c in doc["chips"]]
+        self.assertTrue(all(0 < p < 65536 for p in ports), ports)
+        self.assertEqual(len(set(ports)), 2, ports)
+        self.assertEqual([g["port"] for g in doc["gdb"]], ports)
+        self.assertEqual([c["gdb_port"] for c in self.s.vtrn_json("ls")["chips"]], ports)
         for g in doc["gdb"]:
             self.assertIn("gdb-multiarch", g["command"])
             self.assertIn("firmware.elf", g["command"])
             self.assertIn(f"target remote 127.0.0.1:{g['port']}", g["command"])
-            with socket.create_connection(("127.0.0.1", g["port"]), timeout=5):
-                pass
+            # The gdbstub answers the remote protocol: "?" asks why the
+            # target stopped; any "$...#xx" packet is an answer.
+            with socket.create_connection(("127.0.0.1", g["port"]), timeout=10) as sock:
+                sock.sendall(b"$?#3f")
+                reply = b""
+                while b"#" not in reply.lstrip(b"+"):
+                    chunk = sock.recv(256)
+                    self.assertTrue(chunk, f"port {g['port']} closed without a gdb packet: {reply!r}")
+                    reply += chunk
+                self.assertRegex(reply.lstrip(b"+"), rb"^\$[^#]*#")
         down = self.s.vtrn("down")
         self.assertEqual(down.returncode, 0, down.stderr)
         self.assert_nothing_left()
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    h.main()

@@ -8,7 +8,9 @@ must account for exactly what was sent.
 Not the hostile-input tests (test_dma_hostile.py): everything here is valid
 and must succeed. The CLI has no way to pick a queue or hand over chosen
 bytes for an independent read-back, so part of this goes through the small
-socket client in vtrn_harness (ApiClient).
+socket client in vtrn_harness (ApiClient). DMA is checked against live
+allocations, as in production: every address used here lies in an
+allocation a connection of this test holds while the data moves.
 """
 
 import json
@@ -16,14 +18,11 @@ import os
 import random
 import sys
 import threading
-import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vtrn_harness as h  # noqa: E402
 
 MiB = 1 << 20
-SLOT = 16 * MiB     # each case gets its own HBM slot, so parallel clients never overlap
 READ_PIECE = 2 * MiB  # DmaRead answers must fit in one 4 MiB frame
 
 
@@ -51,42 +50,27 @@ def totals(stats):
     return out
 
 
-class DmaIntegrity(h.SessionTestCase):
+class DmaIntegrity(h.BoardTestCase):
     session_name = "dma"
+    up_args = ("--chips", 2)
+    up_env = {"VTRN_ALLOW_RAW_DMA": "0"}
 
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        r = cls.s.vtrn("up", "--chips", 2, env={"VTRN_ALLOW_RAW_DMA": "0"})
-        if r.returncode != 0:
-            cls.s.cleanup()
-            raise AssertionError(f"vtrn up --chips 2 exited {r.returncode}: {r.stderr}")
-        cls.s.remember_pids()
+    def board_ready(cls):
         with h.ApiClient(cls.s) as c:
             cls.stats = {chip: c.dma_stats(chip) for chip in (0, 1)}
         cls.rng = random.Random(0x5EED)
 
     @classmethod
-    def tearDownClass(cls):
+    def end_of_class_problems(cls):
         # After every test: both chips still READY with healthy, idle queues.
-        problems = []
-        try:
-            problems += h.board_health_problems(cls.s, (0, 1))
-        except Exception as e:  # a dead daemon is itself the finding
-            problems.append(f"health check failed: {e!r}")
-        problems += h.down_and_check(cls.s)
-        super().tearDownClass()
-        if problems:
-            raise AssertionError("after vtrn down: " + "; ".join(problems))
+        return h.board_health_problems(cls.s, (0, 1))
 
-    def base(self, chip):
-        return self.stats[chip]["hbm_base"]
-
-    def test_board_offers_several_queues_and_room_for_the_slots_used_here(self):
+    def test_board_offers_several_queues_and_room_for_the_allocations_used_here(self):
         for chip, st in self.stats.items():
             with self.subTest(chip=chip):
                 self.assertGreaterEqual(len(st["queues"]), 2, "one queue: the multi-queue tests would prove nothing")
-                self.assertGreaterEqual(st["hbm_size"], 16 * SLOT)
+                self.assertGreaterEqual(st["hbm_size"], 128 * MiB)
                 self.assertGreaterEqual(st["max_chain_descs"], 64)
 
     def test_cli_copies_of_odd_sizes_offsets_and_chains_read_back_identical(self):
@@ -99,22 +83,25 @@ class DmaIntegrity(h.SessionTestCase):
                  (0, 3 * MiB + 4095, 0, 64), (1, 4 * MiB, 0x801, 1)]
         tmp = self.s.tmp
         jobs = []
-        for i, (chip, n, off, chain) in enumerate(cases):
-            path = os.path.join(tmp, f"case{i}.bin")
-            data = self.rng.randbytes(n)
-            with open(path, "wb") as f:
-                f.write(data)
-            addr = self.base(chip) + i * SLOT + off
-            jobs.append((chip, n, addr, chain, data,
-                         ["dma", "copy", chip, "--file", path, "--hbm-addr", hex(addr), "--chain", chain, "--json"]))
-        # Four CLI clients at a time, both chips busy at once.
-        done = []
-        for k in range(0, len(jobs), 4):
-            procs = [(j, self.s.popen(*j[5])) for j in jobs[k:k + 4]]
-            for j, p in procs:
-                out, err = p.communicate(timeout=60)
-                done.append((j, p.returncode, out, err))
-        with h.ApiClient(self.s) as c:
+        with h.ApiClient(self.s) as holder:
+            for i, (chip, n, off, chain) in enumerate(cases):
+                path = os.path.join(tmp, f"case{i}.bin")
+                data = self.rng.randbytes(n)
+                with open(path, "wb") as f:
+                    f.write(data)
+                # A chained copy lands right after its source: room for both.
+                block, _ = h.hbm_alloc(holder, chip, off + 2 * n + 4096)
+                addr = block + off
+                jobs.append((chip, n, addr, chain, data,
+                             ["dma", "copy", chip, "--file", path, "--hbm-addr", hex(addr), "--chain", chain,
+                              "--json"]))
+            # Four CLI clients at a time, both chips busy at once.
+            done = []
+            for k in range(0, len(jobs), 4):
+                procs = [(j, self.s.popen(*j[5])) for j in jobs[k:k + 4]]
+                for j, p in procs:
+                    out, err = p.communicate(timeout=60)
+                    done.append((j, p.returncode, out, err))
             for (chip, n, addr, chain, data, _), rc, out, err in done:
                 with self.subTest(chip=chip, bytes=n, addr=hex(addr), chain=chain):
                     self.assertEqual(rc, 0, err)
@@ -124,7 +111,7 @@ class DmaIntegrity(h.SessionTestCase):
                     dst = doc["dst_addr"] if chain > 1 else addr
                     if chain > 1:
                         self.assertGreaterEqual(dst, addr + n, "chained copy target overlaps its source")
-                    self.assertIsNone(first_difference(data, read_back(c, chip, dst, n)))
+                    self.assertIsNone(first_difference(data, read_back(holder, chip, dst, n)))
 
     def test_cli_generated_data_round_trips_with_chains(self):
         for chip, size, chain in ((0, "1M", 64), (1, "12345", 3)):
@@ -141,7 +128,8 @@ class DmaIntegrity(h.SessionTestCase):
                 nq = len(before["queues"])
                 sent = {"descriptors": 0, "chains": 0, "bytes": 0}
                 per_queue_copies = {}
-                base = self.base(chip) + 12 * SLOT
+                self.assertLessEqual(nq, 8, "the allocation below has room for 8 queues")
+                base, _ = h.hbm_alloc(c, chip, 16 * MiB)
                 for q in range(nq):
                     n = self.rng.choice([1, 31, 4099, 100003, 300001])
                     seg = min(n, self.rng.choice([1, 2, 8, 64]))
@@ -179,7 +167,8 @@ class DmaIntegrity(h.SessionTestCase):
             try:
                 rng = random.Random(k)
                 with h.ApiClient(self.s) as c:
-                    addr = self.base(chip) + (14 + k // 2) * SLOT + rng.randrange(1, 64)
+                    block, _ = h.hbm_alloc(c, chip, MiB)
+                    addr = block + rng.randrange(1, 64)
                     for _ in range(6):
                         data = rng.randbytes(rng.randrange(1, 700000))
                         c.dma_write(chip, addr, data)
@@ -189,19 +178,24 @@ class DmaIntegrity(h.SessionTestCase):
             except Exception as e:  # reported below; a thread cannot fail the test itself
                 errors.append(f"socket client {k} chip {chip}: {e!r}")
 
-        with h.ApiClient(self.s) as c:
-            before = {chip: c.dma_stats(chip) for chip in (0, 1)}
-        threads = [threading.Thread(target=socket_client, args=(k % 2, k)) for k in range(4)]
-        for t in threads:
-            t.start()
-        specs = [(chip, size, chain, self.base(chip) + (8 + i) * SLOT + 2 * i + 1)
-                 for i, (chip, size, chain) in enumerate(
-                     [(0, "1M", 1), (1, "1M", 4), (0, "333333", 64), (1, "777", 2), (0, "2M", 1), (1, "3M", 33)])]
-        procs = [self.s.popen("dma", "copy", chip, "--size", size, "--chain", chain, "--hbm-addr", hex(addr), "--json")
-                 for chip, size, chain, addr in specs]
-        outs = [p.communicate(timeout=60) + (p.returncode,) for p in procs]
-        for t in threads:
-            t.join(timeout=60)
+        holder = h.ApiClient(self.s)
+        try:
+            before = {chip: holder.dma_stats(chip) for chip in (0, 1)}
+            specs = [(chip, size, chain, h.hbm_alloc(holder, chip, 8 * MiB)[0] + 2 * i + 1)
+                     for i, (chip, size, chain) in enumerate(
+                         [(0, "1M", 1), (1, "1M", 4), (0, "333333", 64), (1, "777", 2), (0, "2M", 1), (1, "3M", 33)])]
+            threads = [threading.Thread(target=socket_client, args=(k % 2, k)) for k in range(4)]
+            for t in threads:
+                t.start()
+            procs = [self.s.popen("dma", "copy", chip, "--size", size, "--chain", chain, "--hbm-addr", hex(addr),
+                                  "--json")
+                     for chip, size, chain, addr in specs]
+            outs = [p.communicate(timeout=60) + (p.returncode,) for p in procs]
+            for t in threads:
+                t.join(timeout=60)
+            self.assertEqual([t for t in threads if t.is_alive()], [], "a socket client never finished")
+        finally:
+            holder.close()
         self.assertEqual(errors, [])
         for (chip, size, chain, _), (out, err, rc) in zip(specs, outs):
             with self.subTest(chip=chip, size=size, chain=chain):
@@ -217,11 +211,11 @@ class DmaIntegrity(h.SessionTestCase):
 
     def test_raw_copy_is_refused_when_vtrnd_was_not_started_with_raw_dma(self):
         with h.ApiClient(self.s) as c:
-            base = self.base(0)
+            base, _ = h.hbm_alloc(c, 0, 2 * MiB)
             st, err, _ = c.dma_copy_raw(0, src_addr=base, dst_addr=base + MiB, length=64, raw=True)
         self.assertEqual(st, h.API_STATUS_BAD_REQUEST)
         self.assertIn("raw mode is off", err)
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    h.main()

@@ -15,7 +15,6 @@ are what is under test. Timings are bounds, never measurements.
 import os
 import sys
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vtrn_harness as h  # noqa: E402
@@ -52,22 +51,13 @@ def wired_up(ps):
     return all(p["state"] in UP_STATES for p in ps.values() if p["wired"] and p["peer_on_board"])
 
 
-class TwoChipLinks(h.SessionTestCase):
+class TwoChipLinks(h.BoardTestCase):
     session_name = "links2"
+    up_args = ("--boot-timeout-ms", 30000)
 
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        r = cls.s.vtrn("up", "--boot-timeout-ms", 30000, timeout=120)
-        if r.returncode != 0:
-            raise AssertionError(f"vtrn up failed: {r.stderr}")
-        cls.s.remember_pids()
+    def board_ready(cls):
         wait_for(cls.s, "every wired link in L0", wired_up)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.s.vtrn("down", timeout=60)
-        super().tearDownClass()
 
     def test_links_train_to_l0_at_full_speed_and_width(self):
         # A link may be retraining at the moment we look (a starved QEMU on
@@ -190,7 +180,7 @@ class RingLinks(h.SessionTestCase):
     session_name = "links4"
 
     def tearDown(self):
-        self.s.vtrn("down", timeout=60)
+        self.assertEqual(h.down_and_check(self.s), [])
 
     def test_ring_negotiates_around_a_faulty_lane_and_a_slow_chip(self):
         r = self.s.vtrn("up", "--board", RING4, "--boot-timeout-ms", 60000, timeout=180)
@@ -212,10 +202,12 @@ class RingLinks(h.SessionTestCase):
         r = self.s.vtrn("up", "--board", RING4, "--chips", 3, "--boot-timeout-ms", 60000, timeout=180)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.s.remember_pids()
-        ps = wait_for(self.s, "the links between present chips in L0", wired_up)
-        time.sleep(1.0)  # the absent side must stay absent, not merely slow
-        ps = ports(self.s)
-        for key in ((2, 0), (0, 1)):  # both wired to chip 3, which is not started
+        wait_for(self.s, "the links between present chips in L0", wired_up)
+        # Both ports wired to chip 3, which is not started, find no link
+        # header: a definite state, not a slow peer.
+        ps = wait_for(self.s, "the ports towards chip 3 to report the peer absent",
+                      lambda ps: all(ps[k]["reason"] == "peer absent (no link header)" for k in ((2, 0), (0, 1))))
+        for key in ((2, 0), (0, 1)):
             p = ps[key]
             self.assertEqual(p["state"], "Detect", key)
             self.assertFalse(p["peer_on_board"])
@@ -228,4 +220,4 @@ class RingLinks(h.SessionTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    h.main()

@@ -5,10 +5,16 @@ On a 2-chip board, chip 1 is broken on purpose with `vtrn inject` while chip
 0 is pinged and moves DMA the whole time: the faulty chip must be detected
 (watchdog, panic record, child exit, latched queue), reset and READY again,
 the other chip must not notice, nothing may hang, and every error must say
-what happened. A second board checks the give-up rule (a chip that keeps
-failing ends FAILED with the reason, and `vtrn reset` brings it back); a
-third kills vtrnd itself and starts again, and checks the socket's owner
-rule and the cancellation of a disconnected client's DMA.
+what happened. A second board resets a chip by hand while a ping, an HBM
+allocation, a DMA write and a job all wait on it (its firmware stalled, so
+none of them can finish first): each must end with the reset as its
+reason. A third checks the give-up rule (a chip that keeps failing ends
+FAILED with the reason, and `vtrn reset` brings it back); a fourth kills
+vtrnd itself and starts again, and checks the socket's owner rule and the
+cancellation of a disconnected client's DMA.
+
+Detection and recovery are waited for, never timed here: how long they take
+is a figure of tests/bench/board/board_bench.py.
 """
 
 import json
@@ -27,6 +33,7 @@ import vtrn_harness as h  # noqa: E402
 
 MiB = 1 << 20
 WATCHDOG_MS = 1000  # the default: 10 telemetry periods of 100 ms, at least 1 s
+MANUAL_RESET = "chip 0 was reset: manual reset (vtrn reset)"
 
 
 class Background:
@@ -68,16 +75,9 @@ class Background:
         self.thread.join(60)
 
 
-def wait_ready(s, chip, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
-        doc = s.vtrn_json("ls")
-        c = [x for x in doc["chips"] if x["id"] == chip][0]
-        if c["state"] == "READY" and not c["recovering"]:
-            return c
-        if time.monotonic() > deadline:
-            raise AssertionError(f"chip {chip} not READY within {timeout} s: {c}")
-        time.sleep(0.05)
+def wait_ready(s, chip, timeout=60):
+    return h.wait_until(f"chip {chip} READY", lambda: [x for x in s.vtrn_json("ls")["chips"] if x["id"] == chip][0],
+                        lambda c: c["state"] == "READY" and not c["recovering"], timeout)
 
 
 def inject(s, kind, chip, *extra, timeout=60):
@@ -88,36 +88,18 @@ def inject(s, kind, chip, *extra, timeout=60):
     return json.loads(r.stdout)
 
 
-class FaultsOnOneChip(h.SessionTestCase):
+class FaultsOnOneChip(h.BoardTestCase):
     """Chip 1 is broken in every way while chip 0 keeps working."""
 
     session_name = "reliab"
+    # A 1 s give-up window: each fault here is a fresh one, so no reset
+    # waits out a back-off (GivingUp tests the window).
+    up_args = ("--chips", 2)
+    up_env = {"VTRN_RESET_LIMIT": "50", "VTRN_RESET_WINDOW_MS": "1000"}
 
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        # A 1 s give-up window: each fault here is a fresh one, so no reset
-        # waits out a back-off (GivingUp tests the window). DMA is checked
-        # against live allocations, as in production: a write issued after a
-        # reset to an allocation from before it must fail, not land.
-        r = cls.s.vtrn("up", "--chips", 2, env={"VTRN_RESET_LIMIT": "50", "VTRN_RESET_WINDOW_MS": "1000",
-                                                 "VTRN_HBM_DMA_UNCHECKED": "0"})
-        if r.returncode != 0:
-            cls.s.cleanup()
-            raise AssertionError(f"vtrn up --chips 2 exited {r.returncode}: {r.stderr}")
-        cls.s.remember_pids()
-
-    @classmethod
-    def tearDownClass(cls):
-        problems = []
-        try:
-            problems += h.board_health_problems(cls.s, (0, 1))
-        except Exception as e:  # noqa: BLE001
-            problems.append(f"health check failed: {e!r}")
-        problems += h.down_and_check(cls.s)
-        super().tearDownClass()
-        if problems:
-            raise AssertionError("after the fault tests: " + "; ".join(problems))
+    def end_of_class_problems(cls):
+        return h.board_health_problems(cls.s, (0, 1))
 
     def setUp(self):
         wait_ready(self.s, 0)
@@ -135,19 +117,19 @@ class FaultsOnOneChip(h.SessionTestCase):
     def fault_round(self, kind, cause):
         before = self.s.vtrn_json("info", 1)
         with Background(self.s) as bg:
-            t0 = time.monotonic()
+            h.wait_until("a first round of background work on chip 0", lambda: bg.rounds, bool, 60)
             doc = inject(self.s, kind, 1)
-            wall = time.monotonic() - t0
-            time.sleep(0.2)
+            # Chip 0 keeps working after chip 1 came back, too.
+            done = bg.rounds
+            h.wait_until("another round of background work on chip 0", lambda: bg.rounds,
+                         lambda n: n > done or bg.errors, 60)
         self.assertEqual(bg.errors, [], f"chip 0 was disturbed by {kind} on chip 1")
-        self.assertGreater(bg.rounds, 0, "the background work on chip 0 never completed a round")
         hist = doc["reset_history"]
         self.assertEqual(hist["last_cause"], cause, hist)
         self.assertEqual(hist["count"], before["reset_history"]["count"] + 1, hist)
         self.assertFalse(hist["recovering"])
         self.assertGreater(hist["last_recover_ns"], 0)
         self.assertTrue(hist["last_log"], "the last log lines of the boot that went down were kept")
-        self.assertLess(wall, 30, f"{kind}: detection and recovery took {wall:.1f} s")
         after = self.s.vtrn_json("info", 1)
         self.assertGreater(after["summary"]["boot_generation"], before["summary"]["boot_generation"])
         self.assertEqual(after["summary"]["error"], "")
@@ -161,11 +143,11 @@ class FaultsOnOneChip(h.SessionTestCase):
         doc, _, after = self.fault_round("hang", "watchdog")
         hist = doc["reset_history"]
         self.assertIn("no heartbeat", hist["last_reason"])
-        # Measured from the firmware's acknowledgement; the last heartbeat
-        # came up to one 100 ms period before it. Detection is bounded by the
-        # watchdog plus one 200 ms check period (and a loaded machine's noise).
-        self.assertGreaterEqual(hist["last_detect_ns"], WATCHDOG_MS * 1e6 * 0.8)
-        self.assertLess(hist["last_detect_ns"], (WATCHDOG_MS + 1500) * 1e6)
+        # vtrnd's own account: the heartbeat had stopped for at least the
+        # watchdog's timeout when it fired (the watchdog does not fire early).
+        silent_ms = int(re.search(r"no heartbeat for (\d+) ms", hist["last_reason"]).group(1))
+        self.assertGreaterEqual(silent_ms, WATCHDOG_MS, hist["last_reason"])
+        self.assertGreater(hist["last_detect_ns"], 0)
         self.assertIn("reliability: committing injected fault: hang", "\n".join(hist["last_log"]))
         self.assertEqual(after["watchdog_timeout_ms"], WATCHDOG_MS)
 
@@ -178,7 +160,7 @@ class FaultsOnOneChip(h.SessionTestCase):
         hist = doc["reset_history"]
         self.assertIn("firmware panic", hist["last_reason"])
         self.assertRegex(hist["last_panic"], r"exception on cpu \d+: ec 0x25 .*far 0x7fdead0000")
-        self.assertLess(hist["last_detect_ns"], 1.5e9, "a panic is seen within a poll period")
+        self.assertGreater(hist["last_detect_ns"], 0)
         self.assertEqual(after["reset_history"]["last_panic"], hist["last_panic"])
         r = self.s.vtrn("info", 1)
         self.assertIn("last panic", r.stdout)
@@ -215,49 +197,20 @@ class FaultsOnOneChip(h.SessionTestCase):
         self.check_chip1_works()
         self.assertEqual(self.s.vtrn_json("ls")["chips"][1]["state"], "READY")
 
-    def test_manual_reset_fails_what_is_in_flight_with_the_reason(self):
-        before = self.s.vtrn_json("info", 1)
-        ping = self.s.popen("ping", 1, "--count", 100000, "--interval-us", 1000)
-        dma_result = {}
-
-        def dma_loop():
-            with h.ApiClient(self.s) as c:
-                base, _ = h.hbm_alloc(c, 1, 3 * MiB)
-                try:
-                    while True:
-                        c.dma_write(1, base, bytes(3 * MiB))
-                except h.ApiError as e:
-                    dma_result["error"] = e
-
-        t = threading.Thread(target=dma_loop, daemon=True)
-        t.start()
-        time.sleep(0.5)
-        r = self.s.vtrn("reset", 1, "--json", timeout=60)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        doc = json.loads(r.stdout)
-        self.assertEqual(doc["reset_history"]["last_cause"], "manual")
-        self.assertGreater(doc["boot_generation"], before["summary"]["boot_generation"])
-        out, err = ping.communicate(timeout=30)
-        self.assertEqual(ping.returncode, h.EXIT_CHIP_NOT_READY, err)
-        # In flight when the reset began, or submitted while it ran.
-        self.assertRegex(err, r"chip 1 (was reset: |is being reset \()manual reset \(vtrn reset\)")
-        t.join(30)
-        self.assertFalse(t.is_alive(), "a DMA write in flight during the reset never returned")
-        self.assertIn("error", dma_result)
-        # In flight: "queue reset"; queued: the chip's state; issued after the
-        # reboot: the allocation went with the chip's old HBM allocator.
-        self.assertRegex(dma_result["error"].error, r"reset|BOOTING|STARTING|HBM range not allocated")
-        self.check_chip1_works()
-
     def test_telemetry_and_ls_report_resets_and_the_last_reason(self):
+        t_before_ms = time.time() * 1000
         r = self.s.vtrn("reset", 1, timeout=60)
+        t_after_ms = time.time() * 1000
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertRegex(r.stdout, r"chip 1: reset, READY again after .* \(boot generation \d+")
         tel = self.s.vtrn_json("telemetry", 1)
         t = tel["chips"][0] if isinstance(tel, dict) and "chips" in tel else tel[0]
         self.assertGreaterEqual(t["resets"], 1)
         self.assertEqual(t["last_reset_reason"], "manual reset (vtrn reset)")
-        self.assertGreater(t["last_reset_unix_ms"], (time.time() - 600) * 1000)
+        # vtrnd's wall clock of the reset lies within the reset command
+        # (the same host clock; 1 ms of rounding).
+        self.assertGreaterEqual(t["last_reset_unix_ms"], t_before_ms - 1)
+        self.assertLessEqual(t["last_reset_unix_ms"], t_after_ms + 1)
         chips = self.s.vtrn_json("ls")["chips"]
         self.assertEqual(chips[0]["resets"], 0, "chip 0 was never reset")
         self.assertGreaterEqual(chips[1]["resets"], 1)
@@ -273,27 +226,100 @@ class FaultsOnOneChip(h.SessionTestCase):
         self.assert_one_error_line(r, h.EXIT_UNKNOWN_CHIP, "chip 9")
 
 
-class GivingUp(h.SessionTestCase):
+class ManualResetWithWaiters(h.BoardTestCase):
+    """`vtrn reset` while one request of every kind waits on the chip."""
+
+    session_name = "mreset"
+    # No watchdog: the stalled firmware below stays stalled until the
+    # manual reset, which is then the only reset.
+    up_args = ("--chips", 1)
+    up_env = {"VTRN_WATCHDOG_MS": "0"}
+
+    def send(self, client, body_field, body):
+        """Sends one request without waiting for its answer, then a List on
+        the same connection: once that is answered, vtrnd has read the
+        request (a connection is read in order). Returns the request id."""
+        rid = client.next_id
+        client.next_id += 1
+        frame = h.pb_encode([(1, rid), (body_field, body)])
+        client.sock.sendall(len(frame).to_bytes(4, "little") + frame)
+        client.call(10, [])
+        return rid
+
+    def answer(self, client, rid):
+        """(status, error) of the answer to request rid."""
+        while True:
+            n = int.from_bytes(client._recv_exact(4), "little")
+            resp = h.pb_decode(client._recv_exact(n))
+            if h.pb_uint(resp, 1) == rid:
+                return h.pb_uint(resp, 2), resp.get(3, [b""])[-1].decode(errors="replace")
+
+    def test_manual_reset_ends_every_kind_of_waiter_with_the_reset(self):
+        before = self.s.vtrn_json("info", 0)
+        path = os.path.join(self.s.tmp, "long.json")
+        with open(path, "w") as f:
+            json.dump(h.LONG_GEMM_JOB, f)
+        job_id = self.s.vtrn_json("submit", path)["job"]["id"]
+        h.wait_until("the job to run", lambda: self.s.vtrn_json("job", "show", job_id)["state"],
+                     lambda st: st == "RUNNING", 60)
+        job_waiter = self.s.popen("job", "wait", job_id, "--json")
+        clients = [h.ApiClient(self.s) for _ in range(3)]
+        try:
+            dma, ping, hbm = clients
+            addr, _ = h.hbm_alloc(dma, 0, 3 * MiB)
+            # The firmware stops serving anything: from here nothing sent to
+            # the chip can be answered by it. (No --wait: with the watchdog
+            # off nothing recovers it but the reset below.)
+            r = self.s.vtrn("inject", "stall", 0, "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            waiting = {
+                "dma": (dma, self.send(dma, 30, [(1, 0), (2, addr), (3, bytes(3 * MiB))])),
+                "hbm": (hbm, self.send(hbm, 40, [(1, 0), (2, MiB), (3, 0), (4, 0)])),
+                # Last: vtrnd gives a ping one second.
+                "ping": (ping, self.send(ping, 12, [(1, 0), (2, 1)])),
+            }
+            with h.ApiClient(self.s) as probe:
+                self.assertGreater(sum(q["in_flight"] for q in probe.dma_stats(0)["queues"]), 0,
+                                   "the DMA write is not in flight")
+            r = self.s.vtrn("reset", 0, "--json", timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            doc = json.loads(r.stdout)
+            self.assertEqual(doc["reset_history"]["last_cause"], "manual")
+            self.assertGreater(doc["boot_generation"], before["summary"]["boot_generation"])
+            # Control requests fail with the chip's state and the reset's
+            # reason; the DMA chain in flight ends with DMA status RESET.
+            for kind, (client, rid) in waiting.items():
+                with self.subTest(waiter=kind):
+                    status, error = self.answer(client, rid)
+                    if kind == "dma":
+                        self.assertEqual(status, h.API_STATUS_CHIP_ERROR, error)
+                        self.assertRegex(error, r"^chip 0: DMA write chunk at 0x[0-9a-f]+ failed: queue reset$")
+                    else:
+                        self.assertEqual(status, h.API_STATUS_CHIP_NOT_READY, error)
+                        self.assertIn(MANUAL_RESET, error)
+        finally:
+            for c in clients:
+                c.close()
+            out, err = job_waiter.communicate(timeout=60)
+        self.assertEqual(job_waiter.returncode, h.EXIT_FAILED, err)
+        j = json.loads(out)
+        self.assertEqual(j["state"], "FAILED", (out, err))
+        self.assertIn("chip reset", j["reason"])
+        # The chip works again: a ping, and DMA through a new allocation.
+        self.assertEqual(self.s.vtrn("ping", 0, "--count", 5).returncode, 0)
+        with h.ApiClient(self.s) as c:
+            base, _ = h.hbm_alloc(c, 0, MiB)
+            data = os.urandom(MiB)
+            c.dma_write(0, base, data)
+            self.assertEqual(c.dma_read(0, base, MiB)[0], data)
+
+
+class GivingUp(h.BoardTestCase):
     """A chip that keeps failing is not reset forever."""
 
     session_name = "giveup"
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        r = cls.s.vtrn("up", "--chips", 1, env={"VTRN_RESET_LIMIT": "1"})
-        if r.returncode != 0:
-            cls.s.cleanup()
-            raise AssertionError(f"vtrn up --chips 1 exited {r.returncode}: {r.stderr}")
-        cls.s.remember_pids()
-
-    @classmethod
-    def tearDownClass(cls):
-        problems = h.down_and_check(cls.s)
-        super().tearDownClass()
-        if problems:
-            raise AssertionError("; ".join(problems))
-
+    up_args = ("--chips", 1)
+    up_env = {"VTRN_RESET_LIMIT": "1"}
     def test_second_panic_within_the_window_ends_failed_and_manual_reset_revives(self):
         inject(self.s, "panic", 0)
         r = self.s.vtrn("inject", "panic", 0, "--wait", timeout=60)
@@ -330,12 +356,12 @@ class DaemonAndClients(h.SessionTestCase):
         pid = self.s.vtrnd_pid()
         qemus = [c["qemu_pid"] for c in self.s.vtrn_json("ls")["chips"]]
         os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and any(h.process_alive(p) for p in qemus + [pid]):
-            time.sleep(0.02)
-        h.reap_children()
-        self.assertEqual([p for p in qemus + [pid] if h.process_alive(p)], [],
-                         "QEMU or vtrnd still running 5 s after SIGKILL of vtrnd")
+
+        def alive():
+            h.reap_children()
+            return [p for p in qemus + [pid] if h.process_alive(p)]
+
+        h.wait_until("vtrnd and its QEMUs gone after SIGKILL of vtrnd", alive, lambda left: not left, 30)
         # What the dead vtrnd left: its pid file, socket and chip directories.
         self.assertTrue(os.path.exists(os.path.join(self.s.runtime_dir, "vtrnd.pid")))
         r = self.s.vtrn("ls")
@@ -349,24 +375,42 @@ class DaemonAndClients(h.SessionTestCase):
 
     def test_client_that_leaves_mid_dma_has_its_work_cancelled(self):
         self.up()
-        c = h.ApiClient(self.s)
-        base, _ = h.hbm_alloc(c, 0, 18 * MiB)
-        # Queue several large writes without reading any answer, then leave.
-        for i in range(6):
-            frame = h.pb_encode([(1, 100 + i), (30, [(1, 0), (2, base + i * 3 * MiB), (3, bytes(3 * MiB))])])
-            c.sock.sendall(len(frame).to_bytes(4, "little") + frame)
-        time.sleep(0.05)
-        c.close()
-        deadline = time.monotonic() + 10
-        while True:
-            with h.ApiClient(self.s) as probe:
+        with h.ApiClient(self.s) as probe:
+            def stats():
                 st = probe.call(34, [(1, 0)])
-            waiting = h.pb_uint(st, 9)
-            busy = [h.pb_uint(h.pb_decode(q), 12) for q in st.get(1, [])]
-            if waiting == 0 and not any(busy):
-                break
-            self.assertLess(time.monotonic(), deadline, f"clients_waiting={waiting} in_flight={busy}")
-            time.sleep(0.05)
+                queues = [h.pb_decode(q) for q in st.get(1, [])]
+                return {"waiting": h.pb_uint(st, 9), "in_flight": sum(h.pb_uint(q, 12) for q in queues),
+                        "submitted": sum(h.pb_uint(q, 14) for q in queues)}
+
+            before = stats()
+            # In D3hot the device serves no DMA queue: what the client queues
+            # now can only end by being cancelled, never by finishing first.
+            self.s.vtrn_json("power", 0, "--state", "d3")
+            try:
+                h.wait_until("D3hot", lambda: self.s.vtrn_json("telemetry", 0)["chips"][0]["power"]["device_state"],
+                             lambda st: st == "D3hot", 10)
+                c = h.ApiClient(self.s)
+                base, _ = h.hbm_alloc(c, 0, 18 * MiB)
+                # Six large writes without reading any answer: more chunks
+                # (256 KiB each) than vtrnd puts in flight at once.
+                writes, size = 6, 3 * MiB
+                for i in range(writes):
+                    frame = h.pb_encode([(1, 100 + i), (30, [(1, 0), (2, base + i * size), (3, bytes(size))])])
+                    c.sock.sendall(len(frame).to_bytes(4, "little") + frame)
+                h.wait_until("work in flight on the ring and more queued in vtrnd", stats,
+                             lambda st: st["in_flight"] > 0 and st["waiting"] > 0, 30)
+                c.close()
+                # vtrnd drops what it had not submitted; what the device holds
+                # stays in flight until the device runs again.
+                dropped = h.wait_until("the departed client's queued work dropped", stats,
+                                       lambda st: st["waiting"] == 0, 30)
+            finally:
+                self.s.vtrn("power", 0, "--state", "d0")
+            after = h.wait_until("nothing in flight", stats, lambda st: st["in_flight"] == 0, 30)
+        chunks = writes * size // (256 * 1024)
+        self.assertLess(dropped["submitted"] - before["submitted"], chunks,
+                        "every chunk of the departed client's writes reached the ring")
+        self.assertEqual(after["submitted"], dropped["submitted"], "chunks were submitted after the client left")
         self.assertEqual(self.s.vtrn("ping", 0, "--count", 5).returncode, 0)
 
     def test_malformed_frames_are_rejected_and_logged_and_the_daemon_keeps_serving(self):
@@ -425,4 +469,4 @@ class DaemonAndClients(h.SessionTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    h.main()

@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -99,6 +100,33 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def thread_states(pid):
+    """{tid: one-letter state} of every thread of pid ({} once it is gone)."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except (FileNotFoundError, ProcessLookupError):
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                text = f.read()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        out[int(tid)] = text[text.rfind(")") + 2]
+    return out
+
+
+def wait_process_at_rest(pid, timeout=30, interval=0.02):
+    """Waits until one look at pid finds every one of its threads asleep
+    (no thread running or runnable) and returns that look. A QEMU whose
+    vCPUs idle in WFI gets there within a few looks (its threads wake only
+    for timers); one whose vCPU spins never does. Raises AssertionError with
+    the states of the last look otherwise."""
+    return wait_until(f"every thread of pid {pid} asleep", lambda: thread_states(pid),
+                      lambda st: st and all(v in "SDI" for v in st.values()), timeout, interval)
+
+
 def processes_mentioning(text):
     """Pids of live processes whose command line or environment contains text
     (QEMU names its chip directory on the command line; vtrnd inherits
@@ -120,6 +148,23 @@ def processes_mentioning(text):
     return found
 
 
+# A GEMM long enough to be caught running, cancelled or reset (tens of
+# GFLOP take minutes under TCG): fp8 1024 x 1024 x 2048 with zero-filled
+# inputs (nothing to upload), 4 GFLOP. Tests copy it with their own name
+# and timeout.
+LONG_GEMM_JOB = {
+    "name": "long",
+    "timeout_ms": 120000,
+    "buffers": [
+        {"name": "a", "bytes": 1024 * 2048},
+        {"name": "b", "bytes": 1024 * 2048},
+        {"name": "c", "bytes": 1024 * 1024 * 4},
+    ],
+    "steps": [{"kernel": "gemm", "dtype": "fp8-e4m3", "m": 1024, "n": 1024, "k": 2048,
+               "a": "a", "b": "b", "out": "c"}],
+}
+
+
 class Session:
     """One fresh runtime directory and the vtrn invocations that use it."""
 
@@ -131,14 +176,14 @@ class Session:
         self.env["VTRN_VTRND"] = VTRND
         self.env["VTRN_FIRMWARE"] = FIRMWARE
         self.env.pop("VTRN_QEMU", None)
-        # ---- HBM ----
         # The retired-page store lives with the session, never in the
-        # user's ~/.local/state. Tests written before HBM management DMA to
-        # raw HBM addresses, so vtrnd lets DMA reach HBM outside allocations
-        # unless a test sets VTRN_HBM_DMA_UNCHECKED=0 (test_hbm.py does).
+        # user's ~/.local/state.
         self.env["VTRN_STATE_DIR"] = os.path.join(self.tmp, "state")
-        self.env["VTRN_HBM_DMA_UNCHECKED"] = "1"
-        # ---- end HBM ----
+        # DMA is checked against live allocations, as in production: a test
+        # allocates the HBM it moves data through. "0", not unset, so a
+        # VTRN_HBM_DMA_UNCHECKED=1 in the caller's environment cannot turn
+        # the check off behind the tests' back.
+        self.env["VTRN_HBM_DMA_UNCHECKED"] = "0"
         self.known_pids = set()
 
     def vtrn(self, *args, env=None, timeout=90):
@@ -223,14 +268,125 @@ class SessionTestCase(unittest.TestCase):
                          f"runtime directory left behind: {os.listdir(s.runtime_dir) if os.path.isdir(s.runtime_dir) else ''}")
 
     def assert_one_error_line(self, r, code, *needles):
+        """The documented exit code and exactly one line on stderr,
+        "vtrn: <what went wrong>", holding every needle."""
         self.assertEqual(r.returncode, code, f"stdout={r.stdout!r} stderr={r.stderr!r}")
-        first = r.stderr.splitlines()[0] if r.stderr else ""
+        lines = r.stderr.splitlines()
+        self.assertEqual(len(lines), 1, f"not one error line: stderr={r.stderr!r}")
+        self.assertTrue(lines[0].startswith("vtrn: "), f"stderr={r.stderr!r}")
+        for needle in needles:
+            self.assertIn(needle, lines[0])
+
+    def assert_error_then_chip_logs(self, r, code, *needles):
+        """A failed boot: one "vtrn: " error line holding every needle, then
+        only indented lines about the chips: each further chip that failed
+        ("  chip <id> failed to boot ...") and the chips' last log lines
+        ("  chip <id> | <line>"). Returns those lines."""
+        self.assertEqual(r.returncode, code, f"stdout={r.stdout!r} stderr={r.stderr!r}")
+        first, *details = r.stderr.splitlines() or [""]
         self.assertTrue(first.startswith("vtrn: "), f"stderr={r.stderr!r}")
         for needle in needles:
-            self.assertIn(needle, r.stderr)
+            self.assertIn(needle, first)
+        self.assertTrue(details, f"no chip log lines after the error: {r.stderr!r}")
+        for line in details:
+            self.assertRegex(line, r"^  chip \d+ (\| |failed to boot )", f"stderr={r.stderr!r}")
+        return details
 
 
-# ---- A minimal client of vtrnd's socket, for what the CLI does not expose ----
+class BoardTestCase(SessionTestCase):
+    """A test class that boots one board for all its tests (`vtrn up` with
+    up_args and up_env) and brings it down after the last one. A board that
+    does not come up fails the class with nothing left behind; after the
+    last test, anything `vtrn down` leaves (processes, memfds, socket,
+    runtime directory) and whatever end_of_class_problems() returns fail
+    the class too."""
+
+    up_args = ()
+    up_env = {}
+    up_timeout = 120
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        try:
+            r = cls.s.vtrn("up", *cls.up_args, env=cls.up_env, timeout=cls.up_timeout)
+            if r.returncode != 0:
+                raise AssertionError(f"vtrn up {' '.join(map(str, cls.up_args))} exited {r.returncode}: {r.stderr}")
+            cls.up_stdout = r.stdout
+            cls.s.remember_pids()
+            cls.board_ready()
+        except BaseException:
+            # unittest skips tearDownClass when setUpClass raises.
+            cls.s.cleanup()
+            raise
+
+    @classmethod
+    def board_ready(cls):
+        """Runs once the board is up, before the first test (waits for
+        links, reads what every test needs); raising fails the class and
+        brings the board down."""
+
+    @classmethod
+    def end_of_class_problems(cls):
+        return []
+
+    @classmethod
+    def tearDownClass(cls):
+        problems = []
+        try:
+            problems += cls.end_of_class_problems()
+        except Exception as e:  # noqa: BLE001 - a dead daemon is itself the finding
+            problems.append(f"end-of-class check failed: {e!r}")
+        problems += down_and_check(cls.s)
+        super().tearDownClass()
+        if problems:
+            raise AssertionError(f"{cls.__name__} after its tests: " + "; ".join(problems))
+
+
+def wait_until(what, probe, pred, timeout, interval=0.05):
+    """Calls probe() until pred(value) holds and returns that value; raises
+    AssertionError naming `what` and the last value after `timeout` seconds.
+    The deadline is a generous bound on a condition, never a measurement."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if pred(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {value!r}")
+        time.sleep(interval)
+
+
+def standalone_session(name):
+    """The Session of a script that is not a unittest (soak, benchmarks)."""
+    require_built()
+    become_subreaper()
+    return Session(name)
+
+
+def fault_list(parser, text, known):
+    """The comma-separated fault kinds of a --faults option, each checked
+    against `known` (argparse error otherwise)."""
+    faults = [f for f in text.split(",") if f]
+    for f in faults:
+        if f not in known:
+            parser.error(f"unknown fault {f!r} (choose from {', '.join(known)})")
+    return faults
+
+
+def main():
+    """unittest.main for the test scripts, except that a file which runs no
+    test fails (a renamed base class or a typo in a test name must not pass
+    as "OK, 0 tests")."""
+    prog = unittest.main(verbosity=2, exit=False)
+    result = prog.result
+    if result.testsRun == 0:
+        print(f"{sys.argv[0]}: no tests ran", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(0 if result.wasSuccessful() else 1)
+
+
+# A minimal client of vtrnd's socket, for what the CLI does not expose.
 #
 # The DMA tests need requests the CLI has no command for (raw DmaCopy with
 # hostile descriptors, an explicit queue, DmaWrite/DmaRead of chosen bytes to
@@ -238,7 +394,7 @@ class SessionTestCase(unittest.TestCase):
 # wire format directly: varints, length-delimited fields and a generic decoder
 # into {field number: [values]}. Field numbers come from proto/vtrn_api.proto.
 
-API_STATUS_OK, API_STATUS_BAD_REQUEST, API_STATUS_CHIP_ERROR = 0, 1, 5
+API_STATUS_OK, API_STATUS_BAD_REQUEST, API_STATUS_CHIP_NOT_READY, API_STATUS_CHIP_ERROR = 0, 1, 3, 5
 DMA_SPACE_HBM, DMA_SPACE_HOST = 0, 1
 
 
@@ -419,12 +575,13 @@ class ApiClient:
     def dma_reset(self, chip, queue=-1):
         return pb_uint(self.call(35, [(1, chip), (2, queue)]), 1)
 
-    # DmaInject (36): fault 1 = submission index jump, 2 = index backwards.
+    # DmaInject (36): fault 1 = submission index jump, 2 = index backwards,
+    # 3 = completion consumer index ahead of the device.
     def dma_inject(self, chip, queue, fault):
         return self.call_raw(36, [(1, chip), (2, queue), (3, fault)])
 
 
-# ---- HBM (Request oneof 40..44) ----
+# HBM (Request oneof 40..44).
 def hbm_alloc(client, chip, nbytes, align=0, category=0):
     """(addr, bytes) of a new allocation owned by this connection."""
     r = client.call(40, [(1, chip), (2, nbytes), (3, align), (4, category)])
@@ -433,7 +590,6 @@ def hbm_alloc(client, chip, nbytes, align=0, category=0):
 
 def hbm_free(client, chip, addr):
     return pb_uint(client.call(41, [(1, chip), (2, addr)]), 1)
-# ---- end HBM ----
 
 
 def down_and_check(session):

@@ -13,7 +13,10 @@ tests), then runs for a bounded time:
 Every request is counted as submitted, then completed (OK), failed (non-OK
 status, counted by its reason with the digits taken out) or lost (no answer
 within --request-timeout: must be 0). A read-back that differs from what was
-written is corrupt (must be 0). Before and after, it records vtrnd's file
+written is corrupt (must be 0). The run must have done something: requests
+and jobs completed, faults injected, and each chip reset exactly once per
+fault that resets it; and every failure must be explained by a fault on its
+chip (between the injection and the chip's return to READY). Before and after, it records vtrnd's file
 descriptors and RSS and each chip's free DMA-window bytes (the host-side
 buffers every transfer borrows); after the run every chip must be READY
 again and nothing may have grown beyond a small tolerance.
@@ -21,6 +24,12 @@ again and nothing may have grown beyond a small tolerance.
 Detection and recovery times come from vtrnd's reset history (Info), once
 per fault. Output: a text report on stderr and, with --json, one JSON
 document on stdout. Exit status 0 when every check holds, 1 otherwise.
+
+The schedule (which chip, which request, which fault) comes from --seed,
+fixed by default so that every run of the suite draws the same one; the
+report names the seed, and --seed replays another. DMA is checked against
+live allocations (the harness default), as the clients' premise below is
+that DMA reaches only HBM they allocated.
 
 Run from the build tree (paths as tests/CMakeLists.txt sets them):
   VTRN_CLI=... VTRN_VTRND=... VTRN_TEST_FIRMWARE=... tests/soak/soak.py --seconds 600
@@ -41,6 +50,11 @@ import vtrn_harness as h  # noqa: E402
 
 MiB = 1 << 20
 FAULTS = ("hang", "panic", "qemu-kill", "dma-corrupt")
+RESETTING_FAULTS = ("hang", "panic", "qemu-kill")  # dma-corrupt latches a queue, the chip stays up
+# A failure counts as caused by a fault on its chip from this long before
+# the injection (a request in flight when the fault was committed) until
+# this long after the chip was READY again (an answer on its way).
+FAULT_MARGIN_S = 2.0
 FAULT_KIND = {"hang": 1, "panic": 2, "dma-corrupt": 3, "qemu-kill": 4}
 # vtrn.api Request oneof numbers.
 REQ_PING, REQ_DMA_WRITE, REQ_DMA_READ, REQ_DMA_STATS, REQ_DMA_RESET = 12, 30, 31, 34, 35
@@ -55,12 +69,14 @@ class Counters:
         self.jobs = self.jobs_done = 0
         self.job_mismatches = []
         self.failed = {}
+        self.failures = []  # (time, chip, reason) of every failed request
         self.mismatches = []  # (chip, write start, read end) of read-backs that differed
 
-    def fail(self, status, error):
+    def fail(self, chip, status, error):
         reason = f"status {status}: " + re.sub(r"0x[0-9a-f]+|\d+", "N", error)[:160]
         with self.lock:
             self.failed[reason] = self.failed.get(reason, 0) + 1
+            self.failures.append((time.monotonic(), chip, reason))
 
 
 def vtrnd_resources(pid):
@@ -94,7 +110,7 @@ def free_block(conn, counters, chip, addr):
         counters.submitted += 1
     status, error, _ = conn.call_raw(REQ_HBM_FREE, [(1, chip), (2, addr)])
     if status != 0:
-        counters.fail(status, error)
+        counters.fail(chip, status, error)
     else:
         with counters.lock:
             counters.completed += 1
@@ -124,7 +140,7 @@ def client_loop(s, idx, chips, stop, counters, timeout, seed):
                     with counters.lock:
                         counters.completed += 1
                 else:
-                    counters.fail(status, error)
+                    counters.fail(chip, status, error)
             else:
                 size = rng.choice((4096, 65536, 300 * 1024))
                 # DMA reaches only HBM the connection has allocated, and a
@@ -135,7 +151,7 @@ def client_loop(s, idx, chips, stop, counters, timeout, seed):
                     counters.submitted += 1
                 status, error, body = conn.call_raw(REQ_HBM_ALLOC, [(1, chip), (2, size), (3, 0), (4, 0)])
                 if status != 0:
-                    counters.fail(status, error)
+                    counters.fail(chip, status, error)
                     continue
                 with counters.lock:
                     counters.completed += 1
@@ -146,7 +162,7 @@ def client_loop(s, idx, chips, stop, counters, timeout, seed):
                     counters.submitted += 1
                 status, error, _ = conn.call_raw(REQ_DMA_WRITE, [(1, chip), (2, addr), (3, data)])
                 if status != 0:
-                    counters.fail(status, error)
+                    counters.fail(chip, status, error)
                     free_block(conn, counters, chip, addr)
                     continue
                 with counters.lock:
@@ -154,7 +170,7 @@ def client_loop(s, idx, chips, stop, counters, timeout, seed):
                     counters.submitted += 1
                 status, error, body = conn.call_raw(REQ_DMA_READ, [(1, chip), (2, addr), (3, size)])
                 if status != 0:
-                    counters.fail(status, error)
+                    counters.fail(chip, status, error)
                 else:
                     with counters.lock:
                         counters.completed += 1
@@ -203,10 +219,15 @@ def job_loop(s, chips, stop, counters, timeout, seed):
                 counters.job_mismatches.append(r.stderr.strip())
                 counters.completed += 1
         elif r.stderr.strip():
-            counters.fail(f"job exit {r.returncode}", r.stderr.strip().splitlines()[-1])
+            counters.fail(chip, f"job exit {r.returncode}", r.stderr.strip().splitlines()[-1])
         else:
             with counters.lock:
                 counters.lost += 1
+
+
+def queue_latched(client, chip):
+    st = client.call(REQ_DMA_STATS, [(1, chip)])
+    return any(h.pb_uint(h.pb_decode(q), 9) or h.pb_decode(q).get(10, [b""])[-1] for q in st.get(1, []))
 
 
 def hbm_used(s, chips):
@@ -224,13 +245,26 @@ def fault_loop(s, chips, stop, interval, rng, faults, log):
             before = states[chip]["resets"]
             t0 = time.monotonic()
             status, error, _ = c.call_raw(REQ_FAULT_INJECT, [(1, chip), (2, FAULT_KIND[kind]), (3, 0)])
-            entry = {"chip": chip, "kind": kind, "status": status, "error": error, "t": t0}
+            entry = {"chip": chip, "kind": kind, "status": status, "error": error, "t": t0, "t_ready": t0}
+            log.append(entry)
             if status == 0 and kind == "dma-corrupt":
-                time.sleep(0.3)
+                # The corruption is latched once the queue's stats say so.
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline and not queue_latched(c, chip):
+                    time.sleep(0.02)
                 st, err, _ = c.call_raw(REQ_DMA_RESET, [(1, chip), (2, -1)])
                 entry["dma_reset"] = "ok" if st == 0 else err
+            elif status == 0:
+                # The next fault waits for this one's recovery, so that each
+                # failure has one fault to answer for it.
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    st = chip_states(s)[chip]
+                    if st["resets"] > before and st["state"] == "READY" and not st["recovering"]:
+                        break
+                    time.sleep(0.05)
+            entry["t_ready"] = time.monotonic()
             entry["resets_before"] = before
-            log.append(entry)
 
 
 def main():
@@ -242,22 +276,18 @@ def main():
     ap.add_argument("--fault-interval", type=float, default=4.0)
     ap.add_argument("--faults", default=",".join(FAULTS))
     ap.add_argument("--request-timeout", type=float, default=30)
-    ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--seed", type=int, default=1, help="the schedule's random seed (default 1: every run the same)")
     ap.add_argument("--max-rss-growth-mib", type=int,
                     default=int(os.environ.get("VTRN_SOAK_MAX_RSS_GROWTH_MIB", "64")),
                     help="vtrnd RSS growth that counts as a leak (default 64, or $VTRN_SOAK_MAX_RSS_GROWTH_MIB)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    faults = [f for f in args.faults.split(",") if f]
-    for f in faults:
-        if f not in FAULT_KIND:
-            ap.error(f"unknown fault {f!r} (choose from {', '.join(FAULTS)})")
+    faults = h.fault_list(ap, args.faults, FAULTS)
 
-    h.require_built()
-    h.become_subreaper()
-    s = h.Session("soak")
+    s = h.standalone_session("soak")
     problems = []
     report = {"seed": args.seed, "seconds": args.seconds, "clients": args.clients, "chips": args.chips}
+    print(f"soak: seed {args.seed} (replay with --seed {args.seed})", file=sys.stderr)
     try:
         r = s.vtrn("up", "--chips", args.chips, env={"VTRN_RESET_LIMIT": "1000"})
         if r.returncode != 0:
@@ -332,6 +362,25 @@ def main():
             problems.append(f"{counters.lost} request(s) lost (no answer within {args.request_timeout} s)")
         if counters.submitted != counters.completed + sum(counters.failed.values()) + counters.lost:
             problems.append("submitted != completed + failed + lost")
+        if counters.completed == 0:
+            problems.append("no request completed")
+        if args.job_clients and counters.jobs_done == 0:
+            problems.append("no job completed verified")
+        if faults and not fault_log:
+            problems.append("no fault was injected")
+        # Each resetting fault reset its chip once, and nothing else did.
+        for chip in chips:
+            want = sum(1 for e in fault_log if e["chip"] == chip and e["status"] == 0 and e["kind"] in RESETTING_FAULTS)
+            if resets[chip] != want:
+                problems.append(f"chip {chip}: {resets[chip]} resets for {want} resetting fault(s)")
+        # Every failure on a chip falls inside one of that chip's faults.
+        unexplained = [(chip, reason) for t, chip, reason in counters.failures
+                       if not any(e["chip"] == chip and e["t"] - FAULT_MARGIN_S <= t <= e["t_ready"] + FAULT_MARGIN_S
+                                  for e in fault_log)]
+        report["unexplained_failures"] = len(unexplained)
+        if unexplained:
+            problems.append(f"{len(unexplained)} failure(s) with no fault on their chip, first: "
+                            f"chip {unexplained[0][0]}: {unexplained[0][1]}")
         # A read-back that differs is legitimate only when its chip was
         # faulted between the write and the read (a new QEMU starts with
         # zeroed HBM); the 2 s margin covers a fault injected just before the
@@ -369,7 +418,8 @@ def main():
              f"{report.get('failed', 0)} failed with a reason, {report.get('lost', 0)} lost",
              f"  jobs: {report.get('jobs', 0)} submitted, {report.get('jobs_verified', 0)} verified",
              f"  DMA read-backs that differed: {report.get('read_back_mismatches', 0)} "
-             f"({report.get('corrupt', 0)} without a reset of their chip in between)"]
+             f"({report.get('corrupt', 0)} without a reset of their chip in between)",
+             f"  failures with no fault on their chip: {report.get('unexplained_failures', 0)}"]
     for reason, n in sorted(report.get("failed_by_reason", {}).items(), key=lambda kv: -kv[1]):
         lines.append(f"    {n:6d}  {reason}")
     kinds = {}

@@ -343,6 +343,42 @@ void test_hbm_policy_can_refuse_a_range(void**) {
   assert_int_equal(r.pop().status, kErrNotAllocated);
 }
 
+// An uncorrectable ECC error retired the page at kHbmBase + 8192: any
+// range touching it is refused, as fw::hbm::DmaPolicy does.
+struct RetiredPagePolicy final : HbmPolicy {
+  Status check(uint64_t addr, uint64_t len) const override {
+    const uint64_t page = kHbmBase + 8192, page_end = page + 4096;
+    return addr < page_end && page < addr + len ? kErrEcc : kOk;
+  }
+};
+
+void test_chain_touching_a_retired_page_ends_ecc_and_writes_nothing_there(void**) {
+  Rig r;
+  RetiredPagePolicy pol;
+  r.map.policy = &pol;
+  memset(r.window.data(), 0xAB, 256);
+  // A two-descriptor chain: the first lands below the page, the second
+  // runs into it by one byte. The chain ends ECC with only the first
+  // descriptor's bytes moved; the page is untouched.
+  r.submit(desc(0, kHbmBase + 4096, 128, kDescFirst | kDescSrcHost, 1));
+  r.submit(desc(128, kHbmBase + 8192 - 127, 128, kDescLast | kDescSrcHost, 2));
+  // A chain after it on the same queue is served normally.
+  r.submit(desc(0, kHbmBase, 64, kOne | kDescSrcHost, 3));
+  r.poll();
+  Completion c = r.pop();
+  assert_int_equal(c.status, kErrEcc);
+  assert_int_equal(c.cookie, 2);
+  assert_int_equal(c.bytes, 128);
+  assert_int_equal(r.hbm[4096], 0xAB);
+  for (uint32_t i = 8192 - 127; i < 8192 + 1; ++i) assert_int_equal(r.hbm[i], 0);
+  c = r.pop();
+  assert_int_equal(c.status, kOk);
+  assert_int_equal(c.cookie, 3);
+  assert_int_equal(r.stats.errors_by_status[kErrEcc], 1);
+  assert_int_equal(r.stats.errors, 1);
+  assert_int_equal(r.q.error(), kQueueOk);
+}
+
 void test_descriptor_is_copied_before_validation(void**) {
   // The engine must act on one consistent snapshot of the descriptor. A
   // copier that rewrites the ring slot mid-copy cannot change the outcome.
@@ -416,6 +452,7 @@ int main() {
       cmocka_unit_test(test_poll_rereads_the_consumer_index_when_the_ring_looks_full),
       cmocka_unit_test(test_irq_reported_only_when_flagged_and_armed),
       cmocka_unit_test(test_hbm_policy_can_refuse_a_range),
+      cmocka_unit_test(test_chain_touching_a_retired_page_ends_ecc_and_writes_nothing_there),
       cmocka_unit_test(test_descriptor_is_copied_before_validation),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);

@@ -71,7 +71,7 @@ class Bench:
             raise RuntimeError(f"vtrn {' '.join(map(str, argv))}: exit {r.returncode}: {r.stderr.strip()}")
         return r.stdout
 
-    # ---- the chip ---------------------------------------------------------------------
+    # The chip.
 
     def chip_case(self, name, direction, size, depth, batch, seconds):
         doc = json.loads(self.vtrn("dma", "bench", 0, "--dir", direction, "--size", size, "--depth", depth,
@@ -113,7 +113,7 @@ class Bench:
                 if self.tmp:
                     shutil.rmtree(self.tmp, ignore_errors=True)
 
-    # ---- references -------------------------------------------------------------------
+    # References.
 
     def run_guest_memcpy(self):
         cmd = [self.qemu, "-M", "virt", "-cpu", "cortex-a53", "-m", "256M", "-nographic", "-nodefaults",

@@ -13,6 +13,8 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "integration"))
+import vtrn_harness as h  # noqa: E402
 CASES = ["h2d 1 MiB", "h2d 4 MiB", "d2h 1 MiB", "d2h 4 MiB", "d2d 1 MiB", "d2d 4 MiB",
          "64 B batch 32", "64 B batch 1", "latency 64 B", "latency 4 KiB"]
 CASE_KEYS = {"gbytes_per_s", "descriptors_per_s", "latency_ns", "chip_busy_ns", "chip_busy_fraction",
@@ -54,4 +56,4 @@ class DmaBenchSmoke(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    h.main()

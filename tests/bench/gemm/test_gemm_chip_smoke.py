@@ -11,6 +11,8 @@ import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "integration"))
+import vtrn_harness as h  # noqa: E402
 DTYPES = ["fp32", "bf16", "fp8-e4m3", "fp8-e5m2", "mxfp4"]
 
 
@@ -38,4 +40,4 @@ class GemmChipBenchSmoke(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    h.main()

@@ -10,8 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import time
-import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "integration"))
@@ -20,19 +18,15 @@ import vtrn_harness as h  # noqa: E402
 BENCH = os.path.join(HERE, "link_chip_bench.py")
 
 
-class LinkBenchSmoke(h.SessionTestCase):
+class LinkBenchSmoke(h.BoardTestCase):
     session_name = "linkbench"
 
+    @classmethod
+    def board_ready(cls):
+        h.wait_until("every link of the board up", lambda: cls.s.vtrn_json("topo"),
+                     lambda t: t["links"] and t["links_up"] == len(t["links"]), 60, 0.2)
+
     def test_link_bench_reports_links_round_trips_and_allreduce(self):
-        up = self.s.vtrn("up", timeout=120)
-        self.assertEqual(up.returncode, 0, up.stderr)
-        self.s.remember_pids()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            t = self.s.vtrn_json("topo")
-            if t["links_up"] == len(t["links"]):
-                break
-            time.sleep(0.2)
         env = dict(self.s.env, VTRN_CLI=h.CLI)
         r = subprocess.run([sys.executable, BENCH, "--mib", "1", "--pings", "20", "--allreduce-bytes", "65536",
                             "--native-rounds", "20000", "--json"], env=env, capture_output=True, text=True, timeout=120)
@@ -55,4 +49,4 @@ class LinkBenchSmoke(h.SessionTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    h.main()

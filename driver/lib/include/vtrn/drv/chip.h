@@ -67,7 +67,8 @@ struct ChipOptions {
   std::string board_model;
   std::vector<uint8_t> dtb;  // the board tree every chip is given
   vtrn::board::Chip board;
-  uint32_t gdb_port = 0;     // 0: no gdbstub
+  bool gdb = false;          // a gdbstub on 127.0.0.1:gdb_port
+  uint32_t gdb_port = 0;     // 0: any free port (QEMU binds it; vtrnd asks QMP which)
   uint32_t boot_timeout_ms = 10000;
   // Appended to the QEMU command line after qemu/chip.args (for example the
   // link service's ivshmem-plain devices, one per link port).
@@ -288,6 +289,8 @@ class Chip {
   void give_up(const std::string& why);
   void finish_reset(bool ok, const std::string& why);
   bool launch(std::string* err);
+  // Asks QEMU (QMP query-chardev) which port its gdbstub bound.
+  void learn_gdb_port();
   void drop_qemu_connections();
   void check_watchdog();
   std::string panic_summary() const;
@@ -301,6 +304,7 @@ class Chip {
   HostInterface hif_;
   DmaEngine dma_;
   pid_t pid_ = -1;
+  uint32_t gdb_port_ = 0;  // the port the gdbstub listens on (0 until known)
   UniqueFd qemu_out_;
   std::deque<std::string> qemu_lines_;
   std::string qemu_partial_;

@@ -260,6 +260,10 @@ class DmaEngine {
   // has consumed) and rings. The device must latch the queue; the host's own
   // bookkeeping is untouched, and reset() recovers.
   DmaError inject_sq_index_fault(uint32_t queue, bool backward);
+  // Test hook: publishes a completion consumer index one past what the
+  // device produced. The device latches the queue when it next needs
+  // completion space (its next descriptor); reset() recovers.
+  DmaError inject_cq_consumer_fault(uint32_t queue);
   // begin_reset + wait for the acknowledgement (polling, 1 ms sleeps).
   DmaError reset(uint32_t queue, uint64_t timeout_ns);
 

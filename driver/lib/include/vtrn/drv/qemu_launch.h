@@ -28,7 +28,8 @@ struct QemuParams {
   std::string qmp_sock;
   std::string uart_log;
   uint32_t vectors = 4;
-  uint32_t gdb_port = 0;  // 0: no gdbstub
+  bool gdb = false;       // a gdbstub on 127.0.0.1:gdb_port
+  uint32_t gdb_port = 0;  // 0: any free port
 };
 
 // The compiled-in qemu/chip.args.

@@ -24,7 +24,8 @@ namespace drv {
 
 class QmpClient {
  public:
-  // ok: false with the QMP error description (or "QMP connection closed").
+  // ok: true with the command's "return" value as JSON text; false with the
+  // QMP error description (or "QMP connection closed").
   using Reply = std::function<void(bool ok, const std::string& detail)>;
   using EventHook = std::function<void(const std::string& event)>;
 
