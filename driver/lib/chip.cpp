@@ -117,18 +117,6 @@ std::string exit_text(int status) {
 
 }  // namespace
 
-const char* chip_state_name(Vtrn__Api__ChipState s) {
-  switch (s) {
-    case VTRN__API__CHIP_STATE__CHIP_STATE_STARTING: return "STARTING";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING: return "BOOTING";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_READY: return "READY";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_FAILED: return "FAILED";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_PANIC: return "PANIC";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_HALTED: return "HALTED";
-    default: return "UNKNOWN";
-  }
-}
-
 Chip::Chip(EventLoop* loop, ChipOptions opts)
     : loop_(loop),
       opts_(std::move(opts)),
@@ -854,7 +842,7 @@ void Chip::issue_front() {
       inflight_ = true;
       r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
       r.error = label_ + ": control request ring broken: " +
-                ctrl_error_name(hif_.request_ring_error());
+                vtrn::hostif::ring_error_name(hif_.request_ring_error());
       complete_inflight(r);
       if (recovery_allowed()) {
         begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, r.error.substr(label_.size() + 2));
@@ -879,7 +867,7 @@ void Chip::issue_front() {
     r.error = label_ + ": no response to control request " + std::to_string(seq) + " within " +
               std::to_string(current_.timeout_ms) + " ms";
     if (uint32_t e = hif_.fw_ring_error(); e != kCtrlOk)
-      r.error += std::string(" (firmware latched: ") + ctrl_error_name(e) + ")";
+      r.error += std::string(" (firmware latched: ") + vtrn::hostif::ring_error_name(e) + ")";
     DRV_LOGW("%s", r.error.c_str());
     complete_inflight(r);
     pump();
@@ -912,7 +900,7 @@ void Chip::process_responses() {
     if (s == RingStatus::kEmpty) return;
     if (s != RingStatus::kOk) {
       std::string why = label_ + ": response ring broken: " +
-                        ctrl_error_name(hif_.response_ring_error());
+                        vtrn::hostif::ring_error_name(hif_.response_ring_error());
       if (inflight_) {
         CtrlResult r;
         r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;

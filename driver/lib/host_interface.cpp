@@ -19,19 +19,6 @@ T load_acquire_field(const T* p) {
 
 }  // namespace
 
-const char* ctrl_error_name(uint32_t e) {
-  switch (e) {
-    case kCtrlOk: return "ok";
-    case kCtrlIndexJump: return "producer index jumped";
-    case kCtrlIndexBackward: return "producer index moved backwards";
-    case kCtrlBadLength: return "slot length too large";
-    case kCtrlBadCrc: return "slot CRC mismatch";
-    case kCtrlBadKind: return "unexpected slot kind";
-    case kCtrlConsumerAhead: return "consumer index beyond producer";
-    default: return "unknown ring error";
-  }
-}
-
 const char* fw_state_name(uint32_t s) {
   switch (s) {
     case kStateOff: return "OFF";

@@ -53,42 +53,21 @@ const std::vector<uint8_t>& zeros(size_t n) {
 
 std::string step_field(size_t i, const char* f) { return "steps[" + std::to_string(i) + "]." + f; }
 
+// A step goes to the firmware by casting the API's kernel and dtype to the
+// ctrl protocol's (send()): the two enums must keep the same numbers.
+static_assert(int(VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM) == int(VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_GEMM));
+static_assert(int(VTRN__API__JOB_KERNEL__JOB_KERNEL_ADD) == int(VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_ADD));
+static_assert(int(VTRN__API__JOB_KERNEL__JOB_KERNEL_MUL) == int(VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_MUL));
+static_assert(int(VTRN__API__JOB_KERNEL__JOB_KERNEL_GELU) == int(VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_GELU));
+static_assert(int(VTRN__API__JOB_KERNEL__JOB_KERNEL_SOFTMAX) == int(VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_SOFTMAX));
+static_assert(int(VTRN__API__JOB_KERNEL__JOB_KERNEL_SUM) == int(VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_SUM));
+static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_F32) == int(VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_F32));
+static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_BF16) == int(VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_BF16));
+static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E4M3) == int(VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_FP8_E4M3));
+static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E5M2) == int(VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_FP8_E5M2));
+static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4) == int(VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_MXFP4));
+
 }  // namespace
-
-const char* job_state_name(Vtrn__Api__JobState s) {
-  switch (s) {
-    case VTRN__API__JOB_STATE__JOB_STATE_QUEUED: return "QUEUED";
-    case VTRN__API__JOB_STATE__JOB_STATE_RUNNING: return "RUNNING";
-    case VTRN__API__JOB_STATE__JOB_STATE_DONE: return "DONE";
-    case VTRN__API__JOB_STATE__JOB_STATE_FAILED: return "FAILED";
-    case VTRN__API__JOB_STATE__JOB_STATE_CANCELLED: return "CANCELLED";
-    case VTRN__API__JOB_STATE__JOB_STATE_TIMED_OUT: return "TIMED_OUT";
-    default: return "UNKNOWN";
-  }
-}
-
-const char* job_kernel_name(Vtrn__Api__JobKernel k) {
-  switch (k) {
-    case VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM: return "gemm";
-    case VTRN__API__JOB_KERNEL__JOB_KERNEL_ADD: return "add";
-    case VTRN__API__JOB_KERNEL__JOB_KERNEL_MUL: return "mul";
-    case VTRN__API__JOB_KERNEL__JOB_KERNEL_GELU: return "gelu";
-    case VTRN__API__JOB_KERNEL__JOB_KERNEL_SOFTMAX: return "softmax";
-    case VTRN__API__JOB_KERNEL__JOB_KERNEL_SUM: return "sum";
-    default: return "unknown";
-  }
-}
-
-const char* job_dtype_name(Vtrn__Api__JobDType d) {
-  switch (d) {
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_F32: return "fp32";
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_BF16: return "bf16";
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E4M3: return "fp8-e4m3";
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E5M2: return "fp8-e5m2";
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4: return "mxfp4";
-    default: return "unknown";
-  }
-}
 
 // ---- validation -------------------------------------------------------------------
 
@@ -106,7 +85,7 @@ bool JobService::operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, s
   const uint64_t m = s.m, n = s.n;
   if (!gemm) {
     if (s.k != 0) {
-      *why = std::string("k must be 0 for ") + job_kernel_name(s.kernel);
+      *why = std::string("k must be 0 for ") + vtrn::proto::kernel_name(s.kernel);
       return false;
     }
     out->a = m * n * 4;
@@ -191,8 +170,8 @@ std::string JobService::validate(const Vtrn__Api__JobSubmitRequest& r, uint32_t 
     if (!dtype_known(s->dtype)) return step_field(i, "dtype") + ": unknown dtype " + std::to_string(int(s->dtype));
     const bool gemm = s->kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM;
     if (!gemm && s->dtype != VTRN__API__JOB_DTYPE__JOB_DTYPE_F32)
-      return step_field(i, "dtype") + ": " + job_kernel_name(s->kernel) + " takes fp32 only, not " +
-             job_dtype_name(s->dtype);
+      return step_field(i, "dtype") + ": " + vtrn::proto::kernel_name(s->kernel) + " takes fp32 only, not " +
+             vtrn::proto::dtype_name(s->dtype);
     OperandBytes need;
     std::string why;
     if (!operand_bytes(*s, &need, &why)) {
@@ -209,8 +188,8 @@ std::string JobService::validate(const Vtrn__Api__JobSubmitRequest& r, uint32_t 
                       {"b", s->b, need.b},
                       {"b_scales", s->b_scales, need.b_scales},
                       {"out", s->out, need.out}};
-    std::string shape = std::string(job_kernel_name(s->kernel)) + " " + std::to_string(s->m) + "x" +
-                        std::to_string(s->n) + (gemm ? "x" + std::to_string(s->k) + " " + job_dtype_name(s->dtype) : "");
+    std::string shape = std::string(vtrn::proto::kernel_name(s->kernel)) + " " + std::to_string(s->m) + "x" +
+                        std::to_string(s->n) + (gemm ? "x" + std::to_string(s->k) + " " + vtrn::proto::dtype_name(s->dtype) : "");
     for (const Op& op : ops) {
       const bool given = op.value != nullptr && op.value[0] != 0;
       if (op.need == 0) {
@@ -724,7 +703,7 @@ void JobService::end(Job& j, Vtrn__Api__JobState st, const std::string& reason) 
     DRV_LOGI("chip %u: job %llu DONE in %.3f ms", j.chip, (unsigned long long)j.id,
              double(j.end_ns - j.submit_ns) / 1e6);
   } else {
-    DRV_LOGI("chip %u: job %llu %s: %s", j.chip, (unsigned long long)j.id, job_state_name(st), reason.c_str());
+    DRV_LOGI("chip %u: job %llu %s: %s", j.chip, (unsigned long long)j.id, vtrn::proto::job_state_name(st), reason.c_str());
     j.outputs.clear();
   }
   std::vector<Waiter> ws;
@@ -796,8 +775,8 @@ Vtrn__Api__JobInfo* JobService::make_info(const Job& j, ProtoArena& a) const {
   m->n_kernels = j.steps.size();
   m->kernels = a.ptrs<char>(j.steps.size());
   for (size_t i = 0; i < j.steps.size(); ++i) {
-    std::string k = job_kernel_name(j.steps[i].kernel);
-    if (j.steps[i].kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM) k += std::string("/") + job_dtype_name(j.steps[i].dtype);
+    std::string k = vtrn::proto::kernel_name(j.steps[i].kernel);
+    if (j.steps[i].kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM) k += std::string("/") + vtrn::proto::dtype_name(j.steps[i].dtype);
     m->kernels[i] = a.str(k);
   }
   return m;

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "vtrn/drv/event_loop.h"
+#include "vtrn/proto_names.h"
 #include "vtrn_api.pb-c.h"
 #include "vtrn_ctrl.pb-c.h"
 
@@ -241,8 +242,5 @@ class JobService {
   bool destroying_ = false;
 };
 
-const char* job_state_name(Vtrn__Api__JobState s);
-const char* job_kernel_name(Vtrn__Api__JobKernel k);
-const char* job_dtype_name(Vtrn__Api__JobDType d);
 
 }  // namespace drv

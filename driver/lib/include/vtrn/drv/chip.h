@@ -52,6 +52,7 @@
 #include "vtrn/drv/host_interface.h"
 #include "vtrn/drv/ivshmem_server.h"
 #include "vtrn/drv/qmp.h"
+#include "vtrn/proto_names.h"
 #include "vtrn_api.pb-c.h"
 #include "vtrn_ctrl.pb-c.h"
 
@@ -364,6 +365,6 @@ class Chip {
   std::vector<std::function<void()>> stop_done_;
 };
 
-const char* chip_state_name(Vtrn__Api__ChipState s);
+using vtrn::proto::chip_state_name;
 
 }  // namespace drv

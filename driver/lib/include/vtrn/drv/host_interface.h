@@ -89,7 +89,6 @@ class HostInterface {
   vtrn::hostif::CtrlIndexes* indexes_ = nullptr;
 };
 
-const char* ctrl_error_name(uint32_t e);
 const char* fw_state_name(uint32_t s);
 
 }  // namespace drv
