@@ -559,7 +559,7 @@ void Chip::on_child_exit(int wait_status) {
   }
 }
 
-// ---- reset and recovery --------------------------------------------------------
+// Reset and recovery.
 
 bool Chip::recovery_allowed() const {
   return opts_.auto_recover && ever_ready_ && !stopping_ && !test_mode_ && !opts_.gdb;
@@ -779,7 +779,7 @@ void Chip::finish_reset(bool ok, const std::string& why) {
   for (auto& w : waiters) w(ok, why);
 }
 
-// ---- control queue ----------------------------------------------------------
+// Control queue.
 
 void Chip::submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool spin, CtrlDone done) {
   CtrlResult r;
@@ -970,7 +970,7 @@ void Chip::fail_all_ops(Vtrn__Api__Status status, const std::string& why) {
   }
 }
 
-// ---- logs and telemetry -------------------------------------------------------
+// Logs and telemetry.
 
 void Chip::poll_logs() {
   if (!hif_.up()) return;
@@ -1087,7 +1087,7 @@ ChipStatus Chip::status() const {
   return s;
 }
 
-// ---- stop -------------------------------------------------------------------
+// Stop.
 
 void Chip::stop(std::function<void()> done) {
   if (done) stop_done_.push_back(std::move(done));

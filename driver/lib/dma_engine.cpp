@@ -214,7 +214,7 @@ void DmaEngine::detach() {
   wait_cv_.notify_all();
 }
 
-// ---- window buffers -----------------------------------------------------------
+// Window buffers.
 
 DmaError DmaEngine::alloc(uint64_t bytes, DmaBuffer* out) {
   if (!attached_) return DmaError::kNotAttached;
@@ -243,7 +243,7 @@ uint64_t DmaEngine::window_free_bytes() const {
   return s.free_bytes;
 }
 
-// ---- validation and submission -----------------------------------------------
+// Validation and submission.
 
 inline bool DmaEngine::check_range(uint64_t addr, uint32_t len, bool host) const {
   if (host) return addr <= window_size_ && len <= window_size_ - addr;
@@ -398,7 +398,7 @@ uint32_t DmaEngine::free_slots(uint32_t qi) {
   return q->hq.free_slots();
 }
 
-// ---- completion ------------------------------------------------------------------
+// Completion.
 
 void DmaEngine::finish_locked(Queue& q, uint64_t handle, uint32_t status, uint32_t bytes, bool local,
                               uint64_t now) {
@@ -605,7 +605,7 @@ uint32_t DmaEngine::in_flight_all() {
   return n;
 }
 
-// ---- interrupts, errors, reset ------------------------------------------------------
+// Interrupts, errors, reset.
 
 void DmaEngine::arm_irq(bool on) {
   irq_on_ = on;

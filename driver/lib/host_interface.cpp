@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "vtrn/power.h"    // ---- power ----
+#include "vtrn/power.h"
 #include "vtrn/seqlock.h"
 
 namespace drv {
@@ -121,7 +121,6 @@ bool HostInterface::read_telemetry(Telemetry* out) const {
   return vtrn::hostif::seqlock_read(telemetry_, out, retry);
 }
 
-// ---- power ----
 namespace {
 const char* check_power_block(const vtrn::power::PowerTelemetry& p) {
   namespace vp = vtrn::power;
@@ -178,7 +177,6 @@ bool HostInterface::read_power(vtrn::power::PowerTelemetry* out, std::string* er
   }
   return true;
 }
-// ---- end power ----
 
 bool HostInterface::read_panic(PanicRecord* out) const {
   if (base_ == nullptr) return false;

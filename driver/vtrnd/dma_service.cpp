@@ -80,7 +80,7 @@ DmaService::ChipDma* DmaService::ready_chip(uint64_t cid, uint64_t id, Chip* chi
   return it->second.get();
 }
 
-// ---- requests -----------------------------------------------------------------------
+// Requests.
 
 void DmaService::write(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaWriteRequest& r) {
   ChipDma* cd = ready_chip(cid, id, chip);
@@ -388,7 +388,7 @@ void DmaService::client_gone(uint64_t cid) {
   }
 }
 
-// ---- the engine side ------------------------------------------------------------------
+// The engine side.
 
 void DmaService::start_job(ChipDma& cd, std::unique_ptr<Job> job, uint64_t chunks, uint32_t max_inflight) {
   job->id = next_job_++;

@@ -12,7 +12,6 @@
 
 namespace drv {
 
-
 namespace {
 
 constexpr uint64_t kJobOwnerTag = 2ull << 32;
@@ -69,7 +68,7 @@ static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4) == int(VTRN__CTRL__JOB_
 
 }  // namespace
 
-// ---- validation -------------------------------------------------------------------
+// Validation.
 
 bool JobService::operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, std::string* why) {
   *out = {};
@@ -213,7 +212,7 @@ std::string JobService::validate(const Vtrn__Api__JobSubmitRequest& r, uint32_t 
   return "";
 }
 
-// ---- the service --------------------------------------------------------------------
+// The service.
 
 JobService::JobService(EventLoop* loop, JobBackend* backend, JobServiceOptions opts, ReplyFn reply)
     : loop_(loop), backend_(backend), opts_(opts), reply_(std::move(reply)) {}
@@ -316,7 +315,7 @@ void JobService::submit(uint64_t cid, uint64_t id, const Vtrn__Api__JobSubmitReq
   stage_next(job);
 }
 
-// ---- staging ------------------------------------------------------------------------
+// Staging.
 
 void JobService::stage_next(Job& j) {
   if (j.phase == Phase::kEnded) return;
@@ -444,7 +443,7 @@ void JobService::submit_to_chip(Job& j) {
                  });
 }
 
-// ---- chip phase ---------------------------------------------------------------------
+// Chip phase.
 
 void JobService::on_event(uint32_t chip, const Vtrn__Ctrl__Event& ev) {
   if (ev.body_case != VTRN__CTRL__EVENT__BODY_JOB || ev.job == nullptr) return;
@@ -523,7 +522,7 @@ void JobService::on_job_event(uint32_t chip, const Vtrn__Ctrl__JobEvent& ev) {
   }
 }
 
-// ---- read-back ----------------------------------------------------------------------
+// Read-back.
 
 void JobService::read_next(Job& j) {
   if (j.phase == Phase::kEnded) return;
@@ -563,7 +562,7 @@ void JobService::read_next(Job& j) {
                      });
 }
 
-// ---- stopping and ending ------------------------------------------------------------
+// Stopping and ending.
 
 void JobService::stop(Job& j, Vtrn__Api__JobState st, const std::string& reason) {
   if (j.phase == Phase::kEnded) return;
@@ -744,7 +743,7 @@ void JobService::retire(uint64_t id) {
   while (history_.size() > kHistory) history_.pop_front();
 }
 
-// ---- clients ------------------------------------------------------------------------
+// Clients.
 
 Vtrn__Api__JobInfo* JobService::make_info(const Job& j, ProtoArena& a) const {
   Vtrn__Api__JobInfo* m = a.make<Vtrn__Api__JobInfo>(VTRN__API__JOB_INFO__INIT);

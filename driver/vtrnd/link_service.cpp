@@ -118,7 +118,7 @@ void sweep_dead_region_dirs() {
 
 }  // namespace
 
-// ---- ShmFileMedium ----
+// ShmFileMedium.
 
 bool ShmFileMedium::create(std::string* err) {
   const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -168,7 +168,7 @@ void ShmFileMedium::destroy() {
   }
 }
 
-// ---- LinkService ----
+// LinkService.
 
 struct LinkService::SwitchPort {
   uint32_t sw = 0;
@@ -621,7 +621,7 @@ void LinkService::topo(uint64_t cid, uint64_t id) {
         state = state_name(s->state);
         if (s->speed != 0) speed = speed_name(s->speed);
         t->width = s->width;
-        // ---- power: an idle link in L0s or L1 (ASPM) is up too ----
+        // An idle link in L0s or L1 (ASPM) is up too.
         *up = *up && (s->state == uint8_t(LinkState::kL0) || s->state == uint8_t(LinkState::kL0s) ||
                       s->state == uint8_t(LinkState::kL1));
       } else {

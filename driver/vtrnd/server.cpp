@@ -17,7 +17,7 @@
 
 #include "vtrn/drv/client.h"
 #include "vtrn/drv/log.h"
-#include "retired_store.h"  // ---- HBM ----
+#include "retired_store.h"
 
 namespace drv {
 namespace {
@@ -54,11 +54,9 @@ Vtrn__Api__ChipSummary* make_summary(Arena& a, const ChipStatus& s, const std::s
   m->last_log = a.strv(s.last_log);
   m->heartbeat = s.heartbeat;
   m->boot_generation = s.header_valid ? s.header.boot_generation : 0;
-  // ---- reliability ----
   m->resets = s.reset.count;
   m->last_reset_reason = a.str(s.reset.last_reason);
   m->recovering = s.reset.recovering;
-  // ---- end reliability ----
   return m;
 }
 
@@ -70,22 +68,18 @@ Daemon::Daemon(DaemonOptions opts, BoardSpec board)
 Daemon::~Daemon() {
   // The DMA service holds chip pointers; chips kill and reap any QEMU
   // still running in their destructors.
-  // ---- jobs ----
-  collectives_.reset();  // ---- collectives (links) ----
+  collectives_.reset();
   jobs_.reset();
   job_backend_.reset();
-  // ---- end jobs ----
   dma_.reset();
-  // ---- power ----
   metrics_.reset();
   power_.reset();
-  // ---- end power ----
-  hbm_.reset();  // ---- HBM ----
-  links_.reset();  // ---- links ----
+  hbm_.reset();
+  links_.reset();
   chips_.clear();
 }
 
-// ---- start-up -----------------------------------------------------------------
+// Start-up.
 
 bool Daemon::take_runtime_dir(std::string* err) {
   const std::string& dir = opts_.runtime_dir;
@@ -201,7 +195,7 @@ bool Daemon::start(std::string* err) {
   DRV_LOGI("serving %s (board %s \"%s\", %u chips)", (opts_.runtime_dir + "/vtrnd.sock").c_str(),
            board_.file.c_str(), board_.board.model, board_.board.chip_count);
 
-  // ---- links: the link regions exist before any QEMU maps them ----
+  // The link regions exist before any QEMU maps them.
   links_ = std::make_unique<LinkService>(&loop_, board_, opts_.runtime_dir,
                                          [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); });
   if (!links_->prepare(err)) {
@@ -209,7 +203,6 @@ bool Daemon::start(std::string* err) {
     remove_runtime_files(/*keep_log=*/true);
     return false;
   }
-  // ---- end links ----
   for (const vtrn::board::Chip& bc : board_.chips) {
     ChipOptions co;
     co.runtime_dir = opts_.runtime_dir;
@@ -221,29 +214,25 @@ bool Daemon::start(std::string* err) {
     co.gdb = opts_.gdb;
     co.gdb_port = opts_.gdb && opts_.gdb_base_port ? opts_.gdb_base_port + bc.id : 0;
     co.boot_timeout_ms = opts_.boot_timeout_ms;
-    // ---- reliability ----
     co.watchdog_ms = opts_.watchdog_ms;
     co.watchdog = opts_.watchdog;
     co.auto_recover = opts_.auto_recover;
     co.reset_limit = opts_.reset_limit;
     co.reset_window_ms = opts_.reset_window_ms;
-    // ---- end reliability ----
-    co.extra_qemu_args = links_->qemu_args(bc.id);  // ---- links ----
+    co.extra_qemu_args = links_->qemu_args(bc.id);
     chips_.push_back(std::make_unique<Chip>(&loop_, std::move(co)));
   }
   DmaServiceOptions dopts;
   dopts.allow_raw = opts_.allow_raw_dma;
   dma_ = std::make_unique<DmaService>(&loop_, dopts, [this](uint64_t cid, Vtrn__Api__Response* r) {
-    // ---- jobs: the job service's transfers come back to it ----
+    // The job service's transfers come back to it.
     if (DaemonJobBackend::owns_cid(cid)) {
       if (job_backend_) job_backend_->on_dma_reply(cid, r);
       return;
     }
-    // ---- end jobs ----
     reply(cid, r);
   });
   for (auto& c : chips_) dma_->add_chip(c.get());
-  // ---- HBM ----
   HbmServiceOptions hopts;
   hopts.client_quota_bytes = opts_.hbm_client_quota_bytes;
   hopts.store_root = retired_store_root();
@@ -253,16 +242,13 @@ bool Daemon::start(std::string* err) {
     reply(cid, r);
   });
   for (auto& c : chips_) hbm_->add_chip(c.get());
-  // ---- end HBM ----
-  // ---- jobs ----
   job_backend_ = std::make_unique<DaemonJobBackend>(&loop_, &chips_, dma_.get(), hbm_.get());
   jobs_ = std::make_unique<JobService>(&loop_, job_backend_.get(), JobServiceOptions{},
                                        [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); });
-  // ---- collectives (links): ring collectives as one job per chip ----
+  // Ring collectives as one job per chip.
   collectives_ = std::make_unique<CollectiveService>(
       &loop_, job_backend_.get(), board_.chips, board_.board.model,
       [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); });
-  // ---- end collectives ----
   for (auto& c : chips_) {
     // Chained after the other services' handlers: a chip that leaves READY
     // (reset, failure, stop) ends the jobs it held.
@@ -275,16 +261,14 @@ bool Daemon::start(std::string* err) {
       if (st.reset.recovering && !st.reset.last_reason.empty()) why += " (" + st.reset.last_reason + ")";
       else if (!st.error.empty()) why += " (" + st.error + ")";
       jobs_->on_chip_down(ch.id(), why);
-      if (collectives_) collectives_->on_chip_down(ch.id(), why);  // ---- collectives (links) ----
+      if (collectives_) collectives_->on_chip_down(ch.id(), why);
     };
     const uint32_t id = c->id();
     c->subscribe_events([this, id](const Vtrn__Ctrl__Event& ev) {
       if (jobs_) jobs_->on_event(id, ev);
-      if (collectives_) collectives_->on_event(id, ev);  // ---- collectives (links) ----
+      if (collectives_) collectives_->on_event(id, ev);
     });
   }
-  // ---- end jobs ----
-  // ---- power ----
   power_ = std::make_unique<PowerService>(&loop_, [this](uint64_t cid, Vtrn__Api__Response* r) {
     reply(cid, r);
   });
@@ -298,15 +282,10 @@ bool Daemon::start(std::string* err) {
     if (!metrics_->start(uint16_t(opts_.metrics_port), err)) return false;
     DRV_LOGI("metrics: serving http://127.0.0.1:%u/metrics", unsigned(metrics_->port()));
   }
-  // ---- end power ----
-  // ---- reliability ----
   reliability_ = std::make_unique<ReliabilityService>(
       [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); });
-  // ---- end reliability ----
-  // ---- links ----
   for (auto& c : chips_) links_->add_chip(c.get());
   links_->start();
-  // ---- end links ----
   for (auto& c : chips_) {
     std::string why;
     // A chip that cannot launch is FAILED with the reason; the others still
@@ -325,13 +304,12 @@ int Daemon::run() {
   return exit_status_;
 }
 
-// ---- clients --------------------------------------------------------------------
+// Clients.
 
 void Daemon::on_accept() {
   for (;;) {
     UniqueFd fd(accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd) return;
-    // ---- reliability ----
     // The socket is 0600 in a 0700 directory; this is the second wall, for
     // a socket or directory whose mode was loosened: only our own uid talks
     // to the chips.
@@ -343,7 +321,6 @@ void Daemon::on_accept() {
                int(cred.uid), int(cred.pid), int(getuid()));
       continue;
     }
-    // ---- end reliability ----
     uint64_t cid = next_conn_++;
     int raw = fd.get();
     Conn& c = conns_[cid];
@@ -395,10 +372,10 @@ void Daemon::close_conn(uint64_t cid) {
   loop_.remove(it->second.fd.get());
   conns_.erase(it);
   if (dma_) dma_->client_gone(cid);
-  if (hbm_) hbm_->client_gone(cid);  // ---- HBM ----
-  if (jobs_) jobs_->client_gone(cid);  // ---- jobs ----
-  if (collectives_) collectives_->client_gone(cid);  // ---- collectives (links) ----
-  if (power_) power_->client_gone(cid);  // ---- power ----
+  if (hbm_) hbm_->client_gone(cid);
+  if (jobs_) jobs_->client_gone(cid);
+  if (collectives_) collectives_->client_gone(cid);
+  if (power_) power_->client_gone(cid);
 }
 
 void Daemon::reply(uint64_t cid, Vtrn__Api__Response* resp) {
@@ -464,10 +441,8 @@ Chip* Daemon::find_chip(uint32_t id) {
 void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
   Vtrn__Api__Request* req = vtrn__api__request__unpack(nullptr, payload.size(), payload.data());
   if (req == nullptr) {
-    // ---- reliability ----
     DRV_LOGW("client %llu: %zu-byte request does not decode, rejected", (unsigned long long)cid,
              payload.size());
-    // ---- end reliability ----
     reply_error(cid, 0, VTRN__API__STATUS__STATUS_BAD_REQUEST, "request does not decode");
     return;
   }
@@ -490,23 +465,17 @@ void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
       case VTRN__API__REQUEST__BODY_DMA_STATS:
       case VTRN__API__REQUEST__BODY_DMA_RESET:
       case VTRN__API__REQUEST__BODY_DMA_INJECT: do_dma(cid, *req); break;
-      // ---- HBM ----
       case VTRN__API__REQUEST__BODY_HBM_ALLOC:
       case VTRN__API__REQUEST__BODY_HBM_FREE:
       case VTRN__API__REQUEST__BODY_HBM_STATS:
       case VTRN__API__REQUEST__BODY_HBM_LIST:
       case VTRN__API__REQUEST__BODY_HBM_INJECT_ECC: do_hbm(cid, *req); break;
-      // ---- end HBM ----
-      // ---- jobs ----
       case VTRN__API__REQUEST__BODY_JOB_SUBMIT:
       case VTRN__API__REQUEST__BODY_JOB_WAIT:
       case VTRN__API__REQUEST__BODY_JOB_LIST:
       case VTRN__API__REQUEST__BODY_JOB_SHOW:
       case VTRN__API__REQUEST__BODY_JOB_CANCEL: do_jobs(cid, *req); break;
-      // ---- collectives (links) ----
       case VTRN__API__REQUEST__BODY_COLLECTIVE: collectives_->run(cid, req->id, *req->collective); break;
-      // ---- end jobs ----
-      // ---- power ----
       case VTRN__API__REQUEST__BODY_POWER_SET: {
         Chip* chip = find_chip(req->power_set->chip);
         if (chip == nullptr) {
@@ -517,8 +486,6 @@ void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
         }
         break;
       }
-      // ---- end power ----
-      // ---- reliability ----
       case VTRN__API__REQUEST__BODY_CHIP_RESET:
       case VTRN__API__REQUEST__BODY_FAULT_INJECT: {
         const uint32_t chip_id = req->body_case == VTRN__API__REQUEST__BODY_CHIP_RESET
@@ -535,12 +502,9 @@ void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
         }
         break;
       }
-      // ---- end reliability ----
-      // ---- links ----
       case VTRN__API__REQUEST__BODY_LINK_LIST: links_->list(cid, id, *req->link_list); break;
       case VTRN__API__REQUEST__BODY_LINK_CONTROL: links_->control(cid, id, *req->link_control); break;
       case VTRN__API__REQUEST__BODY_TOPO: links_->topo(cid, id); break;
-      // ---- end links ----
       default:
         reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "request has no body");
         break;
@@ -549,7 +513,7 @@ void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
   vtrn__api__request__free_unpacked(req, nullptr);
 }
 
-// ---- requests -------------------------------------------------------------------
+// Requests.
 
 void Daemon::do_list(uint64_t cid, uint64_t id) {
   Arena a;
@@ -594,11 +558,9 @@ void Daemon::do_info(uint64_t cid, uint64_t id, const Vtrn__Api__InfoRequest& r)
     info.telemetry_period_ms = bc.telemetry_period_ms;
     info.chip_name = a.str(bc.name);
     info.qemu_cmdline = a.str(s.qemu_cmdline);
-    // ---- reliability ----
     ResetHistoryMsg reset_history(s.reset);
     info.reset_history = reset_history.get();
     info.watchdog_timeout_ms = s.watchdog_ms;
-    // ---- end reliability ----
     if (s.header_valid) {
       info.build_id = a.str(s.header.build_id);
       info.abi_major = s.header.abi_major;
@@ -846,7 +808,7 @@ void Daemon::do_telemetry(uint64_t cid, uint64_t id, const Vtrn__Api__TelemetryR
   }
   Arena a;
   std::vector<Vtrn__Api__Telemetry*> out;
-  std::vector<std::unique_ptr<PowerTelemetryMessage>> power_msgs;  // ---- power ----
+  std::vector<std::unique_ptr<PowerTelemetryMessage>> power_msgs;
   for (Chip* c : want) {
     TelemetrySample s;
     if (!c->telemetry(&s)) continue;
@@ -871,15 +833,12 @@ void Daemon::do_telemetry(uint64_t cid, uint64_t id, const Vtrn__Api__TelemetryR
     t->dma_completions = s.t.dma_completions;
     t->dma_bytes = s.t.dma_bytes;
     t->dma_busy_ns = s.t.dma_busy_ns;
-    // ---- HBM ----
     t->hbm_total_bytes = s.t.hbm_total_bytes;
     t->hbm_used_bytes = s.t.hbm_used_bytes;
     t->hbm_alloc_failures = s.t.hbm_alloc_failures;
     t->hbm_retired_pages = s.t.hbm_retired_pages;
     t->ecc_correctable = s.t.ecc_correctable;
     t->ecc_uncorrectable = s.t.ecc_uncorrectable;
-    // ---- end HBM ----
-    // ---- jobs ----
     t->jobs_queued = s.t.jobs_queued;
     t->jobs_running = s.t.jobs_running;
     t->jobs_completed = s.t.jobs_completed;
@@ -897,21 +856,16 @@ void Daemon::do_telemetry(uint64_t cid, uint64_t id, const Vtrn__Api__TelemetryR
     std::vector<double>& util = *a.make(job_backend_ ? job_backend_->core_utilization(c) : std::vector<double>());
     t->n_core_utilization = util.size();
     t->core_utilization = util.data();
-    // ---- end jobs ----
-    // ---- power ----
     std::string power_why;
     if (auto pm = PowerService::telemetry(*c, &power_why)) {
       t->power = pm->get();
       power_msgs.push_back(std::move(pm));
     }
-    // ---- end power ----
-    // ---- reliability ----
     const ResetInfo& ri = c->reset_info();
     t->resets = ri.count;
     t->last_reset_reason = a.str(ri.last_reason);
     t->last_reset_unix_ms = ri.last_unix_ms;
     t->boot_generation = c->status().header.boot_generation;
-    // ---- end reliability ----
     out.push_back(t);
   }
   if (r.chip >= 0 && out.empty()) {
@@ -959,7 +913,6 @@ void Daemon::do_dma(uint64_t cid, const Vtrn__Api__Request& req) {
   }
 }
 
-// ---- HBM ----
 void Daemon::do_hbm(uint64_t cid, const Vtrn__Api__Request& req) {
   uint32_t chip_id = 0;
   switch (req.body_case) {
@@ -978,9 +931,7 @@ void Daemon::do_hbm(uint64_t cid, const Vtrn__Api__Request& req) {
   }
   hbm_->handle(cid, req, chip);
 }
-// ---- end HBM ----
 
-// ---- jobs ----
 void Daemon::do_jobs(uint64_t cid, const Vtrn__Api__Request& req) {
   switch (req.body_case) {
     case VTRN__API__REQUEST__BODY_JOB_SUBMIT: jobs_->submit(cid, req.id, *req.job_submit); break;
@@ -991,14 +942,13 @@ void Daemon::do_jobs(uint64_t cid, const Vtrn__Api__Request& req) {
     default: break;
   }
 }
-// ---- end jobs ----
 
 void Daemon::do_shutdown(uint64_t cid, uint64_t id) {
   shutdown_waiters_.emplace_back(cid, id);
   begin_shutdown();
 }
 
-// ---- signals and shutdown ---------------------------------------------------
+// Signals and shutdown.
 
 void Daemon::on_signal() {
   signalfd_siginfo si;
@@ -1078,7 +1028,7 @@ void Daemon::remove_runtime_files(bool keep_log) {
     listen_.reset();
   }
   for (auto& c : chips_) c->cleanup();
-  if (links_) links_->stop();  // ---- links: regions removed ----
+  if (links_) links_->stop();  // regions removed
   if (!own_runtime_dir_) return;
   const std::string& dir = opts_.runtime_dir;
   unlink((dir + "/vtrnd.sock").c_str());

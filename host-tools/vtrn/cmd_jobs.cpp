@@ -128,7 +128,7 @@ void throw_for_end(const Vtrn__Api__JobInfo& j) {
   throw CliError(j.state == VTRN__API__JOB_STATE__JOB_STATE_TIMED_OUT ? Exit::kTimeout : Exit::kFailed, what);
 }
 
-// ---- submit -------------------------------------------------------------------
+// Submit.
 
 // A request under construction and the storage it points into.
 struct SubmitMsg {
@@ -283,7 +283,7 @@ void run_submit(const SubmitOptions& o) {
   if (o.wait) throw_for_end(*s.resp->job_submit->job);
 }
 
-// ---- run ----------------------------------------------------------------------
+// Run.
 
 struct RunOptions {
   std::string kernel;
@@ -496,7 +496,7 @@ void run_kernel(const RunOptions& o) {
                                       std::to_string(check["bad"].get<uint64_t>()) + " elements)");
 }
 
-// ---- list, show, wait, cancel ---------------------------------------------------
+// List, show, wait, cancel.
 
 struct ListOptions {
   std::string chip;

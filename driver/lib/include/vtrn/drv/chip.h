@@ -173,7 +173,6 @@ class Chip {
   [[nodiscard]] ChipStatus status() const;
   [[nodiscard]] bool settled() const;  // READY, FAILED, PANIC or HALTED
   bool telemetry(TelemetrySample* out);
-  // ---- power ----
   // The firmware's power/thermal block (validated, see HostInterface::read_power);
   // only while READY.
   bool power_telemetry(vtrn::power::PowerTelemetry* out, std::string* err) const {
@@ -183,8 +182,6 @@ class Chip {
     }
     return hif_.read_power(out, err);
   }
-  // ---- end power ----
-  // ---- links ----
   // The firmware's link status block (vtrn/links_abi.h, kLinksSize bytes of
   // BAR2) while READY, else nullptr. The firmware rewrites it at any time:
   // readers copy it under its seqlock and validate the copy.
@@ -192,8 +189,6 @@ class Chip {
     if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY || hif_.bar2() == nullptr) return nullptr;
     return hif_.bar2() + vtrn::hostif::kLinksOffset;
   }
-  // ---- end links ----
-  // ---- jobs ----
   // The firmware's job status table (vtrn/jobs_abi.h, kJobsSize bytes of
   // BAR2) while READY, else nullptr. Same rules as links_block: copy each
   // record under its seq counter, then validate the copy.
@@ -201,7 +196,6 @@ class Chip {
     if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY || hif_.bar2() == nullptr) return nullptr;
     return hif_.bar2() + vtrn::hostif::kJobsOffset;
   }
-  // ---- end jobs ----
 
   // Log history (oldest first) and live subscribers.
   [[nodiscard]] const std::deque<std::string>& log_history() const { return history_; }
