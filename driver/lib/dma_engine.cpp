@@ -136,9 +136,8 @@ bool DmaEngine::attach(uint8_t* bar2, const vtrn::hostif::Layout& layout, Hooks 
   // Copy first: the firmware (or anything in the guest) may rewrite it.
   DmaRegionHeader h;
   memcpy(&h, bar2 + dr.offset, sizeof h);
-  char msg[200] = {};
-  if (!validate_dma_region(h, dr.size, msg, sizeof msg)) {
-    *err = std::string("invalid DMA region: ") + msg;
+  if (const vtrn::Error e = validate_dma_region(h, dr.size); !e.ok()) {
+    *err = std::string("invalid DMA region: ") + e.detail();
     return false;
   }
   // The window is what host-side addresses are relative to; the allocator

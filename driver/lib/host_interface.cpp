@@ -64,9 +64,8 @@ bool HostInterface::bring_up(std::string* err) {
     return false;
   }
   hdr_ = header_snapshot();
-  char msg[160] = {};
-  if (!validate_layout(hdr_, size_, &layout_, msg, sizeof msg)) {
-    *err = std::string("invalid BAR2 layout: ") + msg;
+  if (const vtrn::Error e = validate_layout(hdr_, size_, &layout_); !e.ok()) {
+    *err = std::string("invalid BAR2 layout: ") + e.detail();
     return false;
   }
   const Region& idx = layout_.at(kRegionCtrlIndex);
