@@ -448,11 +448,12 @@ void Chip::on_panic() {
   poll_logs();
   if (boot_timer_ != 0) loop_->cancel_timer(boot_timer_);
   boot_timer_ = 0;
-  std::string why = label_ + ": firmware panic";
-  if (has_panic_) why += std::string(": ") + printable(panic_.reason);
+  std::string reason = "firmware panic";
+  if (has_panic_) reason += std::string(": ") + printable(panic_.reason);
+  const std::string why = label_ + ": " + reason;
   if (recovery_allowed()) {
     DRV_LOGE("%s", why.c_str());
-    begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_PANIC, why.substr(label_.size() + 2));
+    begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_PANIC, reason);
     return;
   }
   fail_lines_ = last_lines(10);
@@ -841,11 +842,12 @@ void Chip::issue_front() {
     } else {
       inflight_ = true;
       r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
-      r.error = label_ + ": control request ring broken: " +
-                vtrn::hostif::ring_error_name(hif_.request_ring_error());
+      const std::string reason =
+          std::string("control request ring broken: ") + vtrn::hostif::ring_error_name(hif_.request_ring_error());
+      r.error = label_ + ": " + reason;
       complete_inflight(r);
       if (recovery_allowed()) {
-        begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, r.error.substr(label_.size() + 2));
+        begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, reason);
       } else {
         fail(r.error);
       }
@@ -899,8 +901,9 @@ void Chip::process_responses() {
     const uint64_t t1 = monotonic_ns();
     if (s == RingStatus::kEmpty) return;
     if (s != RingStatus::kOk) {
-      std::string why = label_ + ": response ring broken: " +
-                        vtrn::hostif::ring_error_name(hif_.response_ring_error());
+      const std::string reason =
+          std::string("response ring broken: ") + vtrn::hostif::ring_error_name(hif_.response_ring_error());
+      const std::string why = label_ + ": " + reason;
       if (inflight_) {
         CtrlResult r;
         r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
@@ -908,7 +911,7 @@ void Chip::process_responses() {
         complete_inflight(r);
       }
       if (recovery_allowed()) {
-        begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, why.substr(label_.size() + 2));
+        begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, reason);
       } else {
         fail(why);
       }
@@ -983,7 +986,6 @@ void Chip::poll_logs() {
     history_.push_back(l);
     if (history_.size() > kLogHistoryLines) history_.pop_front();
   }
-  lost_total_ += lost;
   auto listeners = listeners_;  // a listener may unsubscribe itself
   for (auto& [id, l] : listeners) l(lines, lost);
 }

@@ -1,6 +1,7 @@
 // vtrnd's job service (see job_service.h): validation, staging, the chip
 // phase driven by JobEvents, read-back, and the end of every job.
 #include "job_service.h"
+#include "hbm_service.h"
 #include "proto_arena.h"
 
 #include <string.h>
@@ -14,10 +15,8 @@ namespace drv {
 
 namespace {
 
-constexpr uint64_t kJobOwnerTag = 2ull << 32;
 constexpr size_t kMaxReasonChars = 200;
 
-uint64_t owner_of(uint64_t job_id) { return kJobOwnerTag | (job_id & 0xffffffffull); }
 
 // The firmware's text is data from the device: printable ASCII, bounded.
 std::string clean_reason(const char* r) {
@@ -70,11 +69,15 @@ static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4) == int(VTRN__CTRL__JOB_
 
 // Validation.
 
-bool JobService::operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, std::string* why) {
+bool JobService::operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, std::string* why,
+                               const char** field) {
   *out = {};
+  const char* ignored = nullptr;
+  if (field == nullptr) field = &ignored;
   const bool gemm = s.kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM;
   auto dim = [&](uint32_t v, const char* f) {
     if (v == 0 || v > kMaxDim) {
+      *field = f;
       *why = std::string(f) + " " + std::to_string(v) + " outside 1.." + std::to_string(kMaxDim);
       return false;
     }
@@ -84,6 +87,7 @@ bool JobService::operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, s
   const uint64_t m = s.m, n = s.n;
   if (!gemm) {
     if (s.k != 0) {
+      *field = "k";
       *why = std::string("k must be 0 for ") + vtrn::proto::kernel_name(s.kernel);
       return false;
     }
@@ -103,6 +107,7 @@ bool JobService::operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, s
     case VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E5M2: out->a = m * k; out->b = n * k; break;
     case VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4:
       if (k % 32 != 0) {
+        *field = "k";
         *why = "k " + std::to_string(k) + " is not a multiple of 32 (one mxfp4 scale per 32 elements)";
         return false;
       }
@@ -112,6 +117,7 @@ bool JobService::operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, s
       out->b_scales = n * k / 32;
       break;
     default:
+      *field = "dtype";
       *why = "unknown dtype " + std::to_string(int(s.dtype));
       return false;
   }
@@ -173,10 +179,8 @@ std::string JobService::validate(const Vtrn__Api__JobSubmitRequest& r, uint32_t 
              vtrn::proto::dtype_name(s->dtype);
     OperandBytes need;
     std::string why;
-    if (!operand_bytes(*s, &need, &why)) {
-      const std::string fld = why.rfind("k ", 0) == 0 ? "k" : why.substr(0, 1);
-      return step_field(i, fld.c_str()) + ": " + why;
-    }
+    const char* fld = "";
+    if (!operand_bytes(*s, &need, &why, &fld)) return step_field(i, fld) + ": " + why;
     struct Op {
       const char* field;
       const char* value;
@@ -328,7 +332,7 @@ void JobService::stage_next(Job& j) {
   if (!b.allocated) {
     ++j.ops_in_flight;
     j.any_alloc = true;  // an allocation that times out on the host may still exist on the chip
-    backend_->hbm_alloc(j.chip, owner_of(jid), b.bytes,
+    backend_->hbm_alloc(j.chip, HbmService::job_owner(jid), b.bytes,
                         [this, jid, bi, field](bool ok, uint64_t addr, const std::string& err) {
                           Job* jp = find(jid);
                           if (jp == nullptr) return;
@@ -395,7 +399,7 @@ void JobService::submit_to_chip(Job& j) {
   }
   Vtrn__Ctrl__JobSubmitRequest js = VTRN__CTRL__JOB_SUBMIT_REQUEST__INIT;
   js.job_id = j.id;
-  js.owner = owner_of(j.id);
+  js.owner = HbmService::job_owner(j.id);
   js.client = uint32_t(j.cid);
   js.priority = j.priority;
   js.timeout_ms = uint32_t(std::max<uint64_t>(1, j.timeout_ms - elapsed_ms));
@@ -465,17 +469,8 @@ void JobService::on_job_event(uint32_t chip, const Vtrn__Ctrl__JobEvent& ev) {
     return;
   }
   const int s = int(ev.state);
-  if (s == VTRN__CTRL__JOB_STATE__JOB_STATE_RUNNING) {
-    if (j->phase == Phase::kChipRunning) {
-      DRV_LOGW("chip %u: second RUNNING event for job %llu; ignored", chip, (unsigned long long)ev.job_id);
-      return;
-    }
-    j->phase = Phase::kChipRunning;
-    j->state = VTRN__API__JOB_STATE__JOB_STATE_RUNNING;
-    j->chip_queued_ns = ev.queued_ns;
-    j->chip_start_ns = ev.start_ns >= ev.queued_ns ? ev.start_ns : 0;
-    return;
-  }
+  // The firmware sends a job's end only; RUNNING is read from its job table
+  // (refresh()).
   if (s != VTRN__CTRL__JOB_STATE__JOB_STATE_DONE && s != VTRN__CTRL__JOB_STATE__JOB_STATE_FAILED &&
       s != VTRN__CTRL__JOB_STATE__JOB_STATE_CANCELLED && s != VTRN__CTRL__JOB_STATE__JOB_STATE_TIMED_OUT) {
     DRV_LOGW("chip %u: JobEvent for job %llu with state %d; ignored", chip, (unsigned long long)ev.job_id, s);
@@ -726,7 +721,7 @@ void JobService::release(Job& j) {
   for (Buffer& b : j.buffers) std::vector<uint8_t>().swap(b.data);
   const uint64_t jid = j.id;
   if (!j.any_alloc) return retire(jid);
-  backend_->hbm_free_owner(j.chip, owner_of(jid), [this, jid](bool ok, const std::string& err) {
+  backend_->hbm_free_owner(j.chip, HbmService::job_owner(jid), [this, jid](bool ok, const std::string& err) {
     Job* jp = find(jid);
     if (jp == nullptr) return;
     if (!ok)

@@ -141,7 +141,9 @@ class JobService {
   struct OperandBytes {
     uint64_t a = 0, a_scales = 0, b = 0, b_scales = 0, out = 0;
   };
-  static bool operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, std::string* why);
+  // false + *why, and *field (when given) the step field that is wrong.
+  static bool operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, std::string* why,
+                            const char** field = nullptr);
 
  private:
   enum class Phase { kStaging, kSubmitting, kChipQueued, kChipRunning, kReading, kEnded };

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <iostream>
 
+#include "vtrn/proto_names.h"
+
 namespace tools {
 
 std::string Table::render() const {
