@@ -28,14 +28,57 @@ constexpr uint32_t kInfoTimeoutMs = 3000;
 constexpr uint32_t kMaxPingCount = 100000;
 constexpr uint32_t kMaxPingPayload = 1024;
 
-using Arena = ProtoArena;
+// The requests about one chip: the chip their body names is looked up once,
+// before any handler runs, and a chip the board does not have is answered
+// here. (Jobs, collectives and link lists name chips too, but decide in
+// their service: "every chip", or checks that come first.)
+constexpr Vtrn__Api__Request__BodyCase kChipRequests[] = {
+    VTRN__API__REQUEST__BODY_INFO,         VTRN__API__REQUEST__BODY_PING,
+    VTRN__API__REQUEST__BODY_LOGS,         VTRN__API__REQUEST__BODY_TELEMETRY,
+    VTRN__API__REQUEST__BODY_DMA_WRITE,    VTRN__API__REQUEST__BODY_DMA_READ,
+    VTRN__API__REQUEST__BODY_DMA_COPY,     VTRN__API__REQUEST__BODY_DMA_BENCH,
+    VTRN__API__REQUEST__BODY_DMA_STATS,    VTRN__API__REQUEST__BODY_DMA_RESET,
+    VTRN__API__REQUEST__BODY_DMA_INJECT,   VTRN__API__REQUEST__BODY_HBM_ALLOC,
+    VTRN__API__REQUEST__BODY_HBM_FREE,     VTRN__API__REQUEST__BODY_HBM_STATS,
+    VTRN__API__REQUEST__BODY_HBM_LIST,     VTRN__API__REQUEST__BODY_HBM_INJECT_ECC,
+    VTRN__API__REQUEST__BODY_POWER_SET,    VTRN__API__REQUEST__BODY_CHIP_RESET,
+    VTRN__API__REQUEST__BODY_FAULT_INJECT, VTRN__API__REQUEST__BODY_LINK_CONTROL,
+};
+
+// The `chip` field of a request's body, read through protobuf-c's
+// descriptors (every body that names a chip calls it that); -1 when the
+// body has none or names every chip (TelemetryRequest's -1).
+int64_t request_chip(const Vtrn__Api__Request& req) {
+  const ProtobufCFieldDescriptor* f =
+      protobuf_c_message_descriptor_get_field(&vtrn__api__request__descriptor, int(req.body_case));
+  if (f == nullptr || f->type != PROTOBUF_C_TYPE_MESSAGE) return -1;
+  const auto* body = *reinterpret_cast<const ProtobufCMessage* const*>(
+      reinterpret_cast<const uint8_t*>(&req) + f->offset);
+  if (body == nullptr) return -1;
+  const ProtobufCFieldDescriptor* c = protobuf_c_message_descriptor_get_field_by_name(body->descriptor, "chip");
+  if (c == nullptr || c->label == PROTOBUF_C_LABEL_REPEATED) return -1;
+  const uint8_t* at = reinterpret_cast<const uint8_t*>(body) + c->offset;
+  switch (c->type) {
+    case PROTOBUF_C_TYPE_UINT32: return *reinterpret_cast<const uint32_t*>(at);
+    case PROTOBUF_C_TYPE_INT32: return *reinterpret_cast<const int32_t*>(at);
+    default: return -1;
+  }
+}
+
+bool names_chip(Vtrn__Api__Request__BodyCase body) {
+  for (Vtrn__Api__Request__BodyCase b : kChipRequests) {
+    if (b == body) return true;
+  }
+  return false;
+}
+
 
 std::string version_string(uint32_t v) {
   return std::to_string(v >> 16) + "." + std::to_string((v >> 8) & 0xff) + "." +
          std::to_string(v & 0xff);
 }
 
-Vtrn__Api__ChipSummary* make_summary(Arena& a, const ChipStatus& s, const std::string& board) {
+Vtrn__Api__ChipSummary* make_summary(ProtoArena& a, const ChipStatus& s, const std::string& board) {
   Vtrn__Api__ChipSummary* m = a.make<Vtrn__Api__ChipSummary>(VTRN__API__CHIP_SUMMARY__INIT);
   m->id = s.id;
   m->state = s.state;
@@ -110,8 +153,7 @@ bool Daemon::take_runtime_dir(std::string* err) {
       int pid = n > 0 ? atoi(buf) : 0;
       bool alive = pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
       Client probe;
-      std::string ignored;
-      if (alive && probe.connect(sock, &ignored)) {
+      if (alive && probe.connect(sock).ok()) {
         *err = "vtrnd is already running (pid " + std::to_string(pid) + ", socket " + sock + ")";
         return false;
       }
@@ -224,14 +266,7 @@ bool Daemon::start(std::string* err) {
   }
   DmaServiceOptions dopts;
   dopts.allow_raw = opts_.allow_raw_dma;
-  dma_ = std::make_unique<DmaService>(&loop_, dopts, [this](uint64_t cid, Vtrn__Api__Response* r) {
-    // The job service's transfers come back to it.
-    if (DaemonJobBackend::owns_cid(cid)) {
-      if (job_backend_) job_backend_->on_dma_reply(cid, r);
-      return;
-    }
-    reply(cid, r);
-  });
+  dma_ = std::make_unique<DmaService>(&loop_, dopts, [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); });
   for (auto& c : chips_) dma_->add_chip(c.get());
   HbmServiceOptions hopts;
   hopts.client_quota_bytes = opts_.hbm_client_quota_bytes;
@@ -447,63 +482,46 @@ void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
     return;
   }
   const uint64_t id = req->id;
+  Chip* chip = nullptr;
+  const int64_t chip_id = names_chip(req->body_case) ? request_chip(*req) : -1;
+  if (chip_id >= 0) chip = find_chip(uint32_t(chip_id));
   if (shutting_down_ && req->body_case != VTRN__API__REQUEST__BODY_LIST &&
       req->body_case != VTRN__API__REQUEST__BODY_SHUTDOWN) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_SHUTTING_DOWN, "vtrnd is shutting down");
+  } else if (chip_id >= 0 && chip == nullptr) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
+                "no chip " + std::to_string(chip_id) + " on this board");
   } else {
     switch (req->body_case) {
       case VTRN__API__REQUEST__BODY_LIST: do_list(cid, id); break;
-      case VTRN__API__REQUEST__BODY_INFO: do_info(cid, id, *req->info); break;
-      case VTRN__API__REQUEST__BODY_PING: do_ping(cid, id, *req->ping); break;
-      case VTRN__API__REQUEST__BODY_LOGS: do_logs(cid, id, *req->logs); break;
-      case VTRN__API__REQUEST__BODY_TELEMETRY: do_telemetry(cid, id, *req->telemetry); break;
+      case VTRN__API__REQUEST__BODY_INFO: do_info(cid, id, chip); break;
+      case VTRN__API__REQUEST__BODY_PING: do_ping(cid, id, chip, *req->ping); break;
+      case VTRN__API__REQUEST__BODY_LOGS: do_logs(cid, id, chip, *req->logs); break;
+      case VTRN__API__REQUEST__BODY_TELEMETRY: do_telemetry(cid, id, chip); break;
       case VTRN__API__REQUEST__BODY_SHUTDOWN: do_shutdown(cid, id); break;
-      case VTRN__API__REQUEST__BODY_DMA_WRITE:
-      case VTRN__API__REQUEST__BODY_DMA_READ:
-      case VTRN__API__REQUEST__BODY_DMA_COPY:
-      case VTRN__API__REQUEST__BODY_DMA_BENCH:
-      case VTRN__API__REQUEST__BODY_DMA_STATS:
-      case VTRN__API__REQUEST__BODY_DMA_RESET:
-      case VTRN__API__REQUEST__BODY_DMA_INJECT: do_dma(cid, *req); break;
+      case VTRN__API__REQUEST__BODY_DMA_WRITE: dma_->write(cid, id, chip, *req->dma_write); break;
+      case VTRN__API__REQUEST__BODY_DMA_READ: dma_->read(cid, id, chip, *req->dma_read); break;
+      case VTRN__API__REQUEST__BODY_DMA_COPY: dma_->copy(cid, id, chip, *req->dma_copy); break;
+      case VTRN__API__REQUEST__BODY_DMA_BENCH: dma_->bench(cid, id, chip, *req->dma_bench); break;
+      case VTRN__API__REQUEST__BODY_DMA_STATS: dma_->stats(cid, id, chip); break;
+      case VTRN__API__REQUEST__BODY_DMA_RESET: dma_->reset(cid, id, chip, *req->dma_reset); break;
+      case VTRN__API__REQUEST__BODY_DMA_INJECT: dma_->inject(cid, id, chip, *req->dma_inject); break;
       case VTRN__API__REQUEST__BODY_HBM_ALLOC:
       case VTRN__API__REQUEST__BODY_HBM_FREE:
       case VTRN__API__REQUEST__BODY_HBM_STATS:
       case VTRN__API__REQUEST__BODY_HBM_LIST:
-      case VTRN__API__REQUEST__BODY_HBM_INJECT_ECC: do_hbm(cid, *req); break;
-      case VTRN__API__REQUEST__BODY_JOB_SUBMIT:
-      case VTRN__API__REQUEST__BODY_JOB_WAIT:
-      case VTRN__API__REQUEST__BODY_JOB_LIST:
-      case VTRN__API__REQUEST__BODY_JOB_SHOW:
-      case VTRN__API__REQUEST__BODY_JOB_CANCEL: do_jobs(cid, *req); break;
-      case VTRN__API__REQUEST__BODY_COLLECTIVE: collectives_->run(cid, req->id, *req->collective); break;
-      case VTRN__API__REQUEST__BODY_POWER_SET: {
-        Chip* chip = find_chip(req->power_set->chip);
-        if (chip == nullptr) {
-          reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                      "no chip " + std::to_string(req->power_set->chip) + " on this board");
-        } else {
-          power_->set(cid, id, chip, *req->power_set);
-        }
-        break;
-      }
-      case VTRN__API__REQUEST__BODY_CHIP_RESET:
-      case VTRN__API__REQUEST__BODY_FAULT_INJECT: {
-        const uint32_t chip_id = req->body_case == VTRN__API__REQUEST__BODY_CHIP_RESET
-                                     ? req->chip_reset->chip
-                                     : req->fault_inject->chip;
-        Chip* chip = find_chip(chip_id);
-        if (chip == nullptr) {
-          reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                      "no chip " + std::to_string(chip_id) + " on this board");
-        } else if (req->body_case == VTRN__API__REQUEST__BODY_CHIP_RESET) {
-          reliability_->chip_reset(cid, id, chip);
-        } else {
-          reliability_->fault_inject(cid, id, chip, *req->fault_inject);
-        }
-        break;
-      }
+      case VTRN__API__REQUEST__BODY_HBM_INJECT_ECC: hbm_->handle(cid, *req, chip); break;
+      case VTRN__API__REQUEST__BODY_JOB_SUBMIT: jobs_->submit(cid, id, *req->job_submit); break;
+      case VTRN__API__REQUEST__BODY_JOB_WAIT: jobs_->wait(cid, id, *req->job_wait); break;
+      case VTRN__API__REQUEST__BODY_JOB_LIST: jobs_->list(cid, id, *req->job_list); break;
+      case VTRN__API__REQUEST__BODY_JOB_SHOW: jobs_->show(cid, id, *req->job_show); break;
+      case VTRN__API__REQUEST__BODY_JOB_CANCEL: jobs_->cancel(cid, id, *req->job_cancel); break;
+      case VTRN__API__REQUEST__BODY_COLLECTIVE: collectives_->run(cid, id, *req->collective); break;
+      case VTRN__API__REQUEST__BODY_POWER_SET: power_->set(cid, id, chip, *req->power_set); break;
+      case VTRN__API__REQUEST__BODY_CHIP_RESET: reliability_->chip_reset(cid, id, chip); break;
+      case VTRN__API__REQUEST__BODY_FAULT_INJECT: reliability_->fault_inject(cid, id, chip, *req->fault_inject); break;
       case VTRN__API__REQUEST__BODY_LINK_LIST: links_->list(cid, id, *req->link_list); break;
-      case VTRN__API__REQUEST__BODY_LINK_CONTROL: links_->control(cid, id, *req->link_control); break;
+      case VTRN__API__REQUEST__BODY_LINK_CONTROL: links_->control(cid, id, chip, *req->link_control); break;
       case VTRN__API__REQUEST__BODY_TOPO: links_->topo(cid, id); break;
       default:
         reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "request has no body");
@@ -516,7 +534,7 @@ void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
 // Requests.
 
 void Daemon::do_list(uint64_t cid, uint64_t id) {
-  Arena a;
+  ProtoArena a;
   Vtrn__Api__ListResponse list = VTRN__API__LIST_RESPONSE__INIT;
   list.board = a.str(board_.board.model);
   list.board_file = a.str(board_.file);
@@ -531,18 +549,12 @@ void Daemon::do_list(uint64_t cid, uint64_t id) {
   reply(cid, &resp);
 }
 
-void Daemon::do_info(uint64_t cid, uint64_t id, const Vtrn__Api__InfoRequest& r) {
-  Chip* chip = find_chip(r.chip);
-  if (chip == nullptr) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                "no chip " + std::to_string(r.chip) + " on this board");
-    return;
-  }
+void Daemon::do_info(uint64_t cid, uint64_t id, Chip* chip) {
   // Answered from the board, the header and (when READY) a fresh firmware
   // Info; a chip that is not READY still gets its summary and error back.
   auto answer = [this, cid, id, chip](Vtrn__Api__Status st, const std::string& err,
                                       const Vtrn__Ctrl__InfoResponse* fw) {
-    Arena a;
+    ProtoArena a;
     const ChipStatus s = chip->status();
     const vtrn::board::Chip& bc = chip->options().board;
     Vtrn__Api__ChipInfo info = VTRN__API__CHIP_INFO__INIT;
@@ -606,7 +618,7 @@ void Daemon::do_info(uint64_t cid, uint64_t id, const Vtrn__Api__InfoRequest& r)
   };
   if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
     const ChipStatus s = chip->status();
-    std::string err = "chip " + std::to_string(r.chip) + " is " + chip_state_name(s.state);
+    std::string err = "chip " + std::to_string(chip->id()) + " is " + chip_state_name(s.state);
     if (!s.error.empty()) err = s.error;
     answer(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, err, nullptr);
     return;
@@ -683,13 +695,7 @@ struct PingJob : std::enable_shared_from_this<PingJob> {
 };
 }  // namespace
 
-void Daemon::do_ping(uint64_t cid, uint64_t id, const Vtrn__Api__PingRequest& r) {
-  Chip* chip = find_chip(r.chip);
-  if (chip == nullptr) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                "no chip " + std::to_string(r.chip) + " on this board");
-    return;
-  }
+void Daemon::do_ping(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__PingRequest& r) {
   if (r.count < 1 || r.count > kMaxPingCount) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
                 "ping count " + std::to_string(r.count) + " outside 1.." +
@@ -706,14 +712,14 @@ void Daemon::do_ping(uint64_t cid, uint64_t id, const Vtrn__Api__PingRequest& r)
     const ChipStatus s = chip->status();
     reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
                 s.error.empty()
-                    ? "chip " + std::to_string(r.chip) + " is " + chip_state_name(s.state)
+                    ? "chip " + std::to_string(chip->id()) + " is " + chip_state_name(s.state)
                     : s.error);
     return;
   }
   auto job = std::make_shared<PingJob>();
   job->cid = cid;
   job->id = id;
-  job->chip_id = r.chip;
+  job->chip_id = chip->id();
   job->count = r.count;
   job->spin = r.wait == VTRN__API__WAIT_MODE__WAIT_SPIN_BLOCK;
   job->interval_us = r.interval_us;
@@ -740,13 +746,7 @@ void Daemon::do_ping(uint64_t cid, uint64_t id, const Vtrn__Api__PingRequest& r)
   job->step();
 }
 
-void Daemon::do_logs(uint64_t cid, uint64_t id, const Vtrn__Api__LogsRequest& r) {
-  Chip* chip = find_chip(r.chip);
-  if (chip == nullptr) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                "no chip " + std::to_string(r.chip) + " on this board");
-    return;
-  }
+void Daemon::do_logs(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__LogsRequest& r) {
   std::vector<std::string> lines(chip->log_history().begin(), chip->log_history().end());
   if (lines.empty()) {
     // Before READY (or after a failed boot) the log ring is not readable;
@@ -755,7 +755,7 @@ void Daemon::do_logs(uint64_t cid, uint64_t id, const Vtrn__Api__LogsRequest& r)
   }
   if (r.tail != 0 && lines.size() > r.tail) lines.erase(lines.begin(), lines.end() - r.tail);
   auto send = [this, cid, id](const std::vector<std::string>& l, uint64_t dropped) {
-    Arena a;
+    ProtoArena a;
     Vtrn__Api__LogsResponse lr = VTRN__API__LOGS_RESPONSE__INIT;
     lr.n_lines = l.size();
     lr.lines = a.strv(l);
@@ -787,26 +787,20 @@ void Daemon::do_logs(uint64_t cid, uint64_t id, const Vtrn__Api__LogsRequest& r)
   conns_[cid].log_subs.emplace_back(uint32_t(idx), sub);
 }
 
-void Daemon::do_telemetry(uint64_t cid, uint64_t id, const Vtrn__Api__TelemetryRequest& r) {
+void Daemon::do_telemetry(uint64_t cid, uint64_t id, Chip* chip) {
   std::vector<Chip*> want;
-  if (r.chip < 0) {
+  if (chip == nullptr) {
     for (auto& c : chips_) {
       if (c->state() == VTRN__API__CHIP_STATE__CHIP_STATE_READY) want.push_back(c.get());
     }
   } else {
-    Chip* chip = find_chip(uint32_t(r.chip));
-    if (chip == nullptr) {
-      reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                  "no chip " + std::to_string(r.chip) + " on this board");
-      return;
-    }
     if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
       reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, chip->not_ready_reason());
       return;
     }
     want.push_back(chip);
   }
-  Arena a;
+  ProtoArena a;
   std::vector<Vtrn__Api__Telemetry*> out;
   std::vector<std::unique_ptr<PowerTelemetryMessage>> power_msgs;
   for (Chip* c : want) {
@@ -868,9 +862,9 @@ void Daemon::do_telemetry(uint64_t cid, uint64_t id, const Vtrn__Api__TelemetryR
     t->boot_generation = c->status().header.boot_generation;
     out.push_back(t);
   }
-  if (r.chip >= 0 && out.empty()) {
+  if (chip != nullptr && out.empty()) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_ERROR,
-                "chip " + std::to_string(r.chip) + ": telemetry block never held still");
+                "chip " + std::to_string(chip->id()) + ": telemetry block never held still");
     return;
   }
   Vtrn__Api__TelemetryResponse tr = VTRN__API__TELEMETRY_RESPONSE__INIT;
@@ -881,66 +875,6 @@ void Daemon::do_telemetry(uint64_t cid, uint64_t id, const Vtrn__Api__TelemetryR
   resp.body_case = VTRN__API__RESPONSE__BODY_TELEMETRY;
   resp.telemetry = &tr;
   reply(cid, &resp);
-}
-
-void Daemon::do_dma(uint64_t cid, const Vtrn__Api__Request& req) {
-  uint32_t chip_id = 0;
-  switch (req.body_case) {
-    case VTRN__API__REQUEST__BODY_DMA_WRITE: chip_id = req.dma_write->chip; break;
-    case VTRN__API__REQUEST__BODY_DMA_READ: chip_id = req.dma_read->chip; break;
-    case VTRN__API__REQUEST__BODY_DMA_COPY: chip_id = req.dma_copy->chip; break;
-    case VTRN__API__REQUEST__BODY_DMA_BENCH: chip_id = req.dma_bench->chip; break;
-    case VTRN__API__REQUEST__BODY_DMA_STATS: chip_id = req.dma_stats->chip; break;
-    case VTRN__API__REQUEST__BODY_DMA_RESET: chip_id = req.dma_reset->chip; break;
-    case VTRN__API__REQUEST__BODY_DMA_INJECT: chip_id = req.dma_inject->chip; break;
-    default: return;
-  }
-  Chip* chip = find_chip(chip_id);
-  if (chip == nullptr) {
-    reply_error(cid, req.id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                "no chip " + std::to_string(chip_id) + " on this board");
-    return;
-  }
-  switch (req.body_case) {
-    case VTRN__API__REQUEST__BODY_DMA_WRITE: dma_->write(cid, req.id, chip, *req.dma_write); break;
-    case VTRN__API__REQUEST__BODY_DMA_READ: dma_->read(cid, req.id, chip, *req.dma_read); break;
-    case VTRN__API__REQUEST__BODY_DMA_COPY: dma_->copy(cid, req.id, chip, *req.dma_copy); break;
-    case VTRN__API__REQUEST__BODY_DMA_BENCH: dma_->bench(cid, req.id, chip, *req.dma_bench); break;
-    case VTRN__API__REQUEST__BODY_DMA_STATS: dma_->stats(cid, req.id, chip); break;
-    case VTRN__API__REQUEST__BODY_DMA_RESET: dma_->reset(cid, req.id, chip, *req.dma_reset); break;
-    case VTRN__API__REQUEST__BODY_DMA_INJECT: dma_->inject(cid, req.id, chip, *req.dma_inject); break;
-    default: break;
-  }
-}
-
-void Daemon::do_hbm(uint64_t cid, const Vtrn__Api__Request& req) {
-  uint32_t chip_id = 0;
-  switch (req.body_case) {
-    case VTRN__API__REQUEST__BODY_HBM_ALLOC: chip_id = req.hbm_alloc->chip; break;
-    case VTRN__API__REQUEST__BODY_HBM_FREE: chip_id = req.hbm_free->chip; break;
-    case VTRN__API__REQUEST__BODY_HBM_STATS: chip_id = req.hbm_stats->chip; break;
-    case VTRN__API__REQUEST__BODY_HBM_LIST: chip_id = req.hbm_list->chip; break;
-    case VTRN__API__REQUEST__BODY_HBM_INJECT_ECC: chip_id = req.hbm_inject_ecc->chip; break;
-    default: return;
-  }
-  Chip* chip = find_chip(chip_id);
-  if (chip == nullptr) {
-    reply_error(cid, req.id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                "no chip " + std::to_string(chip_id) + " on this board");
-    return;
-  }
-  hbm_->handle(cid, req, chip);
-}
-
-void Daemon::do_jobs(uint64_t cid, const Vtrn__Api__Request& req) {
-  switch (req.body_case) {
-    case VTRN__API__REQUEST__BODY_JOB_SUBMIT: jobs_->submit(cid, req.id, *req.job_submit); break;
-    case VTRN__API__REQUEST__BODY_JOB_WAIT: jobs_->wait(cid, req.id, *req.job_wait); break;
-    case VTRN__API__REQUEST__BODY_JOB_LIST: jobs_->list(cid, req.id, *req.job_list); break;
-    case VTRN__API__REQUEST__BODY_JOB_SHOW: jobs_->show(cid, req.id, *req.job_show); break;
-    case VTRN__API__REQUEST__BODY_JOB_CANCEL: jobs_->cancel(cid, req.id, *req.job_cancel); break;
-    default: break;
-  }
 }
 
 void Daemon::do_shutdown(uint64_t cid, uint64_t id) {

@@ -80,14 +80,13 @@ class Daemon {
   Chip* find_chip(uint32_t id);
 
   void do_list(uint64_t cid, uint64_t id);
-  void do_info(uint64_t cid, uint64_t id, const Vtrn__Api__InfoRequest& r);
-  void do_ping(uint64_t cid, uint64_t id, const Vtrn__Api__PingRequest& r);
-  void do_logs(uint64_t cid, uint64_t id, const Vtrn__Api__LogsRequest& r);
-  void do_telemetry(uint64_t cid, uint64_t id, const Vtrn__Api__TelemetryRequest& r);
+  // `chip`: resolved by handle_frame (never null, but for telemetry of
+  // every chip).
+  void do_info(uint64_t cid, uint64_t id, Chip* chip);
+  void do_ping(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__PingRequest& r);
+  void do_logs(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__LogsRequest& r);
+  void do_telemetry(uint64_t cid, uint64_t id, Chip* chip);
   void do_shutdown(uint64_t cid, uint64_t id);
-  void do_dma(uint64_t cid, const Vtrn__Api__Request& req);
-  void do_hbm(uint64_t cid, const Vtrn__Api__Request& req);
-  void do_jobs(uint64_t cid, const Vtrn__Api__Request& req);
 
   void on_signal();
   void reap_children();

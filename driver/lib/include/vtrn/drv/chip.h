@@ -199,7 +199,6 @@ class Chip {
 
   // Log history (oldest first) and live subscribers.
   [[nodiscard]] const std::deque<std::string>& log_history() const { return history_; }
-  [[nodiscard]] uint64_t log_lost_bytes() const { return lost_total_; }
   int subscribe_logs(LogListener l);
   void unsubscribe_logs(int id);
 
@@ -328,7 +327,6 @@ class Chip {
   bool repump_ = false;
 
   std::deque<std::string> history_;
-  uint64_t lost_total_ = 0;
   std::map<int, LogListener> listeners_;
   int next_listener_ = 1;
 
