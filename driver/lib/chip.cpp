@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vtrn/drv/log.h"
+#include "vtrn/engine_abi.h"
 #include "vtrn/drv/qemu_launch.h"
 
 namespace drv {
@@ -176,6 +177,21 @@ void Chip::fail(const std::string& why) {
 }
 
 bool Chip::start(std::string* err) {
+  if (!prepared_ && !prepare(err)) return false;
+  if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_FAILED) {
+    *err = error_;
+    return false;
+  }
+  std::string why;
+  if (!launch(&why)) {
+    *err = label_ + ": " + why;
+    fail(*err);
+    return false;
+  }
+  return true;
+}
+
+bool Chip::prepare(std::string* err) {
   auto bail = [&](const std::string& why) {
     *err = label_ + ": " + why;
     fail(*err);
@@ -211,11 +227,15 @@ bool Chip::start(std::string* err) {
   }
   qmp_ = std::make_unique<QmpClient>(loop_, label_);
   if (!qmp_->listen(dir_ + "/qmp.sock", &why)) return bail(why);
+  const uint64_t mem_mib = 64 + (opts_.board.hbm.total_bytes() >> 20);
+  if (!hw_link_.create(dir_, mem_mib << 20, &why)) return bail(why);
 
   QemuParams p;
   p.chip = opts_.board.id;
   p.cores = opts_.board.neuron_cores;
-  p.mem_mib = 64 + (opts_.board.hbm.total_bytes() >> 20);
+  p.mem_mib = mem_mib;
+  p.ram_fd = hw_link_.ram_fd();
+  p.engines_sock = hw_link_.engines_socket();
   p.firmware = opts_.firmware;
   p.board_dtb = dtb_path;
   p.board_size = opts_.dtb.size();
@@ -223,6 +243,7 @@ bool Chip::start(std::string* err) {
   p.qmp_sock = dir_ + "/qmp.sock";
   p.uart_log = dir_ + "/uart.log";
   p.vectors = kVectorCount;
+  p.engine_vectors = vtrn::engine::kVectorCount;
   p.gdb = opts_.gdb;
   p.gdb_port = opts_.gdb_port;
   std::vector<std::string> argv;
@@ -230,7 +251,7 @@ bool Chip::start(std::string* err) {
   argv.insert(argv.end(), opts_.extra_qemu_args.begin(), opts_.extra_qemu_args.end());
   argv_ = std::move(argv);
   cmdline_ = join_command(argv_);
-  if (!launch(&why)) return bail(why);
+  prepared_ = true;
   return true;
 }
 
@@ -241,7 +262,7 @@ bool Chip::launch(std::string* err) {
   int out_fd = -1;
   launch_ns_ = monotonic_ns();
   exited_ = false;
-  pid_ = spawn_qemu(argv_, &out_fd, err);
+  pid_ = spawn_qemu(argv_, {hw_link_.ram_fd()}, &out_fd, err);
   if (pid_ < 0) {
     exited_ = true;
     return false;
@@ -563,7 +584,7 @@ void Chip::on_child_exit(int wait_status) {
 // Reset and recovery.
 
 bool Chip::recovery_allowed() const {
-  return opts_.auto_recover && ever_ready_ && !stopping_ && !test_mode_ && !opts_.gdb;
+  return hw_lost_.empty() && opts_.auto_recover && ever_ready_ && !stopping_ && !test_mode_ && !opts_.gdb;
 }
 
 uint32_t Chip::watchdog_ms() const {
@@ -618,6 +639,10 @@ void Chip::reset(Vtrn__Api__ResetCause cause, const std::string& reason, ResetDo
   }
   if (test_mode_) {
     if (done) done(false, label_ + " has no QEMU to reset (test attachment)");
+    return;
+  }
+  if (!hw_lost_.empty()) {
+    if (done) done(false, label_ + ": " + hw_lost_ + "; restart the board (vtrn down, vtrn up)");
     return;
   }
   if (done) reset_waiters_.push_back(std::move(done));
@@ -769,6 +794,12 @@ void Chip::give_up(const std::string& why) {
   if (pid_ > 0 && !exited_) kill(pid_, SIGKILL);
   fail(label_ + ": " + why);
   finish_reset(false, label_ + ": " + why);
+}
+
+void Chip::hardware_lost(const std::string& why) {
+  if (!hw_lost_.empty() || stopping_ || test_mode_) return;
+  hw_lost_ = why;
+  give_up(why);
 }
 
 void Chip::finish_reset(bool ok, const std::string& why) {
@@ -1169,7 +1200,8 @@ void Chip::cleanup() {
   if (qmp_) qmp_->close();
   qmp_.reset();
   if (test_mode_) return;
-  for (const char* f : {"board.dtb", "uart.log", "ivshmem.sock", "qmp.sock"})
+  hw_link_.close();
+  for (const char* f : {"board.dtb", "uart.log", "ivshmem.sock", "qmp.sock", "engines.sock"})
     unlink((dir_ + "/" + f).c_str());
   if (rmdir(dir_.c_str()) != 0 && errno != ENOENT)
     DRV_LOGW("%s: cannot remove %s: %s", label_.c_str(), dir_.c_str(), strerror(errno));

@@ -29,11 +29,12 @@ constexpr const char* kUsage =
     "             [--gdb-port BASE] [--boot-timeout-ms MS] [--runtime-dir DIR]\n"
     "             [--allow-raw-dma] [--metrics-port PORT] [--foreground] [--verbose]\n"
     "             [--watchdog-ms MS] [--no-auto-reset] [--reset-limit N] [--reset-window-ms MS]\n"
-    "             [--hbm-quota-mib MIB] [--hbm-dma-unchecked]\n"
+    "             [--hbm-quota-mib MIB] [--hbm-dma-unchecked] [--vtrn-hw BIN]\n"
     "  --board FILE          board .dtb or .dts (default " VTRN_DEFAULT_BOARD_DTB ")\n"
     "  --chips N             resize the board to N chips (first N kept, last cloned)\n"
     "  --firmware ELF        firmware image (default $VTRN_FIRMWARE or " VTRN_DEFAULT_FIRMWARE ")\n"
     "  --qemu BIN            QEMU binary (default $VTRN_QEMU or qemu-system-aarch64 on PATH)\n"
+    "  --vtrn-hw BIN         the board's engines process (default $VTRN_HW or " VTRN_DEFAULT_HW ")\n"
     "  --gdb                 give chip N a gdbstub on 127.0.0.1:BASE+N\n"
     "  --gdb-port BASE       first gdb port (default 1234; 0: any free port per chip, shown\n"
     "                        by vtrn ls; implies --gdb)\n"
@@ -76,9 +77,9 @@ int usage_error(const std::string& what) {
 
 int main(int argc, char** argv) {
   enum { kBoard = 1000, kChips, kFirmware, kQemu, kGdb, kGdbPort, kBootTimeout, kRuntimeDir,
-         kForeground, kVerbose, kHelp, kAllowRawDma, kMetricsPort /* ---- power ---- */,
+         kForeground, kVerbose, kHelp, kAllowRawDma, kMetricsPort,
          kWatchdogMs, kNoAutoReset, kResetLimit, kResetWindowMs };  // the last four: recovery
-  constexpr int kHbmQuotaMib = 1100, kHbmDmaUnchecked = 1101;  // clear of the enum above
+  constexpr int kHbmQuotaMib = 1100, kHbmDmaUnchecked = 1101, kVtrnHw = 1200;  // clear of the enum above
   static const option kOptions[] = {
       {"board", required_argument, nullptr, kBoard},
       {"chips", required_argument, nullptr, kChips},
@@ -97,12 +98,13 @@ int main(int argc, char** argv) {
       {"reset-window-ms", required_argument, nullptr, kResetWindowMs},
       {"hbm-quota-mib", required_argument, nullptr, kHbmQuotaMib},
       {"hbm-dma-unchecked", no_argument, nullptr, kHbmDmaUnchecked},
+      {"vtrn-hw", required_argument, nullptr, kVtrnHw},
       {"verbose", no_argument, nullptr, kVerbose},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0},
   };
   std::string board_file = VTRN_DEFAULT_BOARD_DTB;
-  std::string firmware, qemu_flag, runtime_dir;
+  std::string firmware, qemu_flag, runtime_dir, vtrn_hw;
   uint32_t chips = 0, gdb_port = 0, boot_timeout = 10000;
   bool gdb = false, gdb_port_given = false;
   uint32_t watchdog_ms = 0, reset_limit = 3, reset_window_ms = 60000;
@@ -187,6 +189,7 @@ int main(int argc, char** argv) {
           return usage_error(std::string("--hbm-quota-mib ") + optarg + ": expected 0..16777216 (0 = none)");
         break;
       case kHbmDmaUnchecked: hbm_dma_unchecked = true; break;
+      case kVtrnHw: vtrn_hw = optarg; break;
       case kVerbose: drv::set_log_level(drv::LogLevel::kDebug); break;
       case kHelp: fputs(kUsage, stdout); return 0;
       default:
@@ -214,6 +217,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   opts.firmware = firmware;
+  if (vtrn_hw.empty()) {
+    const char* env = getenv("VTRN_HW");
+    vtrn_hw = env != nullptr && env[0] != '\0' ? env : VTRN_DEFAULT_HW;
+  }
+  opts.vtrn_hw = vtrn_hw;
   drv::BoardSpec board;
   if (!drv::load_board(board_file, chips, "dtc", &board, &err)) {
     DRV_LOGE("%s", err.c_str());

@@ -321,13 +321,31 @@ bool Daemon::start(std::string* err) {
       [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); });
   for (auto& c : chips_) links_->add_chip(c.get());
   links_->start();
+  // A chip that cannot prepare or launch is FAILED with the reason; the
+  // others still start, and clients see which one failed and why.
+  std::vector<Chip*> board_chips;
   for (auto& c : chips_) {
     std::string why;
-    // A chip that cannot launch is FAILED with the reason; the others still
-    // start, and clients see which one failed and why.
+    (void)c->prepare(&why);
+    board_chips.push_back(c.get());
+  }
+  if (!start_board_hw(board_chips, err)) return false;
+  for (auto& c : chips_) {
+    std::string why;
     (void)c->start(&why);
   }
   return true;
+}
+
+// vtrn-hw needs every chip's fds and must listen before any QEMU starts.
+bool Daemon::start_board_hw(const std::vector<Chip*>& chips, std::string* err) {
+  hw_ = std::make_unique<HwBoard>(&loop_);
+  hw_->on_lost = [this](const std::string& why) {
+    for (auto& c : chips_) c->hardware_lost(why);
+  };
+  if (hw_->start(opts_.vtrn_hw, board_.dtb, chips, opts_.boot_timeout_ms, err)) return true;
+  remove_runtime_files(/*keep_log=*/true);
+  return false;
 }
 
 int Daemon::run() {
@@ -909,6 +927,7 @@ void Daemon::reap_children() {
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid <= 0) return;
+    if (hw_ && hw_->on_child_exit(pid, status)) continue;
     for (auto& c : chips_) {
       if (c->pid() > 0 && c->pid() == pid) c->on_child_exit(status);
     }
@@ -961,6 +980,7 @@ void Daemon::remove_runtime_files(bool keep_log) {
     loop_.remove(listen_.get());
     listen_.reset();
   }
+  if (hw_) hw_->stop();  // after the QEMUs: it unlinks the engine sockets
   for (auto& c : chips_) c->cleanup();
   if (links_) links_->stop();  // regions removed
   if (!own_runtime_dir_) return;

@@ -14,6 +14,7 @@
 
 #include "vtrn/drv/board_file.h"
 #include "vtrn/drv/chip.h"
+#include "vtrn/drv/hw_process.h"
 #include "dma_service.h"
 #include "hbm_service.h"
 #include "metrics.h"
@@ -33,6 +34,7 @@ struct DaemonOptions {
   std::string runtime_dir;
   std::string qemu;
   std::string firmware;
+  std::string vtrn_hw;         // the board's engines process (hw/)
   uint32_t boot_timeout_ms = 10000;
   bool gdb = false;            // a gdbstub per chip
   uint32_t gdb_base_port = 0;  // chip N on base + N; 0: any free port for each
@@ -70,6 +72,7 @@ class Daemon {
 
   bool take_runtime_dir(std::string* err);
   bool listen_socket(std::string* err);
+  bool start_board_hw(const std::vector<Chip*>& chips, std::string* err);
   void on_accept();
   void on_conn_event(uint64_t cid, uint32_t events);
   void close_conn(uint64_t cid);
@@ -100,6 +103,7 @@ class Daemon {
   UniqueFd listen_;
   UniqueFd signal_fd_;
   std::vector<std::unique_ptr<Chip>> chips_;
+  std::unique_ptr<HwBoard> hw_;  // the board's vtrn-hw: started before the chips' QEMUs, stopped after
   std::unique_ptr<DmaService> dma_;  // destroyed before the chips (see ~Daemon)
   std::unique_ptr<HbmService> hbm_;  // destroyed before the chips
   std::unique_ptr<PowerService> power_;

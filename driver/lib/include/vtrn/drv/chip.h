@@ -50,6 +50,7 @@
 #include "vtrn/drv/dma_engine.h"
 #include "vtrn/drv/event_loop.h"
 #include "vtrn/drv/host_interface.h"
+#include "vtrn/drv/hw_process.h"
 #include "vtrn/drv/ivshmem_server.h"
 #include "vtrn/drv/qmp.h"
 #include "vtrn/proto_names.h"
@@ -150,9 +151,20 @@ class Chip {
   Chip(const Chip&) = delete;
   Chip& operator=(const Chip&) = delete;
 
-  // Creates the chip directory and sockets and launches QEMU. On failure the
-  // chip is FAILED with the reason (also returned in *err).
+  // Creates the chip directory, sockets, RAM memfd and DMA doorbell (what
+  // vtrn-hw needs before any QEMU starts). On failure the chip is FAILED
+  // with the reason (also returned in *err).
+  bool prepare(std::string* err);
+  // prepare() if not done yet, then launches QEMU.
   bool start(std::string* err);
+  // What the board's vtrn-hw is given for this chip (valid once prepared).
+  [[nodiscard]] bool hw_prepared() const { return prepared_; }
+  [[nodiscard]] const ChipHwLink& hw_link() const { return hw_link_; }
+  [[nodiscard]] int bar2_fd() const { return ivshmem_.memfd(); }
+  [[nodiscard]] int dma_irq_fd() const { return ivshmem_.host_eventfd(vtrn::hostif::kVectorDma); }
+  // vtrn-hw died: the chip cannot work until the board restarts. Its QEMU
+  // is killed, it is FAILED with `why`, and resets are refused.
+  void hardware_lost(const std::string& why);
   // From vtrnd's SIGCHLD handler, with waitpid's status.
   void on_child_exit(int wait_status);
   // The running QEMU's pid, -1 once it has been reaped (the number may
@@ -294,6 +306,9 @@ class Chip {
   std::string dir_;
   std::string label_;  // "chip N"
   IvshmemServer ivshmem_;
+  ChipHwLink hw_link_;
+  bool prepared_ = false;
+  std::string hw_lost_;  // why the board's vtrn-hw is gone ("" while it runs)
   std::unique_ptr<QmpClient> qmp_;
   HostInterface hif_;
   DmaEngine dma_;
