@@ -477,4 +477,17 @@ void CollectiveService::reply_result(const Run& r) {
   }
 }
 
+std::span<const RequestBody> CollectiveService::bodies() const {
+  static constexpr RequestBody kBodies[] = {VTRN__API__REQUEST__BODY_COLLECTIVE};
+  return kBodies;
+}
+
+void CollectiveService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* /*chip*/) {
+  if (req.body_case == VTRN__API__REQUEST__BODY_COLLECTIVE) run(cid, req.id, *req.collective);
+}
+
+void CollectiveService::on_chip_state(Chip& chip) {
+  if (chip.state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) on_chip_down(chip.id(), chip_down_reason(chip));
+}
+
 }  // namespace drv

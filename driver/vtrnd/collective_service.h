@@ -21,6 +21,7 @@
 #pragma once
 
 #include "reply.h"
+#include "service.h"
 
 #include <stdint.h>
 
@@ -49,7 +50,7 @@ struct RingMember {
 // *why when there is none (a switched board: the switch does not forward).
 std::vector<RingMember> build_ring(const std::vector<vtrn::board::Chip>& chips, std::string* why);
 
-class CollectiveService {
+class CollectiveService final : public Service {
  public:
   using ReplyFn = drv::ReplyFn;
 
@@ -69,9 +70,15 @@ class CollectiveService {
   CollectiveService& operator=(const CollectiveService&) = delete;
 
   void run(uint64_t cid, uint64_t id, const Vtrn__Api__CollectiveRequest& r);
-  void on_event(uint32_t chip, const Vtrn__Ctrl__Event& ev);
+  void on_event(uint32_t chip, const Vtrn__Ctrl__Event& ev) override;
   void on_chip_down(uint32_t chip, const std::string& reason);
-  void client_gone(uint64_t cid);
+  // Not READY: on_chip_down with chip_down_reason().
+  void on_chip_state(Chip& chip) override;
+  void client_gone(uint64_t cid) override;
+
+  [[nodiscard]] std::span<const RequestBody> bodies() const override;
+  void handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) override;
+
 
  private:
   struct Rank {

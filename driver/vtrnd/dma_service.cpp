@@ -88,6 +88,29 @@ DmaService::ChipDma* DmaService::ready_chip(Chip* chip, const Refuse& refuse) {
 
 // Requests.
 
+std::span<const RequestBody> DmaService::bodies() const {
+  static constexpr RequestBody kBodies[] = {
+      VTRN__API__REQUEST__BODY_DMA_WRITE, VTRN__API__REQUEST__BODY_DMA_READ,  VTRN__API__REQUEST__BODY_DMA_COPY,
+      VTRN__API__REQUEST__BODY_DMA_BENCH, VTRN__API__REQUEST__BODY_DMA_STATS, VTRN__API__REQUEST__BODY_DMA_RESET,
+      VTRN__API__REQUEST__BODY_DMA_INJECT,
+  };
+  return kBodies;
+}
+
+void DmaService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) {
+  const uint64_t id = req.id;
+  switch (req.body_case) {
+    case VTRN__API__REQUEST__BODY_DMA_WRITE: return write(cid, id, chip, *req.dma_write);
+    case VTRN__API__REQUEST__BODY_DMA_READ: return read(cid, id, chip, *req.dma_read);
+    case VTRN__API__REQUEST__BODY_DMA_COPY: return copy(cid, id, chip, *req.dma_copy);
+    case VTRN__API__REQUEST__BODY_DMA_BENCH: return bench(cid, id, chip, *req.dma_bench);
+    case VTRN__API__REQUEST__BODY_DMA_STATS: return stats(cid, id, chip);
+    case VTRN__API__REQUEST__BODY_DMA_RESET: return reset(cid, id, chip, *req.dma_reset);
+    case VTRN__API__REQUEST__BODY_DMA_INJECT: return inject(cid, id, chip, *req.dma_inject);
+    default: return;
+  }
+}
+
 void DmaService::write(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaWriteRequest& r) {
   start_transfer(Origin{cid, id, nullptr}, Kind::kWrite, chip, r.hbm_addr, r.data.data, r.data.len);
 }

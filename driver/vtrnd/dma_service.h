@@ -18,6 +18,7 @@
 #pragma once
 
 #include "reply.h"
+#include "service.h"
 
 #include <stdint.h>
 
@@ -40,7 +41,7 @@ struct DmaServiceOptions {
   uint32_t chunk_bytes = 256 * 1024;
 };
 
-class DmaService {
+class DmaService final : public Service {
  public:
   using ReplyFn = drv::ReplyFn;
 
@@ -57,6 +58,9 @@ class DmaService {
   // Registers a chip (sets its on_dma_event).
   void add_chip(Chip* chip);
 
+  [[nodiscard]] std::span<const RequestBody> bodies() const override;
+  void handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) override;
+
   void write(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaWriteRequest& r);
   void read(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaReadRequest& r);
   void copy(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaCopyRequest& r);
@@ -66,7 +70,7 @@ class DmaService {
   void inject(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaInjectRequest& r);
   // The client disconnected: its queued work is dropped, chunks in flight
   // drain silently.
-  void client_gone(uint64_t cid);
+  void client_gone(uint64_t cid) override;
 
   // The typed API of other services (the job service's buffers): the same
   // checks, chunking and round-robin share as a client's DmaWrite / DmaRead,

@@ -402,6 +402,14 @@ void HbmService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, co
   drv::reply_error(reply_, cid, id, st, err);
 }
 
+std::span<const RequestBody> HbmService::bodies() const {
+  static constexpr RequestBody kBodies[] = {
+      VTRN__API__REQUEST__BODY_HBM_ALLOC, VTRN__API__REQUEST__BODY_HBM_FREE,       VTRN__API__REQUEST__BODY_HBM_STATS,
+      VTRN__API__REQUEST__BODY_HBM_LIST,  VTRN__API__REQUEST__BODY_HBM_INJECT_ECC,
+  };
+  return kBodies;
+}
+
 void HbmService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) {
   ChipHbm* ch = find(chip);
   if (ch == nullptr) return reply_error(cid, req.id, VTRN__API__STATUS__STATUS_INTERNAL, "chip has no HBM service");

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "reply.h"
+#include "service.h"
 
 #include <stdint.h>
 
@@ -45,7 +46,7 @@ struct HbmServiceOptions {
   bool dma_unchecked = false;
 };
 
-class HbmService {
+class HbmService final : public Service {
  public:
   using ReplyFn = drv::ReplyFn;
   using AllocDone = std::function<void(Vtrn__Api__Status status, uint64_t addr, const std::string& error)>;
@@ -74,10 +75,11 @@ class HbmService {
   void free(Chip* chip, uint64_t owner, uint64_t addr, FreeDone done);
   void free_owner(Chip* chip, uint64_t owner, FreeOwnerDone done);
 
+  [[nodiscard]] std::span<const RequestBody> bodies() const override;
   // A client request in the hbm range, for `chip` (resolved by the server).
-  void handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip);
+  void handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) override;
   // The client disconnected: everything it owns on every chip is freed.
-  void client_gone(uint64_t cid);
+  void client_gone(uint64_t cid) override;
 
   // The one place owner ids are made: a client connection, a job (its
   // buffers, and a collective's, which runs as one job per chip).

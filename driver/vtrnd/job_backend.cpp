@@ -190,10 +190,11 @@ uint32_t DaemonJobBackend::chip_job_state(uint32_t chip, uint64_t job_id) {
   return found;
 }
 
-std::vector<double> DaemonJobBackend::core_utilization(Chip* chip) {
+std::vector<double> DaemonJobBackend::core_utilization(uint32_t chip_id) {
   namespace vj = vtrn::jobs;
   std::vector<double> out;
-  const uint8_t* base = chip->jobs_block();
+  Chip* chip = find(chip_id);
+  const uint8_t* base = chip ? chip->jobs_block() : nullptr;
   if (base == nullptr) return out;
   vj::JobTableHeader h;
   if (!read_record(base, &h)) return out;

@@ -47,7 +47,7 @@ class DaemonJobBackend final : public JobBackend {
   // Busy share of each NeuronCore since the previous call for this chip
   // (since boot on the first), from the firmware's job table (jobs_abi.h).
   // Empty when the table is absent, invalid or never held still.
-  std::vector<double> core_utilization(Chip* chip);
+  std::vector<double> core_utilization(uint32_t chip) override;
 
  private:
   Chip* find(uint32_t chip);

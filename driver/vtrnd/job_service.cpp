@@ -976,4 +976,41 @@ JobCounters JobService::counters(uint32_t chip) const {
   return c;
 }
 
+std::span<const RequestBody> JobService::bodies() const {
+  static constexpr RequestBody kBodies[] = {
+      VTRN__API__REQUEST__BODY_JOB_SUBMIT, VTRN__API__REQUEST__BODY_JOB_WAIT,   VTRN__API__REQUEST__BODY_JOB_LIST,
+      VTRN__API__REQUEST__BODY_JOB_SHOW,   VTRN__API__REQUEST__BODY_JOB_CANCEL,
+  };
+  return kBodies;
+}
+
+void JobService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* /*chip*/) {
+  switch (req.body_case) {
+    case VTRN__API__REQUEST__BODY_JOB_SUBMIT: return submit(cid, req.id, *req.job_submit);
+    case VTRN__API__REQUEST__BODY_JOB_WAIT: return wait(cid, req.id, *req.job_wait);
+    case VTRN__API__REQUEST__BODY_JOB_LIST: return list(cid, req.id, *req.job_list);
+    case VTRN__API__REQUEST__BODY_JOB_SHOW: return show(cid, req.id, *req.job_show);
+    case VTRN__API__REQUEST__BODY_JOB_CANCEL: return cancel(cid, req.id, *req.job_cancel);
+    default: return;
+  }
+}
+
+void JobService::on_chip_state(Chip& chip) {
+  if (chip.state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) on_chip_down(chip.id(), chip_down_reason(chip));
+}
+
+void JobService::fill_telemetry(Chip& chip, Vtrn__Api__Telemetry& t, ProtoArena& a) {
+  const JobCounters jc = counters(chip.id());
+  t.jobs_submitted = jc.submitted;
+  t.jobs_cancelled = jc.cancelled;
+  t.jobs_timed_out = jc.timed_out;
+  t.jobs_staging = jc.staging;
+  t.job_latency_p50_ns = jc.p50_ns;
+  t.job_latency_p90_ns = jc.p90_ns;
+  t.job_latency_p99_ns = jc.p99_ns;
+  std::vector<double>& util = *a.make(backend_->core_utilization(chip.id()));
+  t.n_core_utilization = util.size();
+  t.core_utilization = util.data();
+}
+
 }  // namespace drv

@@ -29,6 +29,7 @@
 #pragma once
 
 #include "reply.h"
+#include "service.h"
 
 #include <stdint.h>
 
@@ -75,6 +76,12 @@ class JobBackend {
   // numbers; 0 when the table does not show it). The firmware reports only
   // the end of a job as an event; the table is how vtrnd sees it start.
   virtual uint32_t chip_job_state(uint32_t chip, uint64_t job_id) = 0;
+  // Busy share of each NeuronCore since the previous call (telemetry);
+  // empty when the chip does not report it.
+  virtual std::vector<double> core_utilization(uint32_t chip) {
+    (void)chip;
+    return {};
+  }
 };
 
 struct JobServiceOptions {
@@ -91,7 +98,7 @@ struct JobCounters {
   uint64_t p50_ns = 0, p90_ns = 0, p99_ns = 0;
 };
 
-class JobService {
+class JobService final : public Service {
  public:
   using ReplyFn = drv::ReplyFn;
 
@@ -117,15 +124,22 @@ class JobService {
   void show(uint64_t cid, uint64_t id, const Vtrn__Api__JobShowRequest& r);
   void cancel(uint64_t cid, uint64_t id, const Vtrn__Api__JobCancelRequest& r);
 
+  [[nodiscard]] std::span<const RequestBody> bodies() const override;
+  void handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) override;
+
   // A firmware event of `chip` (any kind; JobEvents are taken, the rest
   // ignored).
-  void on_event(uint32_t chip, const Vtrn__Ctrl__Event& ev);
+  void on_event(uint32_t chip, const Vtrn__Ctrl__Event& ev) override;
+  // Not READY: on_chip_down with chip_down_reason().
+  void on_chip_state(Chip& chip) override;
+  // The job counters and NeuronCore utilization of the chip.
+  void fill_telemetry(Chip& chip, Vtrn__Api__Telemetry& t, ProtoArena& a) override;
   // The chip left READY or came back from a reset: every job it held ends
   // FAILED with `reason`.
   void on_chip_down(uint32_t chip, const std::string& reason);
   // The client disconnected: its waits are dropped, its jobs that are not
   // detached are cancelled (reason "client_gone").
-  void client_gone(uint64_t cid);
+  void client_gone(uint64_t cid) override;
 
   [[nodiscard]] JobCounters counters(uint32_t chip) const;
   // Jobs still holding buffers or waiting on an operation (tests: must reach

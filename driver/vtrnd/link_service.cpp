@@ -650,4 +650,19 @@ void LinkService::topo(uint64_t cid, uint64_t id) {
   reply_(cid, &resp);
 }
 
+std::span<const RequestBody> LinkService::bodies() const {
+  static constexpr RequestBody kBodies[] = {VTRN__API__REQUEST__BODY_LINK_LIST, VTRN__API__REQUEST__BODY_LINK_CONTROL,
+                                            VTRN__API__REQUEST__BODY_TOPO};
+  return kBodies;
+}
+
+void LinkService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) {
+  switch (req.body_case) {
+    case VTRN__API__REQUEST__BODY_LINK_LIST: return list(cid, req.id, *req.link_list);
+    case VTRN__API__REQUEST__BODY_LINK_CONTROL: return control(cid, req.id, chip, *req.link_control);
+    case VTRN__API__REQUEST__BODY_TOPO: return topo(cid, req.id);
+    default: return;
+  }
+}
+
 }  // namespace drv

@@ -17,6 +17,7 @@
 #pragma once
 
 #include "reply.h"
+#include "service.h"
 
 #include <stdint.h>
 
@@ -72,7 +73,7 @@ class ShmFileMedium final : public LinkMedium {
   uint8_t* map_ = nullptr;
 };
 
-class LinkService {
+class LinkService final : public Service {
  public:
   using ReplyFn = drv::ReplyFn;
 
@@ -95,6 +96,9 @@ class LinkService {
   // `chip` resolved by the daemon from r.chip.
   void control(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__LinkControlRequest& r);
   void topo(uint64_t cid, uint64_t id);
+
+  [[nodiscard]] std::span<const RequestBody> bodies() const override;
+  void handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) override;
 
  private:
   struct SwitchPort;

@@ -265,4 +265,18 @@ void PowerService::set(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__P
   });
 }
 
+std::span<const RequestBody> PowerService::bodies() const {
+  static constexpr RequestBody kBodies[] = {VTRN__API__REQUEST__BODY_POWER_SET};
+  return kBodies;
+}
+
+void PowerService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) {
+  if (req.body_case == VTRN__API__REQUEST__BODY_POWER_SET) set(cid, req.id, chip, *req.power_set);
+}
+
+void PowerService::fill_telemetry(Chip& chip, Vtrn__Api__Telemetry& t, ProtoArena& a) {
+  std::string why;
+  if (auto pm = telemetry(chip, &why)) t.power = a.own(std::move(pm))->get();
+}
+
 }  // namespace drv

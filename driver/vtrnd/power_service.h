@@ -16,6 +16,7 @@
 #pragma once
 
 #include "reply.h"
+#include "service.h"
 
 #include <stdint.h>
 
@@ -57,7 +58,7 @@ const char* power_link_state_name(uint32_t s);    // "down", "L0", "L0s", "L1"
 // NVML-style names of the set bits of clock_event_reasons, in bit order.
 std::vector<const char*> clock_event_reason_names(uint64_t reasons);
 
-class PowerService {
+class PowerService final : public Service {
  public:
   using ReplyFn = drv::ReplyFn;
   static constexpr uint32_t kTimeoutMs = 5000;
@@ -68,7 +69,11 @@ class PowerService {
 
   void add_chip(Chip* chip) { chips_.push_back(chip); }
   void set(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__PowerSetRequest& r);
-  void client_gone(uint64_t cid) { (void)cid; }
+
+  [[nodiscard]] std::span<const RequestBody> bodies() const override;
+  void handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) override;
+  // The chip's power block, when it has a valid one.
+  void fill_telemetry(Chip& chip, Vtrn__Api__Telemetry& t, ProtoArena& a) override;
 
   // The chip's power block as an API message, or null (chip not READY, no
   // kCapPower, block invalid: *why says which).

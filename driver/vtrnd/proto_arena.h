@@ -25,6 +25,13 @@ class ProtoArena {
     keep_.push_back(p);
     return p.get();
   }
+  // Takes over a message built elsewhere (and what it owns).
+  template <typename T>
+  T* own(std::unique_ptr<T> p) {
+    std::shared_ptr<T> s(std::move(p));
+    keep_.push_back(s);
+    return s.get();
+  }
   // An array of n pointers (one slot when n is 0, so it is never null).
   template <typename T>
   T** ptrs(size_t n) {

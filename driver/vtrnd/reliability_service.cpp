@@ -184,4 +184,17 @@ void ReliabilityService::fault_inject(uint64_t cid, uint64_t id, Chip* chip,
   }
 }
 
+std::span<const RequestBody> ReliabilityService::bodies() const {
+  static constexpr RequestBody kBodies[] = {VTRN__API__REQUEST__BODY_CHIP_RESET, VTRN__API__REQUEST__BODY_FAULT_INJECT};
+  return kBodies;
+}
+
+void ReliabilityService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) {
+  switch (req.body_case) {
+    case VTRN__API__REQUEST__BODY_CHIP_RESET: return chip_reset(cid, req.id, chip);
+    case VTRN__API__REQUEST__BODY_FAULT_INJECT: return fault_inject(cid, req.id, chip, *req.fault_inject);
+    default: return;
+  }
+}
+
 }  // namespace drv

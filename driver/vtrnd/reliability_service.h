@@ -13,6 +13,7 @@
 #pragma once
 
 #include "reply.h"
+#include "service.h"
 
 #include <stdint.h>
 
@@ -40,7 +41,7 @@ class ResetHistoryMsg {
   Vtrn__Api__ResetHistory msg_ = VTRN__API__RESET_HISTORY__INIT;
 };
 
-class ReliabilityService {
+class ReliabilityService final : public Service {
  public:
   using ReplyFn = drv::ReplyFn;
 
@@ -50,6 +51,9 @@ class ReliabilityService {
 
   void chip_reset(uint64_t cid, uint64_t id, Chip* chip);
   void fault_inject(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__FaultInjectRequest& r);
+
+  [[nodiscard]] std::span<const RequestBody> bodies() const override;
+  void handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) override;
 
  private:
   void reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err);

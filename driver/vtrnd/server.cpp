@@ -109,16 +109,12 @@ Daemon::Daemon(DaemonOptions opts, BoardSpec board)
     : opts_(std::move(opts)), board_(std::move(board)) {}
 
 Daemon::~Daemon() {
-  // The DMA service holds chip pointers; chips kill and reap any QEMU
-  // still running in their destructors.
-  collectives_.reset();
-  jobs_.reset();
+  // Services hold chip pointers; chips kill and reap any QEMU still running
+  // in their destructors.
+  services_.clear();
+  links_ = nullptr;
   job_backend_.reset();
-  dma_.reset();
   metrics_.reset();
-  power_.reset();
-  hbm_.reset();
-  links_.reset();
   chips_.clear();
 }
 
@@ -237,9 +233,10 @@ bool Daemon::start(std::string* err) {
   DRV_LOGI("serving %s (board %s \"%s\", %u chips)", (opts_.runtime_dir + "/vtrnd.sock").c_str(),
            board_.file.c_str(), board_.board.model, board_.board.chip_count);
 
-  // The link regions exist before any QEMU maps them.
-  links_ = std::make_unique<LinkService>(&loop_, board_, opts_.runtime_dir,
-                                         [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); });
+  // The registry: one row per service, in start order (a service may use
+  // the ones above it). The link regions exist before any QEMU maps them.
+  const ReplyFn to_client = [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); };
+  links_ = services_.add(std::make_unique<LinkService>(&loop_, board_, opts_.runtime_dir, to_client));
   if (!links_->prepare(err)) {
     links_->stop();
     remove_runtime_files(/*keep_log=*/true);
@@ -266,48 +263,35 @@ bool Daemon::start(std::string* err) {
   }
   DmaServiceOptions dopts;
   dopts.allow_raw = opts_.allow_raw_dma;
-  dma_ = std::make_unique<DmaService>(&loop_, dopts, [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); });
-  for (auto& c : chips_) dma_->add_chip(c.get());
+  DmaService* dma = services_.add(std::make_unique<DmaService>(&loop_, dopts, to_client));
+  for (auto& c : chips_) dma->add_chip(c.get());
   HbmServiceOptions hopts;
   hopts.client_quota_bytes = opts_.hbm_client_quota_bytes;
   hopts.store_root = retired_store_root();
   hopts.board_model = board_.board.model;
   hopts.dma_unchecked = opts_.hbm_dma_unchecked;
-  hbm_ = std::make_unique<HbmService>(&loop_, hopts, [this](uint64_t cid, Vtrn__Api__Response* r) {
-    reply(cid, r);
-  });
-  for (auto& c : chips_) hbm_->add_chip(c.get());
-  job_backend_ = std::make_unique<DaemonJobBackend>(&loop_, &chips_, dma_.get(), hbm_.get());
-  jobs_ = std::make_unique<JobService>(&loop_, job_backend_.get(), JobServiceOptions{},
-                                       [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); });
+  HbmService* hbm = services_.add(std::make_unique<HbmService>(&loop_, hopts, to_client));
+  for (auto& c : chips_) hbm->add_chip(c.get());
+  job_backend_ = std::make_unique<DaemonJobBackend>(&loop_, &chips_, dma, hbm);
+  (void)services_.add(std::make_unique<JobService>(&loop_, job_backend_.get(), JobServiceOptions{}, to_client));
   // Ring collectives as one job per chip.
-  collectives_ = std::make_unique<CollectiveService>(
-      &loop_, job_backend_.get(), board_.chips, board_.board.model,
-      [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); });
+  (void)services_.add(std::make_unique<CollectiveService>(&loop_, job_backend_.get(), board_.chips,
+                                                          board_.board.model, to_client));
+  PowerService* power = services_.add(std::make_unique<PowerService>(&loop_, to_client));
+  for (auto& c : chips_) power->add_chip(c.get());
+  (void)services_.add(std::make_unique<ReliabilityService>(to_client));
   for (auto& c : chips_) {
-    // Chained after the other services' handlers: a chip that leaves READY
-    // (reset, failure, stop) ends the jobs it held.
+    // After the per-chip hooks the services set in add_chip.
     auto prev = c->on_state_change;
     c->on_state_change = [this, prev](Chip& ch) {
       if (prev) prev(ch);
-      if (!jobs_ || ch.state() == VTRN__API__CHIP_STATE__CHIP_STATE_READY) return;
-      const ChipStatus st = ch.status();
-      std::string why = "chip " + std::to_string(ch.id()) + " is " + chip_state_name(st.state);
-      if (st.reset.recovering && !st.reset.last_reason.empty()) why += " (" + st.reset.last_reason + ")";
-      else if (!st.error.empty()) why += " (" + st.error + ")";
-      jobs_->on_chip_down(ch.id(), why);
-      if (collectives_) collectives_->on_chip_down(ch.id(), why);
+      services_.each([&ch](Service& s) { s.on_chip_state(ch); });
     };
     const uint32_t id = c->id();
     c->subscribe_events([this, id](const Vtrn__Ctrl__Event& ev) {
-      if (jobs_) jobs_->on_event(id, ev);
-      if (collectives_) collectives_->on_event(id, ev);
+      services_.each([id, &ev](Service& s) { s.on_event(id, ev); });
     });
   }
-  power_ = std::make_unique<PowerService>(&loop_, [this](uint64_t cid, Vtrn__Api__Response* r) {
-    reply(cid, r);
-  });
-  for (auto& c : chips_) power_->add_chip(c.get());
   if (opts_.metrics_port >= 0) {
     metrics_ = std::make_unique<MetricsServer>(&loop_, [this] {
       std::vector<ChipMetrics> m;
@@ -317,8 +301,6 @@ bool Daemon::start(std::string* err) {
     if (!metrics_->start(uint16_t(opts_.metrics_port), err)) return false;
     DRV_LOGI("metrics: serving http://127.0.0.1:%u/metrics", unsigned(metrics_->port()));
   }
-  reliability_ = std::make_unique<ReliabilityService>(
-      [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); });
   for (auto& c : chips_) links_->add_chip(c.get());
   links_->start();
   // A chip that cannot prepare or launch is FAILED with the reason; the
@@ -424,11 +406,7 @@ void Daemon::close_conn(uint64_t cid) {
   for (auto [chip, sub] : it->second.log_subs) chips_[chip]->unsubscribe_logs(sub);
   loop_.remove(it->second.fd.get());
   conns_.erase(it);
-  if (dma_) dma_->client_gone(cid);
-  if (hbm_) hbm_->client_gone(cid);
-  if (jobs_) jobs_->client_gone(cid);
-  if (collectives_) collectives_->client_gone(cid);
-  if (power_) power_->client_gone(cid);
+  services_.each([cid](Service& s) { s.client_gone(cid); });
 }
 
 void Daemon::reply(uint64_t cid, Vtrn__Api__Response* resp) {
@@ -517,32 +495,11 @@ void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
       case VTRN__API__REQUEST__BODY_LOGS: do_logs(cid, id, chip, *req->logs); break;
       case VTRN__API__REQUEST__BODY_TELEMETRY: do_telemetry(cid, id, chip); break;
       case VTRN__API__REQUEST__BODY_SHUTDOWN: do_shutdown(cid, id); break;
-      case VTRN__API__REQUEST__BODY_DMA_WRITE: dma_->write(cid, id, chip, *req->dma_write); break;
-      case VTRN__API__REQUEST__BODY_DMA_READ: dma_->read(cid, id, chip, *req->dma_read); break;
-      case VTRN__API__REQUEST__BODY_DMA_COPY: dma_->copy(cid, id, chip, *req->dma_copy); break;
-      case VTRN__API__REQUEST__BODY_DMA_BENCH: dma_->bench(cid, id, chip, *req->dma_bench); break;
-      case VTRN__API__REQUEST__BODY_DMA_STATS: dma_->stats(cid, id, chip); break;
-      case VTRN__API__REQUEST__BODY_DMA_RESET: dma_->reset(cid, id, chip, *req->dma_reset); break;
-      case VTRN__API__REQUEST__BODY_DMA_INJECT: dma_->inject(cid, id, chip, *req->dma_inject); break;
-      case VTRN__API__REQUEST__BODY_HBM_ALLOC:
-      case VTRN__API__REQUEST__BODY_HBM_FREE:
-      case VTRN__API__REQUEST__BODY_HBM_STATS:
-      case VTRN__API__REQUEST__BODY_HBM_LIST:
-      case VTRN__API__REQUEST__BODY_HBM_INJECT_ECC: hbm_->handle(cid, *req, chip); break;
-      case VTRN__API__REQUEST__BODY_JOB_SUBMIT: jobs_->submit(cid, id, *req->job_submit); break;
-      case VTRN__API__REQUEST__BODY_JOB_WAIT: jobs_->wait(cid, id, *req->job_wait); break;
-      case VTRN__API__REQUEST__BODY_JOB_LIST: jobs_->list(cid, id, *req->job_list); break;
-      case VTRN__API__REQUEST__BODY_JOB_SHOW: jobs_->show(cid, id, *req->job_show); break;
-      case VTRN__API__REQUEST__BODY_JOB_CANCEL: jobs_->cancel(cid, id, *req->job_cancel); break;
-      case VTRN__API__REQUEST__BODY_COLLECTIVE: collectives_->run(cid, id, *req->collective); break;
-      case VTRN__API__REQUEST__BODY_POWER_SET: power_->set(cid, id, chip, *req->power_set); break;
-      case VTRN__API__REQUEST__BODY_CHIP_RESET: reliability_->chip_reset(cid, id, chip); break;
-      case VTRN__API__REQUEST__BODY_FAULT_INJECT: reliability_->fault_inject(cid, id, chip, *req->fault_inject); break;
-      case VTRN__API__REQUEST__BODY_LINK_LIST: links_->list(cid, id, *req->link_list); break;
-      case VTRN__API__REQUEST__BODY_LINK_CONTROL: links_->control(cid, id, chip, *req->link_control); break;
-      case VTRN__API__REQUEST__BODY_TOPO: links_->topo(cid, id); break;
       default:
-        reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "request has no body");
+        if (Service* svc = services_.route(req->body_case))
+          svc->handle(cid, *req, chip);
+        else
+          reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "request has no body");
         break;
     }
   }
@@ -820,7 +777,6 @@ void Daemon::do_telemetry(uint64_t cid, uint64_t id, Chip* chip) {
   }
   ProtoArena a;
   std::vector<Vtrn__Api__Telemetry*> out;
-  std::vector<std::unique_ptr<PowerTelemetryMessage>> power_msgs;
   for (Chip* c : want) {
     TelemetrySample s;
     if (!c->telemetry(&s)) continue;
@@ -855,24 +811,7 @@ void Daemon::do_telemetry(uint64_t cid, uint64_t id, Chip* chip) {
     t->jobs_running = s.t.jobs_running;
     t->jobs_completed = s.t.jobs_completed;
     t->jobs_failed = s.t.jobs_failed;
-    if (jobs_) {
-      const JobCounters jc = jobs_->counters(c->id());
-      t->jobs_submitted = jc.submitted;
-      t->jobs_cancelled = jc.cancelled;
-      t->jobs_timed_out = jc.timed_out;
-      t->jobs_staging = jc.staging;
-      t->job_latency_p50_ns = jc.p50_ns;
-      t->job_latency_p90_ns = jc.p90_ns;
-      t->job_latency_p99_ns = jc.p99_ns;
-    }
-    std::vector<double>& util = *a.make(job_backend_ ? job_backend_->core_utilization(c) : std::vector<double>());
-    t->n_core_utilization = util.size();
-    t->core_utilization = util.data();
-    std::string power_why;
-    if (auto pm = PowerService::telemetry(*c, &power_why)) {
-      t->power = pm->get();
-      power_msgs.push_back(std::move(pm));
-    }
+    services_.each([c, t, &a](Service& svc) { svc.fill_telemetry(*c, *t, a); });
     const ResetInfo& ri = c->reset_info();
     t->resets = ri.count;
     t->last_reset_reason = a.str(ri.last_reason);

@@ -1,8 +1,12 @@
-// vtrnd's service: the client socket, request dispatch, the chips of one
-// board, signals and the orderly shutdown. Everything runs on one EventLoop:
-// clients are non-blocking with their own output buffers, so a client that
-// stops reading only grows its own buffer (and is dropped past a limit);
-// it never delays other clients or the chips.
+// vtrnd's daemon: the transport (the client socket, frames, the orderly
+// shutdown, signals), the chips of one board, and the ServiceRegistry
+// (service.h) every request kind is routed through. Its own requests are the
+// ones about the board and the chips themselves: list, info, ping, logs,
+// telemetry (each service adds its fields), shutdown.
+//
+// Everything runs on one EventLoop: clients are non-blocking with their own
+// output buffers, so a client that stops reading only grows its own buffer
+// (and is dropped past a limit); it never delays other clients or the chips.
 #pragma once
 
 #include <stdint.h>
@@ -24,6 +28,7 @@
 #include "job_backend.h"
 #include "job_service.h"
 #include "collective_service.h"
+#include "service.h"
 #include "vtrn/drv/event_loop.h"
 #include "vtrn/drv/fd.h"
 #include "vtrn/drv/wire.h"
@@ -104,16 +109,13 @@ class Daemon {
   UniqueFd signal_fd_;
   std::vector<std::unique_ptr<Chip>> chips_;
   std::unique_ptr<HwBoard> hw_;  // the board's vtrn-hw: started before the chips' QEMUs, stopped after
-  std::unique_ptr<DmaService> dma_;  // destroyed before the chips (see ~Daemon)
-  std::unique_ptr<HbmService> hbm_;  // destroyed before the chips
-  std::unique_ptr<PowerService> power_;
-  std::unique_ptr<MetricsServer> metrics_;
-  std::unique_ptr<ReliabilityService> reliability_;
-  std::unique_ptr<LinkService> links_;  // destroyed before the chips
-  // Destroyed before the DMA and HBM services they use.
+  // What the job and collective services see of the chips, DMA and HBM:
+  // outlives them (declared before the registry).
   std::unique_ptr<DaemonJobBackend> job_backend_;
-  std::unique_ptr<JobService> jobs_;
-  std::unique_ptr<CollectiveService> collectives_;
+  std::unique_ptr<MetricsServer> metrics_;
+  // Every service, in start order; cleared before the chips (see ~Daemon).
+  ServiceRegistry services_;
+  LinkService* links_ = nullptr;  // needed before the chips exist (QEMU args)
   std::map<uint64_t, Conn> conns_;
   uint64_t next_conn_ = 1;
   bool own_runtime_dir_ = false;
