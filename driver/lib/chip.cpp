@@ -34,8 +34,6 @@ constexpr uint64_t kReadyPollNs = 200 * kMs;   // logs, telemetry, panic watch o
 constexpr uint64_t kStopGraceNs = 1500 * kMs;  // firmware Shutdown -> QEMU exit
 constexpr uint64_t kQuitGraceNs = 1000 * kMs;  // QMP quit -> QEMU exit
 constexpr size_t kQemuLines = 32;
-constexpr uint64_t kResetBackoffNs = 250 * kMs;   // second reset in the window waits this, doubling
-constexpr uint64_t kResetBackoffMaxNs = 4000 * kMs;
 constexpr size_t kResetLogLines = 12;
 
 uint64_t unix_ms() {
@@ -648,7 +646,7 @@ void Chip::reset(Vtrn__Api__ResetCause cause, const std::string& reason, ResetDo
   if (done) reset_waiters_.push_back(std::move(done));
   if (recovering_) return;  // joins the reset in progress
   // An operator asking for a reset starts a fresh give-up window.
-  reset_times_.clear();
+  recovery_.restart();
   begin_reset(cause, reason);
 }
 
@@ -684,12 +682,8 @@ void Chip::begin_reset(Vtrn__Api__ResetCause cause, const std::string& reason) {
   DRV_LOGW("%s: resetting: %s", label_.c_str(), reason.c_str());
   if (!reset_.last_panic.empty()) DRV_LOGW("%s:   panic: %s", label_.c_str(), reset_.last_panic.c_str());
 
-  if (automatic) {
-    reset_times_.push_back(now);
-    while (!reset_times_.empty() && now - reset_times_.front() > uint64_t(opts_.reset_window_ms) * kMs)
-      reset_times_.pop_front();
-  }
-  reset_.recent = uint32_t(reset_times_.size());
+  if (automatic) recovery_.record(now);
+  reset_.recent = recovery_.recent();
 
   const uint32_t gen = hif_.up() ? hif_.header().boot_generation : hif_.header_snapshot().boot_generation;
   // A reboot that has not published its header yet leaves the old
@@ -713,16 +707,15 @@ void Chip::begin_reset(Vtrn__Api__ResetCause cause, const std::string& reason) {
   prev_sample_ = Telemetry{};
   last_sample_ = Telemetry{};
 
-  if (automatic && reset_times_.size() > opts_.reset_limit) {
-    give_up("gave up after " + std::to_string(reset_times_.size()) + " resets within " +
+  if (automatic && recovery_.exhausted()) {
+    give_up("gave up after " + std::to_string(recovery_.recent()) + " resets within " +
             std::to_string(opts_.reset_window_ms / 1000) + " s; last: " + reason);
     return;
   }
-  uint64_t delay = 0;
-  if (reset_times_.size() >= 2) {
-    delay = std::min(kResetBackoffMaxNs, kResetBackoffNs << std::min<size_t>(reset_times_.size() - 2, 8));
-    DRV_LOGI("%s: reset %zu within the window, backing off %.0f ms", label_.c_str(),
-             reset_times_.size(), double(delay) / 1e6);
+  const uint64_t delay = recovery_.backoff_ns();
+  if (delay != 0) {
+    DRV_LOGI("%s: reset %u within the window, backing off %.0f ms", label_.c_str(), recovery_.recent(),
+             double(delay) / 1e6);
   }
   if (reset_timer_ != 0) loop_->cancel_timer(reset_timer_);
   reset_timer_ = 0;
@@ -1115,7 +1108,7 @@ ChipStatus Chip::status() const {
   s.qemu_cmdline = cmdline_;
   s.reset = reset_;
   s.reset.recovering = recovering_;
-  s.reset.recent = uint32_t(reset_times_.size());
+  s.reset.recent = recovery_.recent();
   s.watchdog_ms = watchdog_ms();
   return s;
 }

@@ -53,6 +53,7 @@
 #include "vtrn/drv/hw_process.h"
 #include "vtrn/drv/ivshmem_server.h"
 #include "vtrn/drv/qmp.h"
+#include "vtrn/drv/recovery_policy.h"
 #include "vtrn/proto_names.h"
 #include "vtrn_api.pb-c.h"
 #include "vtrn_ctrl.pb-c.h"
@@ -360,7 +361,7 @@ class Chip {
   uint64_t inject_ns_ = 0;          // monotonic time of the last injected fault (0 = none)
   uint64_t last_beat_ = 0;
   uint64_t last_beat_ns_ = 0;
-  std::deque<uint64_t> reset_times_;  // automatic resets inside the window
+  RecoveryPolicy recovery_{opts_.reset_limit, opts_.reset_window_ms};  // when automatic resets go ahead
   std::string leaving_reason_;        // error text for requests failed by a reset
   EventLoop::TimerId reset_timer_ = 0;
   std::vector<ResetDone> reset_waiters_;
