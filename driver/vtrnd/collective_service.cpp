@@ -468,12 +468,7 @@ void CollectiveService::reply_result(const Run& r) {
       }
       body.chips[i] = a.make(c);
     }
-    Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-    resp.id = run->id;
-    resp.status = VTRN__API__STATUS__STATUS_OK;
-    resp.body_case = VTRN__API__RESPONSE__BODY_COLLECTIVE;
-    resp.collective = &body;
-    reply_(run->cid, &resp);
+    reply_body(reply_, run->cid, run->id, VTRN__API__RESPONSE__BODY_COLLECTIVE, &body.base);
   }
 }
 

@@ -333,11 +333,7 @@ void DmaService::stats(uint64_t cid, uint64_t id, Chip* chip) {
   sr.max_desc_bytes = e.max_desc_bytes();
   sr.max_chain_descs = e.max_chain_descs();
   sr.clients_waiting = uint32_t(cd->sched.active_clients());
-  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-  resp.id = id;
-  resp.body_case = VTRN__API__RESPONSE__BODY_DMA_STATS;
-  resp.dma_stats = &sr;
-  reply_(cid, &resp);
+  reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_DMA_STATS, &sr.base);
 }
 
 void DmaService::inject(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaInjectRequest& r) {
@@ -369,11 +365,7 @@ void DmaService::inject(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__
       return;
   }
   Vtrn__Api__DmaInjectResponse ir = VTRN__API__DMA_INJECT_RESPONSE__INIT;
-  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-  resp.id = id;
-  resp.body_case = VTRN__API__RESPONSE__BODY_DMA_INJECT;
-  resp.dma_inject = &ir;
-  reply_(cid, &resp);
+  reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_DMA_INJECT, &ir.base);
 }
 
 void DmaService::reset(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaResetRequest& r) {
@@ -476,11 +468,7 @@ void DmaService::check_resets(ChipDma& cd) {
     if (all) {
       Vtrn__Api__DmaResetResponse rr = VTRN__API__DMA_RESET_RESPONSE__INIT;
       rr.queues_reset = uint32_t(w.queues.size());
-      Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-      resp.id = w.id;
-      resp.body_case = VTRN__API__RESPONSE__BODY_DMA_RESET;
-      resp.dma_reset = &rr;
-      reply_(w.cid, &resp);
+      reply_body(reply_, w.cid, w.id, VTRN__API__RESPONSE__BODY_DMA_RESET, &rr.base);
     } else if (!e.attached()) {
       reply_error(w.cid, w.id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
                   "chip " + std::to_string(cd.chip->id()) + " left READY during the DMA reset");

@@ -491,11 +491,7 @@ void HbmService::do_alloc(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Ap
                  ar.client_used_bytes = p->owner_used.count(owner) ? p->owner_used[owner] : b.bytes;
                  ar.client_quota_bytes = opts_.client_quota_bytes;
                  ar.elapsed_ns = monotonic_ns() - t0;
-                 Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-                 resp.id = id;
-                 resp.body_case = VTRN__API__RESPONSE__BODY_HBM_ALLOC;
-                 resp.hbm_alloc = &ar;
-                 reply_(cid, &resp);
+                 reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_HBM_ALLOC, &ar.base);
                });
   }, [this, cid, id](Vtrn__Api__Status st, const std::string& e) { reply_error(cid, id, st, e); });
 }
@@ -528,11 +524,7 @@ void HbmService::do_free(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Api
       fr2.bytes = b.bytes;
       fr2.owner = b.owner;
       fr2.elapsed_ns = monotonic_ns() - t0;
-      Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-      resp.id = id;
-      resp.body_case = VTRN__API__RESPONSE__BODY_HBM_FREE;
-      resp.hbm_free = &fr2;
-      reply_(cid, &resp);
+      reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_HBM_FREE, &fr2.base);
     });
   }, [this, cid, id](Vtrn__Api__Status st, const std::string& e) { reply_error(cid, id, st, e); });
 }
@@ -619,11 +611,7 @@ void HbmService::do_stats(uint64_t cid, uint64_t id, ChipHbm& ch) {
         s->retired_addrs = addrs.data();
         std::string path = store_path(p->chip);
         s->store_path = path.data();
-        Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-        resp.id = id;
-        resp.body_case = VTRN__API__RESPONSE__BODY_HBM_STATS;
-        resp.hbm_stats = s.get();
-        reply_(cid, &resp);
+        reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_HBM_STATS, &s.get()->base);
       });
     });
   }, [this, cid, id](Vtrn__Api__Status st, const std::string& e) { reply_error(cid, id, st, e); });
@@ -681,11 +669,7 @@ void HbmService::list_page(uint64_t cid, uint64_t id, ChipHbm& ch, uint64_t epoc
     Vtrn__Api__HbmListResponse lr2 = VTRN__API__HBM_LIST_RESPONSE__INIT;
     lr2.n_allocations = ptrs.size();
     lr2.allocations = ptrs.data();
-    Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-    resp.id = id;
-    resp.body_case = VTRN__API__RESPONSE__BODY_HBM_LIST;
-    resp.hbm_list = &lr2;
-    reply_(cid, &resp);
+    reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_HBM_LIST, &lr2.base);
   });
 }
 
@@ -735,11 +719,7 @@ void HbmService::do_inject(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__A
       out.correctable_on_stack = e.correctable_on_stack;
       out.retired_pages = e.retired_pages;
       out.persisted = persisted;
-      Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-      resp.id = id;
-      resp.body_case = VTRN__API__RESPONSE__BODY_HBM_INJECT_ECC;
-      resp.hbm_inject_ecc = &out;
-      reply_(cid, &resp);
+      reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_HBM_INJECT_ECC, &out.base);
     });
   }, [this, cid, id](Vtrn__Api__Status st, const std::string& e) { reply_error(cid, id, st, e); });
 }

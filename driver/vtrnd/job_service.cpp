@@ -310,11 +310,7 @@ void JobService::submit(uint64_t cid, uint64_t id, const Vtrn__Api__JobSubmitReq
     ProtoArena a;
     Vtrn__Api__JobSubmitResponse sr = VTRN__API__JOB_SUBMIT_RESPONSE__INIT;
     sr.job = make_info(job, a);
-    Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-    resp.id = id;
-    resp.body_case = VTRN__API__RESPONSE__BODY_JOB_SUBMIT;
-    resp.job_submit = &sr;
-    reply_(cid, &resp);
+    reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_JOB_SUBMIT, &sr.base);
   }
   stage_next(job);
 }
@@ -854,11 +850,7 @@ void JobService::show(uint64_t cid, uint64_t id, const Vtrn__Api__JobShowRequest
   ProtoArena a;
   Vtrn__Api__JobShowResponse sr = VTRN__API__JOB_SHOW_RESPONSE__INIT;
   sr.job = make_info(*j, a);
-  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-  resp.id = id;
-  resp.body_case = VTRN__API__RESPONSE__BODY_JOB_SHOW;
-  resp.job_show = &sr;
-  reply_(cid, &resp);
+  reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_JOB_SHOW, &sr.base);
 }
 
 void JobService::list(uint64_t cid, uint64_t id, const Vtrn__Api__JobListRequest& r) {
@@ -891,11 +883,7 @@ void JobService::list(uint64_t cid, uint64_t id, const Vtrn__Api__JobListRequest
   Vtrn__Api__JobListResponse lr = VTRN__API__JOB_LIST_RESPONSE__INIT;
   lr.n_jobs = out.size();
   lr.jobs = out.data();
-  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-  resp.id = id;
-  resp.body_case = VTRN__API__RESPONSE__BODY_JOB_LIST;
-  resp.job_list = &lr;
-  reply_(cid, &resp);
+  reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_JOB_LIST, &lr.base);
 }
 
 void JobService::cancel(uint64_t cid, uint64_t id, const Vtrn__Api__JobCancelRequest& r) {

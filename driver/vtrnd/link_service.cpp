@@ -500,11 +500,7 @@ void LinkService::list(uint64_t cid, uint64_t id, const Vtrn__Api__LinkListReque
   Vtrn__Api__LinkListResponse body = VTRN__API__LINK_LIST_RESPONSE__INIT;
   body.n_ports = ports.size();
   body.ports = ports.data();
-  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-  resp.id = id;
-  resp.body_case = VTRN__API__RESPONSE__BODY_LINK_LIST;
-  resp.link_list = &body;
-  reply_(cid, &resp);
+  reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_LINK_LIST, &body.base);
 }
 
 void LinkService::control(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__LinkControlRequest& r) {
@@ -543,11 +539,7 @@ void LinkService::control(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api
     Vtrn__Api__LinkControlResponse lr = VTRN__API__LINK_CONTROL_RESPONSE__INIT;
     std::string st = state_name(uint8_t(cr->link_control->state > 255 ? 255 : cr->link_control->state));
     lr.state = st.data();
-    Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-    resp.id = id;
-    resp.body_case = VTRN__API__RESPONSE__BODY_LINK_CONTROL;
-    resp.link_control = &lr;
-    reply_(cid, &resp);
+    reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_LINK_CONTROL, &lr.base);
   });
 }
 
@@ -643,11 +635,7 @@ void LinkService::topo(uint64_t cid, uint64_t id) {
   body.n_switches = switches.size();
   body.switches = switches.data();
   body.links_up = links_up;
-  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-  resp.id = id;
-  resp.body_case = VTRN__API__RESPONSE__BODY_TOPO;
-  resp.topo = &body;
-  reply_(cid, &resp);
+  reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_TOPO, &body.base);
 }
 
 std::span<const RequestBody> LinkService::bodies() const {

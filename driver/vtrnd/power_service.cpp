@@ -257,11 +257,7 @@ void PowerService::set(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__P
     out.pstate_limit = ps->pstate_limit;
     out.autosuspend_delay_ms = ps->autosuspend_delay_ms;
     out.clock_event_reasons = ps->clock_event_reasons;
-    Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-    resp.id = id;
-    resp.body_case = VTRN__API__RESPONSE__BODY_POWER_SET;
-    resp.power_set = &out;
-    reply_(cid, &resp);
+    reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_POWER_SET, &out.base);
   });
 }
 

@@ -48,11 +48,7 @@ void ReliabilityService::reply_inject(uint64_t cid, uint64_t id, const std::stri
   fr.detail = d.data();
   fr.heartbeat = heartbeat;
   fr.qemu_pid = pid;
-  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-  resp.id = id;
-  resp.body_case = VTRN__API__RESPONSE__BODY_FAULT_INJECT;
-  resp.fault_inject = &fr;
-  reply_(cid, &resp);
+  reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_FAULT_INJECT, &fr.base);
 }
 
 void ReliabilityService::chip_reset(uint64_t cid, uint64_t id, Chip* chip) {
@@ -70,11 +66,7 @@ void ReliabilityService::chip_reset(uint64_t cid, uint64_t id, Chip* chip) {
                 rr.elapsed_ns = monotonic_ns() - t0;
                 rr.boot_generation = s.header_valid ? s.header.boot_generation : 0;
                 rr.history = h.get();
-                Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-                resp.id = id;
-                resp.body_case = VTRN__API__RESPONSE__BODY_CHIP_RESET;
-                resp.chip_reset = &rr;
-                reply_(cid, &resp);
+                reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_CHIP_RESET, &rr.base);
               });
 }
 

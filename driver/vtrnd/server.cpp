@@ -235,7 +235,7 @@ bool Daemon::start(std::string* err) {
 
   // The registry: one row per service, in start order (a service may use
   // the ones above it). The link regions exist before any QEMU maps them.
-  const ReplyFn to_client = [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); };
+  const ReplyFn& to_client = reply_fn_;
   links_ = services_.add(std::make_unique<LinkService>(&loop_, board_, opts_.runtime_dir, to_client));
   if (!links_->prepare(err)) {
     links_->stop();
@@ -517,11 +517,7 @@ void Daemon::do_list(uint64_t cid, uint64_t id) {
   list.chips = a.ptrs<Vtrn__Api__ChipSummary>(chips_.size());
   for (size_t i = 0; i < chips_.size(); ++i)
     list.chips[i] = make_summary(a, chips_[i]->status(), board_.board.model);
-  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-  resp.id = id;
-  resp.body_case = VTRN__API__RESPONSE__BODY_LIST;
-  resp.list = &list;
-  reply(cid, &resp);
+  reply_body(reply_fn_, cid, id, VTRN__API__RESPONSE__BODY_LIST, &list.base);
 }
 
 void Daemon::do_info(uint64_t cid, uint64_t id, Chip* chip) {
@@ -582,14 +578,7 @@ void Daemon::do_info(uint64_t cid, uint64_t id, Chip* chip) {
     }
     Vtrn__Api__InfoResponse ir = VTRN__API__INFO_RESPONSE__INIT;
     ir.info = &info;
-    Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-    resp.id = id;
-    resp.status = st;
-    std::string e = err;
-    resp.error = e.data();
-    resp.body_case = VTRN__API__RESPONSE__BODY_INFO;
-    resp.info = &ir;
-    reply(cid, &resp);
+    reply_body(reply_fn_, cid, id, VTRN__API__RESPONSE__BODY_INFO, &ir.base, st, err);
   };
   if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
     const ChipStatus s = chip->status();
@@ -709,14 +698,7 @@ void Daemon::do_ping(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__Pin
     pr.n_rtt_ns = j.rtts.size();
     pr.rtt_ns = j.rtts.data();
     pr.lost = j.lost;
-    Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-    resp.id = j.id;
-    resp.status = st;
-    std::string e = err;
-    resp.error = e.data();
-    resp.body_case = VTRN__API__RESPONSE__BODY_PING;
-    resp.ping = &pr;
-    reply(j.cid, &resp);
+    reply_body(reply_fn_, j.cid, j.id, VTRN__API__RESPONSE__BODY_PING, &pr.base, st, err);
   };
   job->step();
 }
@@ -735,11 +717,7 @@ void Daemon::do_logs(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__Log
     lr.n_lines = l.size();
     lr.lines = a.strv(l);
     lr.dropped = dropped;
-    Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-    resp.id = id;
-    resp.body_case = VTRN__API__RESPONSE__BODY_LOGS;
-    resp.logs = &lr;
-    reply(cid, &resp);
+    reply_body(reply_fn_, cid, id, VTRN__API__RESPONSE__BODY_LOGS, &lr.base);
   };
   // Keep frames well below kMaxFrame even for a full history.
   constexpr size_t kLinesPerFrame = 512;
@@ -827,11 +805,7 @@ void Daemon::do_telemetry(uint64_t cid, uint64_t id, Chip* chip) {
   Vtrn__Api__TelemetryResponse tr = VTRN__API__TELEMETRY_RESPONSE__INIT;
   tr.n_chips = out.size();
   tr.chips = out.data();
-  Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-  resp.id = id;
-  resp.body_case = VTRN__API__RESPONSE__BODY_TELEMETRY;
-  resp.telemetry = &tr;
-  reply(cid, &resp);
+  reply_body(reply_fn_, cid, id, VTRN__API__RESPONSE__BODY_TELEMETRY, &tr.base);
 }
 
 void Daemon::do_shutdown(uint64_t cid, uint64_t id) {
@@ -893,11 +867,7 @@ void Daemon::finish_shutdown() {
   for (auto [cid, id] : shutdown_waiters_) {
     Vtrn__Api__ShutdownResponse sr = VTRN__API__SHUTDOWN_RESPONSE__INIT;
     sr.chips_stopped = chips_stopped_;
-    Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
-    resp.id = id;
-    resp.body_case = VTRN__API__RESPONSE__BODY_SHUTDOWN;
-    resp.shutdown = &sr;
-    reply(cid, &resp);
+    reply_body(reply_fn_, cid, id, VTRN__API__RESPONSE__BODY_SHUTDOWN, &sr.base);
   }
   shutdown_waiters_.clear();
   // Give the answers a moment to drain to clients that are slow to read;

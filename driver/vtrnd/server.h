@@ -124,6 +124,8 @@ class Daemon {
   uint32_t chips_stopped_ = 0;
   std::vector<std::pair<uint64_t, uint64_t>> shutdown_waiters_;  // (conn, request id)
   int exit_status_ = 0;
+  // reply() as the ReplyFn the services and the reply builders take.
+  const ReplyFn reply_fn_ = [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); };
 };
 
 }  // namespace drv
