@@ -34,7 +34,7 @@ void DaemonJobBackend::deliver(std::function<void()> f) {
 Vtrn__Api__Status DaemonJobBackend::chip_check(uint32_t chip, std::string* why) {
   Chip* c = find(chip);
   if (c == nullptr) {
-    *why = "no chip " + std::to_string(chip) + " on this board";
+    *why = no_chip_text(chip);
     return VTRN__API__STATUS__STATUS_UNKNOWN_CHIP;
   }
   if (c->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {

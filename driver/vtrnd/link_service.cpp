@@ -487,7 +487,7 @@ void LinkService::list(uint64_t cid, uint64_t id, const Vtrn__Api__LinkListReque
   }
   if (!matched) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                "no chip " + std::to_string(r.chip) + " on this board");
+                no_chip_text(r.chip));
     return;
   }
   if (r.switches) {

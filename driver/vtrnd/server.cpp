@@ -486,7 +486,7 @@ void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_SHUTTING_DOWN, "vtrnd is shutting down");
   } else if (chip_id >= 0 && chip == nullptr) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                "no chip " + std::to_string(chip_id) + " on this board");
+                no_chip_text(uint64_t(chip_id)));
   } else {
     switch (req->body_case) {
       case VTRN__API__REQUEST__BODY_LIST: do_list(cid, id); break;

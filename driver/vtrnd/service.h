@@ -33,6 +33,10 @@
 
 namespace drv {
 
+// The one text of STATUS_UNKNOWN_CHIP (the daemon's validator, and the
+// requests that name a chip only sometimes: job submit, link list).
+inline std::string no_chip_text(uint64_t chip) { return "no chip " + std::to_string(chip) + " on this board"; }
+
 // "chip N is STATE (why)": what the jobs of a chip that left READY end with.
 inline std::string chip_down_reason(Chip& chip) {
   const ChipStatus st = chip.status();
