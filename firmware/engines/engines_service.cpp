@@ -42,13 +42,12 @@ const char* error_name(uint32_t code) {
   }
 }
 
-// Waits until done() for at most `limit_ns`, ringing `vector` again every
-// kReringNs. False on timeout.
-template <typename Done>
-bool wait_ack(hal::copy::EngineRegion& r, Done done, uint16_t vector, uint64_t limit_ns) {
+}  // namespace
+
+bool wait_ack_impl(hal::copy::EngineRegion& r, bool (*done)(void*), void* ctx, uint16_t vector, uint64_t limit_ns) {
   const uint64_t t0 = arch::now_ns();
   uint64_t next_ring = t0 + kReringNs;
-  while (!done()) {
+  while (!done(ctx)) {
     const uint64_t now = arch::now_ns();
     if (now - t0 > limit_ns) return false;
     if (now > next_ring) {
@@ -58,8 +57,6 @@ bool wait_ack(hal::copy::EngineRegion& r, Done done, uint16_t vector, uint64_t l
   }
   return true;
 }
-
-}  // namespace
 
 EnginesService& service() { return g_service; }
 uint64_t irq_count() { return g_irqs; }
@@ -132,11 +129,11 @@ void EnginesService::init(const Boot& boot) {
       unsigned(first_spi_), unsigned(first_spi_ + kVectorCount - 1), id.hw_build);
 }
 
-void EnginesService::sync_mpu(const vtrn::hbm::Allocator& a) {
+void EnginesService::sync_mpu(const vtrn::hbm::Allocator& a, bool whole_hbm) {
   if (!present_) return;
   uint32_t count = 0;
   MpuTableStats st;
-  vtrn::Error e = build_mpu_table(a, g_table, kMpuWindows, &count, &st);
+  vtrn::Error e = build_mpu_table(a, whole_hbm, g_table, kMpuWindows, &count, &st);
   if (!e.ok()) {
     // Keep the engines off HBM rather than give them a table that is wrong.
     log(kLogErr, "engines: %s: MPU left with no windows", e.detail());

@@ -23,8 +23,8 @@ uint64_t g_pages[kMaxRuns];
 
 }  // namespace
 
-vtrn::Error build_mpu_table(const vtrn::hbm::Allocator& a, MpuWindow* out, uint32_t cap, uint32_t* count,
-                            MpuTableStats* stats) {
+vtrn::Error build_mpu_table(const vtrn::hbm::Allocator& a, bool whole_hbm, MpuWindow* out, uint32_t cap,
+                            uint32_t* count, MpuTableStats* stats) {
   using vtrn::Code;
   *count = 0;
   *stats = MpuTableStats{};
@@ -62,12 +62,31 @@ vtrn::Error build_mpu_table(const vtrn::hbm::Allocator& a, MpuWindow* out, uint3
       continue;
     }
     ++stats->allocations;
+    if (info.poisoned) {
+      // A poisoned allocation is refused whole (kErrEcc), as fw::hbm::check does.
+      if (n == cap) {
+        return vtrn::Error(Code::kCapacity, "mpu table: poisoned allocations need more than %u windows",
+                           unsigned(cap));
+      }
+      out[n++] = MpuWindow{info.addr, info.bytes, kMpuValid | kMpuPoison, 0, 0};
+      ++stats->poison_windows;
+      continue;
+    }
+    if (whole_hbm) continue;
     if (runs > 0 && g_valid[runs - 1].end == info.addr) {
       g_valid[runs - 1].end = info.addr + info.bytes;
       continue;
     }
     if (runs == kMaxRuns) return vtrn::Error(Code::kCapacity, "mpu table: more than %u runs", unsigned(kMaxRuns));
     g_valid[runs++] = Run{info.addr, info.addr + info.bytes, uint32_t((info.addr - a.base()) / page + 1)};
+  }
+
+  if (whole_hbm) {
+    if (n == cap) return vtrn::Error(Code::kCapacity, "mpu table: no room for the HBM window");
+    out[n++] = MpuWindow{a.base(), a.total_bytes(), kMpuValid, 0, 0};
+    stats->valid_windows = 1;
+    *count = n;
+    return vtrn::Error();
   }
 
   // Close the smallest gaps until the runs fit beside the poison windows.

@@ -114,8 +114,9 @@ void HbmService::init(const Boot& boot) {
   dma::service().set_hbm_policy(&policy_);
   dma::service().set_remap_window(kRemapBase, window);
   // And the engines reach only allocations (none yet) from the start.
-  engines::service().sync_mpu(allocator());
+  engines::service().sync_mpu(allocator(), dma_unchecked());
   mpu_layout_ = layout_generation();
+  mpu_unchecked_ = dma_unchecked();
   log(kLogInfo,
       "hbm: %u stacks x %llu MiB (%u ch each) at 0x%llx, %u KiB pages, metadata %zu KiB; "
       "limits %u allocations, %u owners, %u retired pages; remap window 0x%llx + %llu MiB",
@@ -127,9 +128,10 @@ void HbmService::init(const Boot& boot) {
 }
 
 void HbmService::served(uint64_t) {
-  if (layout_generation() == mpu_layout_) return;
-  engines::service().sync_mpu(allocator());
+  if (layout_generation() == mpu_layout_ && dma_unchecked() == mpu_unchecked_) return;
+  engines::service().sync_mpu(allocator(), dma_unchecked());
   mpu_layout_ = layout_generation();
+  mpu_unchecked_ = dma_unchecked();
 }
 
 Vectors HbmService::poll(Turn&) {

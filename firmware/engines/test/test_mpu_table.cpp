@@ -76,7 +76,7 @@ const MpuWindow* covering(const Fixture* f, uint64_t addr, uint64_t len, uint32_
 
 void test_mpu_table_of_an_empty_hbm_has_no_window(void** state) {
   auto* f = static_cast<Fixture*>(*state);
-  assert_true(build_mpu_table(f->a, f->out, kMpuWindows, &f->count, &f->st).ok());
+  assert_true(build_mpu_table(f->a, false, f->out, kMpuWindows, &f->count, &f->st).ok());
   assert_int_equal(f->count, 0);
 }
 
@@ -86,14 +86,14 @@ void test_mpu_table_joins_adjacent_allocations_and_keeps_gaps_out(void** state) 
   assert_int_equal(b, a + kPage);
   assert_int_equal(c, b + 2 * kPage);
   assert_int_equal(f->a.free(b), HbmError::kOk);  // a hole between a and c
-  assert_true(build_mpu_table(f->a, f->out, kMpuWindows, &f->count, &f->st).ok());
+  assert_true(build_mpu_table(f->a, false, f->out, kMpuWindows, &f->count, &f->st).ok());
   assert_int_equal(f->count, 2);
   assert_non_null(covering(f, a, kPage, kMpuValid));
   assert_non_null(covering(f, c, kPage, kMpuValid));
   assert_null(covering(f, b, 1, kMpuValid));
   const uint64_t d = alloc(f, 2 * kPage);  // refills the hole: one run again
   assert_int_equal(d, b);
-  assert_true(build_mpu_table(f->a, f->out, kMpuWindows, &f->count, &f->st).ok());
+  assert_true(build_mpu_table(f->a, false, f->out, kMpuWindows, &f->count, &f->st).ok());
   assert_int_equal(f->count, 1);
   assert_int_equal(f->out[0].base, a);
   assert_int_equal(f->out[0].size, 4 * kPage);
@@ -108,10 +108,11 @@ void test_mpu_table_poisons_retired_pages_free_or_allocated(void** state) {
   const uint64_t free_page = a + 16 * kPage;
   assert_int_equal(f->a.retire_page(free_page), HbmError::kOk);
   assert_int_equal(f->a.retire_page(free_page + kPage), HbmError::kOk);  // adjacent: one window
-  assert_true(build_mpu_table(f->a, f->out, kMpuWindows, &f->count, &f->st).ok());
-  assert_int_equal(f->st.poison_windows, 2);
-  assert_int_equal(f->st.valid_windows, 1);
-  assert_non_null(covering(f, a, 4 * kPage, kMpuValid));
+  assert_true(build_mpu_table(f->a, false, f->out, kMpuWindows, &f->count, &f->st).ok());
+  assert_int_equal(f->st.poison_windows, 3);  // the page, the allocation holding it, the free run
+  assert_int_equal(f->st.valid_windows, 0);
+  assert_null(covering(f, a, 1, kMpuValid));  // a poisoned allocation is refused whole
+  assert_non_null(covering(f, a, 4 * kPage, kMpuValid | kMpuPoison));
   assert_non_null(covering(f, a + kPage, kPage, kMpuValid | kMpuPoison));
   assert_non_null(covering(f, free_page, 2 * kPage, kMpuValid | kMpuPoison));
 }
@@ -130,7 +131,7 @@ void test_mpu_table_closes_the_smallest_gaps_when_runs_exceed_the_windows(void**
   for (uint64_t x : fillers) assert_int_equal(f->a.free(x), HbmError::kOk);
   assert_int_equal(f->a.retire_page(fillers[2]), HbmError::kOk);  // inside the 7-page gap
   // 1 poison window + 4 valid: 8 runs -> 4 closes the 4 smallest gaps (1, 2, 3, 4 pages).
-  assert_true(build_mpu_table(f->a, f->out, 5, &f->count, &f->st).ok());
+  assert_true(build_mpu_table(f->a, false, f->out, 5, &f->count, &f->st).ok());
   assert_int_equal(f->count, 5);
   assert_int_equal(f->st.valid_windows, 4);
   assert_int_equal(f->st.merged_gaps, 4);
@@ -144,13 +145,23 @@ void test_mpu_table_closes_the_smallest_gaps_when_runs_exceed_the_windows(void**
   assert_non_null(covering(f, fillers[1], kPage, kMpuValid));  // 1 page: closed
 }
 
+void test_mpu_table_for_unchecked_dma_is_all_of_hbm_with_poison(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  (void)alloc(f, kPage);
+  assert_int_equal(f->a.retire_page(kBase + 8 * kPage), HbmError::kOk);
+  assert_true(build_mpu_table(f->a, true, f->out, kMpuWindows, &f->count, &f->st).ok());
+  assert_int_equal(f->count, 2);
+  assert_non_null(covering(f, kBase, kStack, kMpuValid));
+  assert_non_null(covering(f, kBase + 8 * kPage, kPage, kMpuValid | kMpuPoison));
+}
+
 void test_mpu_table_refuses_poison_that_does_not_fit(void** state) {
   auto* f = static_cast<Fixture*>(*state);
   for (uint32_t i = 0; i < 3; ++i) assert_int_equal(f->a.retire_page(kBase + 2 * i * kPage), HbmError::kOk);
-  const vtrn::Error e = build_mpu_table(f->a, f->out, 2, &f->count, &f->st);
+  const vtrn::Error e = build_mpu_table(f->a, false, f->out, 2, &f->count, &f->st);
   assert_int_equal(uint32_t(e.code()), uint32_t(vtrn::Code::kCapacity));
   assert_int_equal(f->count, 0);
-  assert_true(build_mpu_table(f->a, f->out, 3, &f->count, &f->st).ok());
+  assert_true(build_mpu_table(f->a, false, f->out, 3, &f->count, &f->st).ok());
   assert_int_equal(f->count, 3);
 }
 
@@ -164,6 +175,7 @@ int main() {
       cmocka_unit_test_setup_teardown(test_mpu_table_poisons_retired_pages_free_or_allocated, setup, teardown),
       cmocka_unit_test_setup_teardown(test_mpu_table_closes_the_smallest_gaps_when_runs_exceed_the_windows, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_mpu_table_for_unchecked_dma_is_all_of_hbm_with_poison, setup, teardown),
       cmocka_unit_test_setup_teardown(test_mpu_table_refuses_poison_that_does_not_fit, setup, teardown),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);

@@ -45,8 +45,10 @@ class EnginesService final : public Service {
   [[nodiscard]] hal::copy::EngineRegion& region() { return region_; }
 
   // Programs the MPU from `a` and waits (bounded) until every engine
-  // acknowledged it. A no-op without engines.
-  void sync_mpu(const vtrn::hbm::Allocator& a);
+  // acknowledged it. A no-op without engines. `whole_hbm`: DMA may reach
+  // HBM outside allocations (vtrnd's --hbm-dma-unchecked; retired pages
+  // stay poisoned).
+  void sync_mpu(const vtrn::hbm::Allocator& a, bool whole_hbm);
 
   // Error records seen since boot, by EngineError code, and lost (ring overrun).
   [[nodiscard]] uint64_t errors(uint32_t code) const {
@@ -74,6 +76,16 @@ class EnginesService final : public Service {
 };
 
 EnginesService& service();
+
+// Waits until done() for at most `limit_ns`, ringing `vector` again every
+// 10 ms (a doorbell is a hint and can be lost). False on timeout.
+template <typename Done>
+bool wait_ack(hal::copy::EngineRegion& r, Done done, uint16_t vector, uint64_t limit_ns);
+bool wait_ack_impl(hal::copy::EngineRegion& r, bool (*done)(void*), void* ctx, uint16_t vector, uint64_t limit_ns);
+template <typename Done>
+bool wait_ack(hal::copy::EngineRegion& r, Done done, uint16_t vector, uint64_t limit_ns) {
+  return wait_ack_impl(r, [](void* c) { return (*static_cast<Done*>(c))(); }, &done, vector, limit_ns);
+}
 
 // The engine function's interrupt handler counts here (any vector).
 uint64_t irq_count();

@@ -5,7 +5,8 @@
 // What goes in, in order of priority, sorted by address:
 //  - one poison window (kMpuPoison) per run of adjacent retired pages, so an
 //    engine access over a retired page fails with kErrEcc whether or not it
-//    is inside an allocation (the CPU path's fw::hbm::check says the same);
+//    is inside an allocation, and one over each poisoned allocation (all of
+//    it is refused, as the CPU path's fw::hbm::check does);
 //  - one valid window per run of adjacent live allocations in the identity
 //    window (tag = the first allocation's page index + 1). Stitched
 //    allocations live at remap-window addresses the engines do not
@@ -36,8 +37,11 @@ struct MpuTableStats {
 };
 
 // Fills out[0..*count) (cap >= 1, at most kMpuWindows used) from `a`.
-// kResourceExhausted when the poison windows alone do not fit `cap`.
-[[nodiscard]] vtrn::Error build_mpu_table(const vtrn::hbm::Allocator& a, vtrn::engine::MpuWindow* out,
-                                          uint32_t cap, uint32_t* count, MpuTableStats* stats);
+// `whole_hbm`: one valid window over all of HBM instead of the allocations
+// (poison windows still first). kCapacity when the poison windows alone
+// do not fit `cap`.
+[[nodiscard]] vtrn::Error build_mpu_table(const vtrn::hbm::Allocator& a, bool whole_hbm,
+                                          vtrn::engine::MpuWindow* out, uint32_t cap, uint32_t* count,
+                                          MpuTableStats* stats);
 
 }  // namespace fw::engines

@@ -45,6 +45,7 @@ class HbmService final : public Manager {
  private:
   DmaPolicy policy_;
   uint64_t mpu_layout_ = 0;  // layout_generation() the MPU was last built from
+  bool mpu_unchecked_ = false;
 };
 
 HbmService& service();
