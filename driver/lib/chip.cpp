@@ -118,18 +118,6 @@ std::string exit_text(int status) {
 
 }  // namespace
 
-const char* chip_state_name(Vtrn__Api__ChipState s) {
-  switch (s) {
-    case VTRN__API__CHIP_STATE__CHIP_STATE_STARTING: return "STARTING";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING: return "BOOTING";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_READY: return "READY";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_FAILED: return "FAILED";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_PANIC: return "PANIC";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_HALTED: return "HALTED";
-    default: return "UNKNOWN";
-  }
-}
-
 Chip::Chip(EventLoop* loop, ChipOptions opts)
     : loop_(loop),
       opts_(std::move(opts)),
@@ -489,11 +477,12 @@ void Chip::on_panic() {
   poll_logs();
   if (boot_timer_ != 0) loop_->cancel_timer(boot_timer_);
   boot_timer_ = 0;
-  std::string why = label_ + ": firmware panic";
-  if (has_panic_) why += std::string(": ") + printable(panic_.reason);
+  std::string reason = "firmware panic";
+  if (has_panic_) reason += std::string(": ") + printable(panic_.reason);
+  const std::string why = label_ + ": " + reason;
   if (recovery_allowed()) {
     DRV_LOGE("%s", why.c_str());
-    begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_PANIC, why.substr(label_.size() + 2));
+    begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_PANIC, reason);
     return;
   }
   fail_lines_ = last_lines(10);
@@ -600,7 +589,7 @@ void Chip::on_child_exit(int wait_status) {
   }
 }
 
-// ---- reset and recovery --------------------------------------------------------
+// Reset and recovery.
 
 bool Chip::recovery_allowed() const {
   return hw_lost_.empty() && opts_.auto_recover && ever_ready_ && !stopping_ && !test_mode_ && !opts_.gdb;
@@ -830,7 +819,7 @@ void Chip::finish_reset(bool ok, const std::string& why) {
   for (auto& w : waiters) w(ok, why);
 }
 
-// ---- control queue ----------------------------------------------------------
+// Control queue.
 
 void Chip::submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool spin, CtrlDone done) {
   CtrlResult r;
@@ -892,11 +881,12 @@ void Chip::issue_front() {
     } else {
       inflight_ = true;
       r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
-      r.error = label_ + ": control request ring broken: " +
-                ctrl_error_name(hif_.request_ring_error());
+      const std::string reason =
+          std::string("control request ring broken: ") + vtrn::hostif::ring_error_name(hif_.request_ring_error());
+      r.error = label_ + ": " + reason;
       complete_inflight(r);
       if (recovery_allowed()) {
-        begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, r.error.substr(label_.size() + 2));
+        begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, reason);
       } else {
         fail(r.error);
       }
@@ -918,7 +908,7 @@ void Chip::issue_front() {
     r.error = label_ + ": no response to control request " + std::to_string(seq) + " within " +
               std::to_string(current_.timeout_ms) + " ms";
     if (uint32_t e = hif_.fw_ring_error(); e != kCtrlOk)
-      r.error += std::string(" (firmware latched: ") + ctrl_error_name(e) + ")";
+      r.error += std::string(" (firmware latched: ") + vtrn::hostif::ring_error_name(e) + ")";
     DRV_LOGW("%s", r.error.c_str());
     complete_inflight(r);
     pump();
@@ -950,8 +940,9 @@ void Chip::process_responses() {
     const uint64_t t1 = monotonic_ns();
     if (s == RingStatus::kEmpty) return;
     if (s != RingStatus::kOk) {
-      std::string why = label_ + ": response ring broken: " +
-                        ctrl_error_name(hif_.response_ring_error());
+      const std::string reason =
+          std::string("response ring broken: ") + vtrn::hostif::ring_error_name(hif_.response_ring_error());
+      const std::string why = label_ + ": " + reason;
       if (inflight_) {
         CtrlResult r;
         r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
@@ -959,7 +950,7 @@ void Chip::process_responses() {
         complete_inflight(r);
       }
       if (recovery_allowed()) {
-        begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, why.substr(label_.size() + 2));
+        begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, reason);
       } else {
         fail(why);
       }
@@ -1021,7 +1012,7 @@ void Chip::fail_all_ops(Vtrn__Api__Status status, const std::string& why) {
   }
 }
 
-// ---- logs and telemetry -------------------------------------------------------
+// Logs and telemetry.
 
 void Chip::poll_logs() {
   if (!hif_.up()) return;
@@ -1034,7 +1025,6 @@ void Chip::poll_logs() {
     history_.push_back(l);
     if (history_.size() > kLogHistoryLines) history_.pop_front();
   }
-  lost_total_ += lost;
   auto listeners = listeners_;  // a listener may unsubscribe itself
   for (auto& [id, l] : listeners) l(lines, lost);
 }
@@ -1138,7 +1128,7 @@ ChipStatus Chip::status() const {
   return s;
 }
 
-// ---- stop -------------------------------------------------------------------
+// Stop.
 
 void Chip::stop(std::function<void()> done) {
   if (done) stop_done_.push_back(std::move(done));

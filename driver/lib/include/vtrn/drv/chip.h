@@ -53,6 +53,7 @@
 #include "vtrn/drv/hw_process.h"
 #include "vtrn/drv/ivshmem_server.h"
 #include "vtrn/drv/qmp.h"
+#include "vtrn/proto_names.h"
 #include "vtrn_api.pb-c.h"
 #include "vtrn_ctrl.pb-c.h"
 
@@ -185,7 +186,6 @@ class Chip {
   [[nodiscard]] ChipStatus status() const;
   [[nodiscard]] bool settled() const;  // READY, FAILED, PANIC or HALTED
   bool telemetry(TelemetrySample* out);
-  // ---- power ----
   // The firmware's power/thermal block (validated, see HostInterface::read_power);
   // only while READY.
   bool power_telemetry(vtrn::power::PowerTelemetry* out, std::string* err) const {
@@ -195,8 +195,6 @@ class Chip {
     }
     return hif_.read_power(out, err);
   }
-  // ---- end power ----
-  // ---- links ----
   // The firmware's link status block (vtrn/links_abi.h, kLinksSize bytes of
   // BAR2) while READY, else nullptr. The firmware rewrites it at any time:
   // readers copy it under its seqlock and validate the copy.
@@ -204,8 +202,6 @@ class Chip {
     if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY || hif_.bar2() == nullptr) return nullptr;
     return hif_.bar2() + vtrn::hostif::kLinksOffset;
   }
-  // ---- end links ----
-  // ---- jobs ----
   // The firmware's job status table (vtrn/jobs_abi.h, kJobsSize bytes of
   // BAR2) while READY, else nullptr. Same rules as links_block: copy each
   // record under its seq counter, then validate the copy.
@@ -213,11 +209,9 @@ class Chip {
     if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY || hif_.bar2() == nullptr) return nullptr;
     return hif_.bar2() + vtrn::hostif::kJobsOffset;
   }
-  // ---- end jobs ----
 
   // Log history (oldest first) and live subscribers.
   [[nodiscard]] const std::deque<std::string>& log_history() const { return history_; }
-  [[nodiscard]] uint64_t log_lost_bytes() const { return lost_total_; }
   int subscribe_logs(LogListener l);
   void unsubscribe_logs(int id);
 
@@ -349,7 +343,6 @@ class Chip {
   bool repump_ = false;
 
   std::deque<std::string> history_;
-  uint64_t lost_total_ = 0;
   std::map<int, LogListener> listeners_;
   int next_listener_ = 1;
 
@@ -380,6 +373,6 @@ class Chip {
   std::vector<std::function<void()>> stop_done_;
 };
 
-const char* chip_state_name(Vtrn__Api__ChipState s);
+using vtrn::proto::chip_state_name;
 
 }  // namespace drv
