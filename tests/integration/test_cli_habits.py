@@ -260,6 +260,12 @@ class WhenVtrndStops(JsonErrors, h.SessionTestCase):
         r = self.s.vtrn("up", "--chips", 1, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.s.remember_pids()
+        # As scripts/quickstart.sh does right after up: the chips' logs are
+        # there at once (issue 16 saw `logs 0 --tail 8` print nothing once).
+        for chip in (0,):
+            r = self.s.vtrn("logs", chip, "--tail", 8)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(len(r.stdout.splitlines()), 8, r.stdout)
         t = PtyTop(self.s, "--interval", "0.2")
         self.addCleanup(lambda: t.p.poll() is None and t.p.kill())
         t.wait_output(b"CHIP")
