@@ -111,10 +111,10 @@ Daemon::Daemon(DaemonOptions opts, BoardSpec board)
 Daemon::~Daemon() {
   // Services hold chip pointers; chips kill and reap any QEMU still running
   // in their destructors.
+  metrics_.reset();  // it reads the job service
   services_.clear();
   links_ = nullptr;
   job_backend_.reset();
-  metrics_.reset();
   chips_.clear();
 }
 
@@ -274,7 +274,7 @@ bool Daemon::start(std::string* err) {
   HbmService* hbm = services_.add(std::make_unique<HbmService>(&loop_, hopts, to_client));
   for (auto& c : chips_) hbm->add_chip(c.get());
   job_backend_ = std::make_unique<DaemonJobBackend>(&loop_, &chips_, dma, hbm);
-  (void)services_.add(std::make_unique<JobService>(&loop_, job_backend_.get(), JobServiceOptions{}, to_client));
+  JobService* jobs = services_.add(std::make_unique<JobService>(&loop_, job_backend_.get(), JobServiceOptions{}, to_client));
   // Ring collectives as one job per chip.
   (void)services_.add(std::make_unique<CollectiveService>(&loop_, job_backend_.get(), board_.chips,
                                                           board_.board.model, to_client));
@@ -294,14 +294,12 @@ bool Daemon::start(std::string* err) {
     });
   }
   if (opts_.metrics_port >= 0) {
-    metrics_ = std::make_unique<MetricsServer>(&loop_, [this] {
+    metrics_ = std::make_unique<MetricsServer>(&loop_, [this, jobs] {
       std::vector<ChipMetrics> m;
       for (auto& c : chips_) {
         m.push_back(collect_chip_metrics(*c));
-        if (jobs_) {
-          m.back().jobs = jobs_->counters(c->id());
-          m.back().have_jobs = true;
-        }
+        m.back().jobs = jobs->counters(c->id());
+        m.back().have_jobs = true;
       }
       return render_metrics(m);
     });
