@@ -11,11 +11,8 @@ namespace vtrn::dma {
 using hostif::load_acquire;
 using hostif::store_release;
 
-bool validate_dma_region(const DmaRegionHeader& h, uint64_t region_size, char* err, size_t err_size) {
-  auto fail = [&](const char* fmt, auto... args) {
-    if (err && err_size) snprintf(err, err_size, fmt, args...);
-    return false;
-  };
+vtrn::Error validate_dma_region(const DmaRegionHeader& h, uint64_t region_size) {
+  auto fail = [](const char* fmt, auto... args) { return vtrn::Error(vtrn::Code::kBadHardware, fmt, args...); };
   if (h.version != kDmaRegionVersion) return fail("dma region version %u, host speaks %u", h.version, kDmaRegionVersion);
   if (h.queue_count == 0 || h.queue_count > kMaxQueues)
     return fail("dma queue count %u outside 1..%u", h.queue_count, kMaxQueues);
@@ -34,7 +31,7 @@ bool validate_dma_region(const DmaRegionHeader& h, uint64_t region_size, char* e
   if (h.hbm_size == 0 || h.hbm_base > UINT64_MAX - h.hbm_size)
     return fail("dma HBM range [0x%llx, +0x%llx) invalid", (unsigned long long)h.hbm_base,
                 (unsigned long long)h.hbm_size);
-  return true;
+  return {};
 }
 
 HostQueue::HostQueue(QueueControl* ctl, Descriptor* sq, Completion* cq, uint32_t depth)

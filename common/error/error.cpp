@@ -29,6 +29,9 @@ const char* code_name(Code c) {
     case Code::kTooMany: return "too_many";
     case Code::kDuplicate: return "duplicate";
     case Code::kNoSuchChip: return "no_such_chip";
+    case Code::kNotRunning: return "not_running";
+    case Code::kClosed: return "closed";
+    case Code::kSystem: return "system";
   }
   return "unknown";
 }

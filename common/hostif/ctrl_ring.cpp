@@ -145,10 +145,10 @@ const char* ring_error_name(uint32_t e) {
     case kCtrlIndexBackward: return "producer index moved backwards";
     case kCtrlBadLength: return "slot length too large";
     case kCtrlBadCrc: return "slot CRC mismatch";
-    case kCtrlBadKind: return "wrong slot kind";
+    case kCtrlBadKind: return "unexpected slot kind";
     case kCtrlConsumerAhead: return "consumer index beyond producer";
   }
-  return "unknown";
+  return "unknown ring error";
 }
 
 }  // namespace vtrn::hostif

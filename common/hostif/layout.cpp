@@ -73,12 +73,8 @@ bool publish_layout(FwHeader* hdr, uint64_t bar2_size, uint32_t dma_queues, uint
   return true;
 }
 
-bool validate_layout(const FwHeader& h, uint64_t bar2_size, Layout* out, char* err,
-                     size_t err_size) {
-  auto fail = [&](const char* fmt, auto... args) {
-    if (err && err_size) snprintf(err, err_size, fmt, args...);
-    return false;
-  };
+vtrn::Error validate_layout(const FwHeader& h, uint64_t bar2_size, Layout* out) {
+  auto fail = [](const char* fmt, auto... args) { return vtrn::Error(vtrn::Code::kBadHardware, fmt, args...); };
   if (h.magic != kMagic) return fail("bad magic 0x%08x (want 0x%08x)", h.magic, kMagic);
   if (h.abi_major != kAbiMajor)
     return fail("firmware ABI %u.%u, host speaks %u.x", h.abi_major, h.abi_minor, kAbiMajor);
@@ -118,7 +114,7 @@ bool validate_layout(const FwHeader& h, uint64_t bar2_size, Layout* out, char* e
       return fail("required region %s missing", rule.name);
   }
   if (out) *out = l;
-  return true;
+  return {};
 }
 
 }  // namespace vtrn::hostif

@@ -39,12 +39,8 @@ int32_t floor_log2(uint32_t a) {
 }  // namespace
 
 const char* dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return "fp32";
-    case DType::kBF16: return "bf16";
-    case DType::kFP8E4M3: return "fp8-e4m3";
-    case DType::kFP8E5M2: return "fp8-e5m2";
-    case DType::kMXFP4: return "mxfp4";
+  for (const Name& n : kNames) {
+    if (n.dtype == dtype) return n.text;  // the first name of each is the one printed
   }
   return "unknown";
 }

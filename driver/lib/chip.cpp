@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vtrn/drv/log.h"
+#include "vtrn/engine_abi.h"
 #include "vtrn/drv/qemu_launch.h"
 
 namespace drv {
@@ -117,18 +118,6 @@ std::string exit_text(int status) {
 
 }  // namespace
 
-const char* chip_state_name(Vtrn__Api__ChipState s) {
-  switch (s) {
-    case VTRN__API__CHIP_STATE__CHIP_STATE_STARTING: return "STARTING";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING: return "BOOTING";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_READY: return "READY";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_FAILED: return "FAILED";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_PANIC: return "PANIC";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_HALTED: return "HALTED";
-    default: return "UNKNOWN";
-  }
-}
-
 Chip::Chip(EventLoop* loop, ChipOptions opts)
     : loop_(loop),
       opts_(std::move(opts)),
@@ -188,6 +177,21 @@ void Chip::fail(const std::string& why) {
 }
 
 bool Chip::start(std::string* err) {
+  if (!prepared_ && !prepare(err)) return false;
+  if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_FAILED) {
+    *err = error_;
+    return false;
+  }
+  std::string why;
+  if (!launch(&why)) {
+    *err = label_ + ": " + why;
+    fail(*err);
+    return false;
+  }
+  return true;
+}
+
+bool Chip::prepare(std::string* err) {
   auto bail = [&](const std::string& why) {
     *err = label_ + ": " + why;
     fail(*err);
@@ -223,11 +227,15 @@ bool Chip::start(std::string* err) {
   }
   qmp_ = std::make_unique<QmpClient>(loop_, label_);
   if (!qmp_->listen(dir_ + "/qmp.sock", &why)) return bail(why);
+  const uint64_t mem_mib = 64 + (opts_.board.hbm.total_bytes() >> 20);
+  if (!hw_link_.create(dir_, mem_mib << 20, &why)) return bail(why);
 
   QemuParams p;
   p.chip = opts_.board.id;
   p.cores = opts_.board.neuron_cores;
-  p.mem_mib = 64 + (opts_.board.hbm.total_bytes() >> 20);
+  p.mem_mib = mem_mib;
+  p.ram_fd = hw_link_.ram_fd();
+  p.engines_sock = hw_link_.engines_socket();
   p.firmware = opts_.firmware;
   p.board_dtb = dtb_path;
   p.board_size = opts_.dtb.size();
@@ -235,6 +243,7 @@ bool Chip::start(std::string* err) {
   p.qmp_sock = dir_ + "/qmp.sock";
   p.uart_log = dir_ + "/uart.log";
   p.vectors = kVectorCount;
+  p.engine_vectors = vtrn::engine::kVectorCount;
   p.gdb = opts_.gdb;
   p.gdb_port = opts_.gdb_port;
   std::vector<std::string> argv;
@@ -242,7 +251,7 @@ bool Chip::start(std::string* err) {
   argv.insert(argv.end(), opts_.extra_qemu_args.begin(), opts_.extra_qemu_args.end());
   argv_ = std::move(argv);
   cmdline_ = join_command(argv_);
-  if (!launch(&why)) return bail(why);
+  prepared_ = true;
   return true;
 }
 
@@ -253,7 +262,7 @@ bool Chip::launch(std::string* err) {
   int out_fd = -1;
   launch_ns_ = monotonic_ns();
   exited_ = false;
-  pid_ = spawn_qemu(argv_, &out_fd, err);
+  pid_ = spawn_qemu(argv_, {hw_link_.ram_fd()}, &out_fd, err);
   if (pid_ < 0) {
     exited_ = true;
     return false;
@@ -460,11 +469,12 @@ void Chip::on_panic() {
   poll_logs();
   if (boot_timer_ != 0) loop_->cancel_timer(boot_timer_);
   boot_timer_ = 0;
-  std::string why = label_ + ": firmware panic";
-  if (has_panic_) why += std::string(": ") + printable(panic_.reason);
+  std::string reason = "firmware panic";
+  if (has_panic_) reason += std::string(": ") + printable(panic_.reason);
+  const std::string why = label_ + ": " + reason;
   if (recovery_allowed()) {
     DRV_LOGE("%s", why.c_str());
-    begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_PANIC, why.substr(label_.size() + 2));
+    begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_PANIC, reason);
     return;
   }
   fail_lines_ = last_lines(10);
@@ -571,10 +581,10 @@ void Chip::on_child_exit(int wait_status) {
   }
 }
 
-// ---- reset and recovery --------------------------------------------------------
+// Reset and recovery.
 
 bool Chip::recovery_allowed() const {
-  return opts_.auto_recover && ever_ready_ && !stopping_ && !test_mode_ && !opts_.gdb;
+  return hw_lost_.empty() && opts_.auto_recover && ever_ready_ && !stopping_ && !test_mode_ && !opts_.gdb;
 }
 
 uint32_t Chip::watchdog_ms() const {
@@ -631,6 +641,10 @@ void Chip::reset(Vtrn__Api__ResetCause cause, const std::string& reason, ResetDo
   }
   if (test_mode_) {
     if (done) done(false, label_ + " has no QEMU to reset (test attachment)");
+    return;
+  }
+  if (!hw_lost_.empty()) {
+    if (done) done(false, label_ + ": " + hw_lost_ + "; restart the board (vtrn down, vtrn up)");
     return;
   }
   if (done) reset_waiters_.push_back(std::move(done));
@@ -784,6 +798,12 @@ void Chip::give_up(const std::string& why) {
   finish_reset(false, label_ + ": " + why);
 }
 
+void Chip::hardware_lost(const std::string& why) {
+  if (!hw_lost_.empty() || stopping_ || test_mode_) return;
+  hw_lost_ = why;
+  give_up(why);
+}
+
 void Chip::finish_reset(bool ok, const std::string& why) {
   recovering_ = false;
   if (reset_timer_ != 0) loop_->cancel_timer(reset_timer_);
@@ -793,7 +813,7 @@ void Chip::finish_reset(bool ok, const std::string& why) {
   for (auto& w : waiters) w(ok, why);
 }
 
-// ---- control queue ----------------------------------------------------------
+// Control queue.
 
 void Chip::submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool spin, CtrlDone done) {
   CtrlResult r;
@@ -855,11 +875,12 @@ void Chip::issue_front() {
     } else {
       inflight_ = true;
       r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
-      r.error = label_ + ": control request ring broken: " +
-                ctrl_error_name(hif_.request_ring_error());
+      const std::string reason =
+          std::string("control request ring broken: ") + vtrn::hostif::ring_error_name(hif_.request_ring_error());
+      r.error = label_ + ": " + reason;
       complete_inflight(r);
       if (recovery_allowed()) {
-        begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, r.error.substr(label_.size() + 2));
+        begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, reason);
       } else {
         fail(r.error);
       }
@@ -881,7 +902,7 @@ void Chip::issue_front() {
     r.error = label_ + ": no response to control request " + std::to_string(seq) + " within " +
               std::to_string(current_.timeout_ms) + " ms";
     if (uint32_t e = hif_.fw_ring_error(); e != kCtrlOk)
-      r.error += std::string(" (firmware latched: ") + ctrl_error_name(e) + ")";
+      r.error += std::string(" (firmware latched: ") + vtrn::hostif::ring_error_name(e) + ")";
     DRV_LOGW("%s", r.error.c_str());
     complete_inflight(r);
     pump();
@@ -913,8 +934,9 @@ void Chip::process_responses() {
     const uint64_t t1 = monotonic_ns();
     if (s == RingStatus::kEmpty) return;
     if (s != RingStatus::kOk) {
-      std::string why = label_ + ": response ring broken: " +
-                        ctrl_error_name(hif_.response_ring_error());
+      const std::string reason =
+          std::string("response ring broken: ") + vtrn::hostif::ring_error_name(hif_.response_ring_error());
+      const std::string why = label_ + ": " + reason;
       if (inflight_) {
         CtrlResult r;
         r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
@@ -922,7 +944,7 @@ void Chip::process_responses() {
         complete_inflight(r);
       }
       if (recovery_allowed()) {
-        begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, why.substr(label_.size() + 2));
+        begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, reason);
       } else {
         fail(why);
       }
@@ -984,7 +1006,7 @@ void Chip::fail_all_ops(Vtrn__Api__Status status, const std::string& why) {
   }
 }
 
-// ---- logs and telemetry -------------------------------------------------------
+// Logs and telemetry.
 
 void Chip::poll_logs() {
   if (!hif_.up()) return;
@@ -997,7 +1019,6 @@ void Chip::poll_logs() {
     history_.push_back(l);
     if (history_.size() > kLogHistoryLines) history_.pop_front();
   }
-  lost_total_ += lost;
   auto listeners = listeners_;  // a listener may unsubscribe itself
   for (auto& [id, l] : listeners) l(lines, lost);
 }
@@ -1101,7 +1122,7 @@ ChipStatus Chip::status() const {
   return s;
 }
 
-// ---- stop -------------------------------------------------------------------
+// Stop.
 
 void Chip::stop(std::function<void()> done) {
   if (done) stop_done_.push_back(std::move(done));
@@ -1181,7 +1202,8 @@ void Chip::cleanup() {
   if (qmp_) qmp_->close();
   qmp_.reset();
   if (test_mode_) return;
-  for (const char* f : {"board.dtb", "uart.log", "ivshmem.sock", "qmp.sock"})
+  hw_link_.close();
+  for (const char* f : {"board.dtb", "uart.log", "ivshmem.sock", "qmp.sock", "engines.sock"})
     unlink((dir_ + "/" + f).c_str());
   if (rmdir(dir_.c_str()) != 0 && errno != ENOENT)
     DRV_LOGW("%s: cannot remove %s: %s", label_.c_str(), dir_.c_str(), strerror(errno));

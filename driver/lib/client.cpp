@@ -1,5 +1,6 @@
-// vtrnd client (see vtrn/drv/client.h). Errors are returned as one line of
-// text because every user ends up printing them as "vtrn: <reason>".
+// vtrnd client (see vtrn/drv/client.h). Errors are drv::Error: the code
+// says what happened (the CLI's exit status follows it), the detail is the
+// one line every user ends up printing as "vtrn: <reason>".
 #include "vtrn/drv/client.h"
 
 #include <errno.h>
@@ -20,16 +21,19 @@ int64_t now_ms() {
   return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-std::string describe(int neg_errno) {
+Error describe(int neg_errno) {
   switch (neg_errno) {
-    case -ENODATA: return "vtrnd closed the connection";
-    case -EPROTO: return "malformed frame from vtrnd";
-    case -ETIMEDOUT: return "timed out waiting for vtrnd";
+    case -ENODATA:
     case -EPIPE:
-    case -ECONNRESET: return "vtrnd closed the connection";
-    default: return std::string("vtrnd socket: ") + strerror(-neg_errno);
+    case -ECONNRESET: return Error(Code::kClosed, "vtrnd closed the connection");
+    case -EPROTO: return Error(Code::kDecode, "malformed frame from vtrnd");
+    case -ETIMEDOUT: return Error(Code::kTimeout, "timed out waiting for vtrnd");
+    case -EMSGSIZE: return Error(Code::kInvalidArgument, "request larger than the frame limit");
+    default: return Error(Code::kSystem, std::string("vtrnd socket: ") + strerror(-neg_errno));
   }
 }
+
+Error not_connected() { return Error(Code::kNotReady, "not connected to vtrnd"); }
 
 }  // namespace
 
@@ -56,20 +60,14 @@ void Client::close() {
   fd_ = -1;
 }
 
-bool Client::connect(const std::string& path, std::string* err) {
+Error Client::connect(const std::string& path) {
   close();
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) {
-    *err = "socket path too long: " + path;
-    return false;
-  }
+  if (path.size() >= sizeof addr.sun_path) return Error(Code::kInvalidArgument, "socket path too long: " + path);
   memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    *err = std::string("socket: ") + strerror(errno);
-    return false;
-  }
+  if (fd < 0) return Error(Code::kSystem, std::string("socket: ") + strerror(errno));
   int r;
   do {
     r = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
@@ -78,51 +76,32 @@ bool Client::connect(const std::string& path, std::string* err) {
     int e = errno;
     ::close(fd);
     if (e == ENOENT || e == ECONNREFUSED)
-      *err = "vtrnd is not running (no socket at " + path + ")";
-    else
-      *err = "cannot connect to " + path + ": " + strerror(e);
-    return false;
+      return Error(Code::kNotRunning, "vtrnd is not running (no socket at " + path + ")");
+    return Error(Code::kSystem, "cannot connect to " + path + ": " + strerror(e));
   }
   fd_ = fd;
-  return true;
+  return {};
 }
 
-bool Client::send(Vtrn__Api__Request* req, std::string* err) {
-  if (fd_ < 0) {
-    *err = "not connected to vtrnd";
-    return false;
-  }
+Error Client::send(Vtrn__Api__Request* req) {
+  if (fd_ < 0) return not_connected();
   req->id = next_id_++;
-  int r = send_frame(fd_, &req->base);
-  if (r < 0) {
-    *err = r == -EMSGSIZE ? "request larger than the frame limit" : describe(r);
-    return false;
-  }
-  return true;
+  const int r = send_frame(fd_, &req->base);
+  return r < 0 ? describe(r) : Error{};
 }
 
-bool Client::recv(ResponsePtr* out, std::string* err, int timeout_ms) {
-  if (fd_ < 0) {
-    *err = "not connected to vtrnd";
-    return false;
-  }
+Result<ResponsePtr> Client::recv(int timeout_ms) {
+  if (fd_ < 0) return not_connected();
   std::vector<uint8_t> payload;
-  int r = recv_frame(fd_, &payload, timeout_ms);
-  if (r < 0) {
-    *err = describe(r);
-    return false;
-  }
+  const int r = recv_frame(fd_, &payload, timeout_ms);
+  if (r < 0) return describe(r);
   Vtrn__Api__Response* resp = vtrn__api__response__unpack(nullptr, payload.size(), payload.data());
-  if (resp == nullptr) {
-    *err = "vtrnd sent a response that does not decode";
-    return false;
-  }
-  out->reset(resp);
-  return true;
+  if (resp == nullptr) return Error(Code::kDecode, "vtrnd sent a response that does not decode");
+  return ResponsePtr(resp);
 }
 
-bool Client::call(Vtrn__Api__Request* req, ResponsePtr* out, std::string* err, int timeout_ms) {
-  if (!send(req, err)) return false;
+Result<ResponsePtr> Client::call(Vtrn__Api__Request* req, int timeout_ms) {
+  if (Error e = send(req); !e.ok()) return e;
   const uint64_t id = req->id;
   const int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
   for (;;) {
@@ -131,16 +110,12 @@ bool Client::call(Vtrn__Api__Request* req, ResponsePtr* out, std::string* err, i
       int64_t l = deadline - now_ms();
       left = l < 0 ? 0 : int(l);
     }
-    ResponsePtr resp;
-    if (!recv(&resp, err, left)) {
-      if (*err == "timed out waiting for vtrnd")
-        *err += " (" + std::to_string(timeout_ms) + " ms)";
-      return false;
+    Result<ResponsePtr> resp = recv(left);
+    if (!resp.ok()) {
+      if (resp.error().code() != Code::kTimeout) return resp;
+      return Error(Code::kTimeout, resp.error().detail() + " (" + std::to_string(timeout_ms) + " ms)");
     }
-    if (resp->id == id) {
-      *out = std::move(resp);
-      return true;
-    }
+    if (resp.value()->id == id) return resp;
   }
 }
 

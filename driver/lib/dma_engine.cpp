@@ -136,9 +136,8 @@ bool DmaEngine::attach(uint8_t* bar2, const vtrn::hostif::Layout& layout, Hooks 
   // Copy first: the firmware (or anything in the guest) may rewrite it.
   DmaRegionHeader h;
   memcpy(&h, bar2 + dr.offset, sizeof h);
-  char msg[200] = {};
-  if (!validate_dma_region(h, dr.size, msg, sizeof msg)) {
-    *err = std::string("invalid DMA region: ") + msg;
+  if (const vtrn::Error e = validate_dma_region(h, dr.size); !e.ok()) {
+    *err = std::string("invalid DMA region: ") + e.detail();
     return false;
   }
   // The window is what host-side addresses are relative to; the allocator
@@ -214,7 +213,7 @@ void DmaEngine::detach() {
   wait_cv_.notify_all();
 }
 
-// ---- window buffers -----------------------------------------------------------
+// Window buffers.
 
 DmaError DmaEngine::alloc(uint64_t bytes, DmaBuffer* out) {
   if (!attached_) return DmaError::kNotAttached;
@@ -243,7 +242,7 @@ uint64_t DmaEngine::window_free_bytes() const {
   return s.free_bytes;
 }
 
-// ---- validation and submission -----------------------------------------------
+// Validation and submission.
 
 inline bool DmaEngine::check_range(uint64_t addr, uint32_t len, bool host) const {
   if (host) return addr <= window_size_ && len <= window_size_ - addr;
@@ -398,7 +397,7 @@ uint32_t DmaEngine::free_slots(uint32_t qi) {
   return q->hq.free_slots();
 }
 
-// ---- completion ------------------------------------------------------------------
+// Completion.
 
 void DmaEngine::finish_locked(Queue& q, uint64_t handle, uint32_t status, uint32_t bytes, bool local,
                               uint64_t now) {
@@ -605,7 +604,7 @@ uint32_t DmaEngine::in_flight_all() {
   return n;
 }
 
-// ---- interrupts, errors, reset ------------------------------------------------------
+// Interrupts, errors, reset.
 
 void DmaEngine::arm_irq(bool on) {
   irq_on_ = on;

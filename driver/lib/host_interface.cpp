@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "vtrn/power.h"    // ---- power ----
+#include "vtrn/power.h"
 #include "vtrn/seqlock.h"
 
 namespace drv {
@@ -18,19 +18,6 @@ T load_acquire_field(const T* p) {
 }
 
 }  // namespace
-
-const char* ctrl_error_name(uint32_t e) {
-  switch (e) {
-    case kCtrlOk: return "ok";
-    case kCtrlIndexJump: return "producer index jumped";
-    case kCtrlIndexBackward: return "producer index moved backwards";
-    case kCtrlBadLength: return "slot length too large";
-    case kCtrlBadCrc: return "slot CRC mismatch";
-    case kCtrlBadKind: return "unexpected slot kind";
-    case kCtrlConsumerAhead: return "consumer index beyond producer";
-    default: return "unknown ring error";
-  }
-}
 
 const char* fw_state_name(uint32_t s) {
   switch (s) {
@@ -77,9 +64,8 @@ bool HostInterface::bring_up(std::string* err) {
     return false;
   }
   hdr_ = header_snapshot();
-  char msg[160] = {};
-  if (!validate_layout(hdr_, size_, &layout_, msg, sizeof msg)) {
-    *err = std::string("invalid BAR2 layout: ") + msg;
+  if (const vtrn::Error e = validate_layout(hdr_, size_, &layout_); !e.ok()) {
+    *err = std::string("invalid BAR2 layout: ") + e.detail();
     return false;
   }
   const Region& idx = layout_.at(kRegionCtrlIndex);
@@ -134,7 +120,6 @@ bool HostInterface::read_telemetry(Telemetry* out) const {
   return vtrn::hostif::seqlock_read(telemetry_, out, retry);
 }
 
-// ---- power ----
 namespace {
 const char* check_power_block(const vtrn::power::PowerTelemetry& p) {
   namespace vp = vtrn::power;
@@ -191,7 +176,6 @@ bool HostInterface::read_power(vtrn::power::PowerTelemetry* out, std::string* er
   }
   return true;
 }
-// ---- end power ----
 
 bool HostInterface::read_panic(PanicRecord* out) const {
   if (base_ == nullptr) return false;

@@ -48,6 +48,9 @@ bool build_qemu_argv(const char* tmpl, const std::string& qemu, const QemuParams
       {"uart_log", p.uart_log},
       {"vectors", std::to_string(p.vectors)},
       {"gdb_port", std::to_string(p.gdb_port)},
+      {"ram_fd", std::to_string(p.ram_fd)},
+      {"engines_sock", p.engines_sock},
+      {"engine_vectors", std::to_string(p.engine_vectors)},
   };
   argv->clear();
   argv->push_back(qemu);
@@ -131,7 +134,8 @@ bool find_qemu(const std::string& flag, std::string* path, std::string* err) {
   return false;
 }
 
-pid_t spawn_qemu(const std::vector<std::string>& argv, int* stderr_read, std::string* err) {
+pid_t spawn_qemu(const std::vector<std::string>& argv, const std::vector<int>& inherit, int* stderr_read,
+                 std::string* err) {
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) {
     *err = std::string("pipe: ") + strerror(errno);
@@ -178,6 +182,7 @@ pid_t spawn_qemu(const std::vector<std::string>& argv, int* stderr_read, std::st
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
     dup2(pipefd[1], STDOUT_FILENO);
     dup2(pipefd[1], STDERR_FILENO);
+    for (int fd : inherit) fcntl(fd, F_SETFD, 0);
     execve(args[0], args.data(), envp.data());
     const char msg[] = "vtrnd: exec of QEMU failed\n";
     ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);

@@ -94,7 +94,6 @@ void QmpClient::handle_line(const std::string& line) {
   if (j.contains("event")) {
     std::string ev = j["event"].is_string() ? j["event"].get<std::string>() : "?";
     DRV_LOGI("%s: QMP event %s", label_.c_str(), ev.c_str());
-    if (on_event_) on_event_(ev);
     return;
   }
   if (awaiting_.empty()) return;

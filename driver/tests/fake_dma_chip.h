@@ -45,8 +45,7 @@ class FakeDmaChip {
     hdr->abi_major = vtrn::hostif::kAbiMajor;
     hdr->capabilities = vtrn::hostif::kCapDma;
     (void)vtrn::hostif::publish_layout(hdr, kBar2, queues, depth);
-    char err[160];
-    (void)vtrn::hostif::validate_layout(*hdr, kBar2, &layout_, err, sizeof err);
+    (void)vtrn::hostif::validate_layout(*hdr, kBar2, &layout_);
     const auto& dr = layout_.at(vtrn::hostif::kRegionDma);
     const auto& wr = layout_.at(vtrn::hostif::kRegionHostWindow);
     region_ = reinterpret_cast<vtrn::dma::DmaRegionHeader*>(bar2_ + dr.offset);

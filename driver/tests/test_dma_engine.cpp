@@ -89,7 +89,7 @@ bool try_chain(Fixture* f, uint32_t q, const std::vector<DmaSegment>& segs, DmaW
   return f->eng.wait(h, r, mode, 5 * kSecond) == DmaError::kOk && r->handle == h;
 }
 
-// ---- attach ----------------------------------------------------------------
+// Attach.
 
 void test_attach_rejects_depth_not_power_of_two(void**) {
   FakeDmaChip chip(2, 64, kHbm);
@@ -124,7 +124,7 @@ void test_attach_reports_geometry_from_region(void** state) {
   assert_int_equal(f->eng.window_size(), f->chip.layout().at(vtrn::hostif::kRegionHostWindow).size);
 }
 
-// ---- window buffers -----------------------------------------------------------
+// Window buffers.
 
 void test_window_buffers_do_not_overlap_and_exhaust_cleanly(void** state) {
   auto* f = static_cast<Fixture*>(*state);
@@ -149,7 +149,7 @@ void test_window_buffers_do_not_overlap_and_exhaust_cleanly(void** state) {
   assert_int_equal(int(f->eng.alloc(win + 1, &b)), int(DmaError::kNoMemory));
 }
 
-// ---- host-side validation ------------------------------------------------------
+// Host-side validation.
 
 void test_host_validation_refuses_bad_chains_without_touching_the_ring(void** state) {
   auto* f = static_cast<Fixture*>(*state);
@@ -221,7 +221,7 @@ void test_raw_mode_lets_the_device_reject_and_queue_stays_healthy(void** state) 
   assert_int_equal(r.bytes, 64);
 }
 
-// ---- data integrity ------------------------------------------------------------------
+// Data integrity.
 
 // Random chain shapes, sizes and alignments, host -> HBM -> host, from
 // several threads over several queues (two threads share queue 0), half of
@@ -355,7 +355,7 @@ void test_blocking_wait_wakes_on_interrupt_and_times_out_when_unserved(void** st
   assert_int_equal(int(f->eng.wait(h, &r, DmaWait::kBlock, kSecond)), int(DmaError::kUnknownHandle));
 }
 
-// ---- hostile device --------------------------------------------------------------------
+// Hostile device.
 
 // Writes a completion straight into queue q's ring and publishes it.
 void device_complete(FakeDmaChip& chip, uint32_t q, uint64_t cookie, uint32_t status, uint32_t bytes) {
@@ -451,7 +451,7 @@ void test_device_latched_error_is_reported(void** state) {
   assert_non_null(strstr(text.c_str(), "sq index jump"));
 }
 
-// ---- reset -------------------------------------------------------------------------------
+// Reset.
 
 void test_reset_fails_in_flight_with_reset_status_and_revives_the_queue(void** state) {
   auto* f = static_cast<Fixture*>(*state);

@@ -271,7 +271,7 @@ void test_log_lines_are_split_and_counted(void** state) {
   assert_true(lines.empty());
 }
 
-// ---- Chip control queue over the fake BAR2 -------------------------------------
+// Chip control queue over the fake BAR2.
 
 drv::ChipOptions test_options() {
   drv::ChipOptions o;

@@ -293,7 +293,6 @@ void test_job_runs_to_done_returns_outputs_and_frees_its_buffers(void** state) {
   assert_int_equal(s->owner & 0xffffffff, s->job_id);
   assert_int_equal(s->n_steps, 1);
   run_add_on_chip(f, s);
-  send_event(f, s->job_id, VTRN__CTRL__JOB_STATE__JOB_STATE_RUNNING);
   send_event(f, s->job_id, VTRN__CTRL__JOB_STATE__JOB_STATE_DONE);
   assert_true(spin(f, [&] { return !f->replies.empty(); }));
   const Reply& r = f->replies[0];
@@ -399,7 +398,6 @@ void test_cancel_of_job_on_chip_ends_cancelled_and_frees(void** state) {
   f->svc->submit(7, 1, job.req);
   assert_true(spin(f, [&] { return f->chip.submits.size() == 1; }));
   const uint64_t id = f->chip.submits[0]->job_id;
-  send_event(f, id, VTRN__CTRL__JOB_STATE__JOB_STATE_RUNNING);
   Vtrn__Api__JobCancelRequest c = VTRN__API__JOB_CANCEL_REQUEST__INIT;
   c.job_id = id;
   f->svc->cancel(8, 2, c);

@@ -193,9 +193,10 @@ void test_runtime_dir_prefers_env_then_xdg(void**) {
 
 void test_client_connect_names_missing_daemon(void**) {
   drv::Client c;
-  std::string err;
-  assert_false(c.connect("/nonexistent/dir/vtrnd.sock", &err));
-  assert_string_equal(err.c_str(), "vtrnd is not running (no socket at /nonexistent/dir/vtrnd.sock)");
+  const drv::Error err = c.connect("/nonexistent/dir/vtrnd.sock");
+  assert_false(err.ok());
+  assert_int_equal(int(err.code()), int(drv::Code::kNotRunning));
+  assert_string_equal(err.detail().c_str(), "vtrnd is not running (no socket at /nonexistent/dir/vtrnd.sock)");
   assert_int_equal(c.fd(), -1);
 }
 
@@ -212,8 +213,7 @@ void test_client_call_skips_responses_with_other_ids(void**) {
   assert_int_equal(bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   assert_int_equal(listen(lfd, 1), 0);
   drv::Client c;
-  std::string err;
-  assert_true(c.connect(path, &err));
+  assert_true(c.connect(path).ok());
   int sfd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
   assert_true(sfd >= 0);
 
@@ -222,7 +222,7 @@ void test_client_call_skips_responses_with_other_ids(void**) {
   Vtrn__Api__ListRequest list = VTRN__API__LIST_REQUEST__INIT;
   req.body_case = VTRN__API__REQUEST__BODY_LIST;
   req.list = &list;
-  assert_true(c.send(&req, &err));
+  assert_true(c.send(&req).ok());
   uint64_t first = c.last_id();
   std::vector<uint8_t> payload;
   assert_int_equal(drv::recv_frame(sfd, &payload, 1000), 0);  // drain the send() above
@@ -236,15 +236,18 @@ void test_client_call_skips_responses_with_other_ids(void**) {
   resp.error = const_cast<char*>("no chip 9");
   assert_int_equal(drv::send_frame(sfd, &resp.base), 0);
 
-  drv::ResponsePtr out;
-  assert_true(c.call(&req, &out, &err, 1000));
+  drv::Result<drv::ResponsePtr> call = c.call(&req, 1000);
+  assert_true(call.ok());
+  drv::ResponsePtr out = std::move(call.value());
   assert_int_equal(out->id, first + 1);
   assert_int_equal(out->status, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP);
   assert_string_equal(out->error, "no chip 9");
 
   close(sfd);
-  assert_false(c.recv(&out, &err, 1000));
-  assert_string_equal(err.c_str(), "vtrnd closed the connection");
+  drv::Result<drv::ResponsePtr> eof = c.recv(1000);
+  assert_false(eof.ok());
+  assert_int_equal(int(eof.error().code()), int(drv::Code::kClosed));
+  assert_string_equal(eof.error().detail().c_str(), "vtrnd closed the connection");
   close(lfd);
   unlink(path.c_str());
   rmdir(dir);
@@ -261,12 +264,12 @@ void test_client_call_times_out_without_answer(void**) {
   assert_int_equal(bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   assert_int_equal(listen(lfd, 1), 0);
   drv::Client c;
-  std::string err;
-  assert_true(c.connect(path, &err));
+  assert_true(c.connect(path).ok());
   Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
-  drv::ResponsePtr out;
-  assert_false(c.call(&req, &out, &err, 30));
-  assert_string_equal(err.c_str(), "timed out waiting for vtrnd (30 ms)");
+  drv::Result<drv::ResponsePtr> out = c.call(&req, 30);
+  assert_false(out.ok());
+  assert_int_equal(int(out.error().code()), int(drv::Code::kTimeout));
+  assert_string_equal(out.error().detail().c_str(), "timed out waiting for vtrnd (30 ms)");
   close(lfd);
   unlink(path.c_str());
   rmdir(dir);

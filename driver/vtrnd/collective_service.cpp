@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "hbm_service.h"
 #include "proto_arena.h"
 #include "vtrn/crc32.h"
 #include "vtrn/drv/log.h"
@@ -20,7 +21,6 @@ uint64_t mono_ns() {
   return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
 }
 
-uint64_t owner_of(uint64_t job_id) { return (2ull << 32) | job_id; }
 
 // Port of `c` wired directly to chip `to` (first in port order), or -1.
 int port_to(const vtrn::board::Chip& c, uint32_t to) {
@@ -200,7 +200,7 @@ void CollectiveService::fail_staging(const std::string& why) {
 void CollectiveService::stage(Rank& k) {
   Run* run = run_.get();
   const uint32_t chip = k.m.chip;
-  backend_->hbm_alloc(chip, owner_of(k.job_id), run->bytes, [this, run, &k, chip](bool ok, uint64_t addr,
+  backend_->hbm_alloc(chip, HbmService::job_owner(k.job_id), run->bytes, [this, run, &k, chip](bool ok, uint64_t addr,
                                                                                  const std::string& err) {
     if (run_.get() != run) return;
     if (!ok) {
@@ -209,7 +209,7 @@ void CollectiveService::stage(Rank& k) {
       return;
     }
     k.in_addr = addr;
-    backend_->hbm_alloc(chip, owner_of(k.job_id), run->out_bytes,
+    backend_->hbm_alloc(chip, HbmService::job_owner(k.job_id), run->out_bytes,
                         [this, run, &k, chip](bool ok2, uint64_t addr2, const std::string& err2) {
                           if (run_.get() != run) return;
                           if (!ok2) {
@@ -265,7 +265,7 @@ void CollectiveService::submit_all() {
     Rank& k = run->ranks[i];
     Vtrn__Ctrl__CollectiveSubmitRequest s = VTRN__CTRL__COLLECTIVE_SUBMIT_REQUEST__INIT;
     s.job_id = k.job_id;
-    s.owner = owner_of(k.job_id);
+    s.owner = HbmService::job_owner(k.job_id);
     s.op = Vtrn__Ctrl__CollectiveOp(run->op);
     s.collective_id = run->collective_id;
     s.ranks = n;
@@ -412,7 +412,7 @@ void CollectiveService::finish() {
   run->phase = Run::Phase::kFreeing;
   run->pending = uint32_t(run->ranks.size());
   for (Rank& k : run->ranks) {
-    backend_->hbm_free_owner(k.m.chip, owner_of(k.job_id), [this, run](bool ok, const std::string& err) {
+    backend_->hbm_free_owner(k.m.chip, HbmService::job_owner(k.job_id), [this, run](bool ok, const std::string& err) {
       if (run_.get() != run) return;
       if (!ok) DRV_LOGW("collective %u: freeing buffers: %s", unsigned(run->collective_id), err.c_str());
       if (--run->pending != 0) return;

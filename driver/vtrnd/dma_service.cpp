@@ -62,74 +62,81 @@ void DmaService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, co
 }
 
 DmaService::ChipDma* DmaService::ready_chip(uint64_t cid, uint64_t id, Chip* chip) {
+  return ready_chip(chip, [this, cid, id](Vtrn__Api__Status st, const std::string& err) {
+    reply_error(cid, id, st, err);
+  });
+}
+
+DmaService::ChipDma* DmaService::ready_chip(Chip* chip, const Refuse& refuse) {
   auto it = chips_.find(chip);
   const std::string label = "chip " + std::to_string(chip->id());
   if (it == chips_.end()) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, label + ": no DMA service");
+    refuse(VTRN__API__STATUS__STATUS_INTERNAL, label + ": no DMA service");
     return nullptr;
   }
   if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, chip->not_ready_reason());
+    refuse(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, chip->not_ready_reason());
     return nullptr;
   }
   if (!chip->dma().attached()) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_ERROR,
+    refuse(VTRN__API__STATUS__STATUS_CHIP_ERROR,
                 label + ": firmware offers no DMA (capability bit not set)");
     return nullptr;
   }
   return it->second.get();
 }
 
-// ---- requests -----------------------------------------------------------------------
+// Requests.
 
 void DmaService::write(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaWriteRequest& r) {
-  ChipDma* cd = ready_chip(cid, id, chip);
-  if (cd == nullptr) return;
-  DmaEngine& e = chip->dma();
-  const uint64_t len = r.data.len;
-  if (len == 0 || !e.hbm_contains(r.hbm_addr, len)) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
-                "DMA write of " + std::to_string(len) + " bytes at " + hex(r.hbm_addr) +
-                    " is outside HBM [" + hex(e.hbm_base()) + ", " + hex(e.hbm_base() + e.hbm_size()) + ")");
-    return;
-  }
-  auto j = std::make_unique<Job>();
-  j->kind = Kind::kWrite;
-  j->hbm_addr = r.hbm_addr;
-  j->length = len;
-  j->data.assign(r.data.data, r.data.data + len);
-  const uint64_t chunks = (len + opts_.chunk_bytes - 1) / opts_.chunk_bytes;
-  j->chunks = chunks;
-  j->cid = cid;
-  j->req_id = id;
-  start_job(*cd, std::move(j), chunks, kTransferInflight);
+  start_transfer(Origin{cid, id, nullptr}, Kind::kWrite, chip, r.hbm_addr, r.data.data, r.data.len);
 }
 
 void DmaService::read(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaReadRequest& r) {
-  ChipDma* cd = ready_chip(cid, id, chip);
+  start_transfer(Origin{cid, id, nullptr}, Kind::kRead, chip, r.hbm_addr, nullptr, r.length);
+}
+
+void DmaService::write(Chip* chip, uint64_t hbm_addr, const uint8_t* data, size_t len, TransferDone done) {
+  start_transfer(Origin{next_internal_++, 0, std::move(done)}, Kind::kWrite, chip, hbm_addr, data, len);
+}
+
+void DmaService::read(Chip* chip, uint64_t hbm_addr, uint32_t len, TransferDone done) {
+  start_transfer(Origin{next_internal_++, 0, std::move(done)}, Kind::kRead, chip, hbm_addr, nullptr, len);
+}
+
+void DmaService::start_transfer(Origin from, Kind kind, Chip* chip, uint64_t hbm_addr, const uint8_t* data,
+                                uint64_t len) {
+  auto refuse = [this, &from](Vtrn__Api__Status st, const std::string& err) {
+    if (from.done) return from.done(st, err, {});
+    reply_error(from.cid, from.id, st, err);
+  };
+  ChipDma* cd = ready_chip(chip, refuse);
   if (cd == nullptr) return;
   DmaEngine& e = chip->dma();
-  const uint64_t len = r.length;
-  if (len == 0 || len > kMaxReadBytes) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
-                "DMA read length " + std::to_string(len) + " outside 1.." + std::to_string(kMaxReadBytes));
-    return;
+  const bool write = kind == Kind::kWrite;
+  if (!write && (len == 0 || len > kMaxReadBytes)) {
+    return refuse(VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                  "DMA read length " + std::to_string(len) + " outside 1.." + std::to_string(kMaxReadBytes));
   }
-  if (!e.hbm_contains(r.hbm_addr, len)) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
-                "DMA read of " + std::to_string(len) + " bytes at " + hex(r.hbm_addr) +
-                    " is outside HBM [" + hex(e.hbm_base()) + ", " + hex(e.hbm_base() + e.hbm_size()) + ")");
-    return;
+  if ((write && len == 0) || !e.hbm_contains(hbm_addr, len)) {
+    return refuse(VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                  std::string(write ? "DMA write of " : "DMA read of ") + std::to_string(len) + " bytes at " +
+                      hex(hbm_addr) + " is outside HBM [" + hex(e.hbm_base()) + ", " +
+                      hex(e.hbm_base() + e.hbm_size()) + ")");
   }
   auto j = std::make_unique<Job>();
-  j->kind = Kind::kRead;
-  j->hbm_addr = r.hbm_addr;
+  j->kind = kind;
+  j->hbm_addr = hbm_addr;
   j->length = len;
-  j->data.assign(len, 0);
+  if (write)
+    j->data.assign(data, data + len);
+  else
+    j->data.assign(len, 0);
   const uint64_t chunks = (len + opts_.chunk_bytes - 1) / opts_.chunk_bytes;
   j->chunks = chunks;
-  j->cid = cid;
-  j->req_id = id;
+  j->cid = from.cid;
+  j->req_id = from.id;
+  j->done = std::move(from.done);
   start_job(*cd, std::move(j), chunks, kTransferInflight);
 }
 
@@ -388,7 +395,7 @@ void DmaService::client_gone(uint64_t cid) {
   }
 }
 
-// ---- the engine side ------------------------------------------------------------------
+// The engine side.
 
 void DmaService::start_job(ChipDma& cd, std::unique_ptr<Job> job, uint64_t chunks, uint32_t max_inflight) {
   job->id = next_job_++;
@@ -729,6 +736,11 @@ void DmaService::finish_job(ChipDma& cd, uint64_t job_id) {
 }
 
 void DmaService::answer(Job& j) {
+  if (j.done) {
+    // A service's transfer: the data a read brought back, or nothing.
+    const bool data = j.kind == Kind::kRead && j.api == VTRN__API__STATUS__STATUS_OK;
+    return j.done(j.api, j.error, data ? std::move(j.data) : std::vector<uint8_t>());
+  }
   Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
   resp.id = j.req_id;
   resp.status = j.api;

@@ -68,8 +68,26 @@ class DmaService {
   // drain silently.
   void client_gone(uint64_t cid);
 
+  // The typed API of other services (the job service's buffers): the same
+  // checks, chunking and round-robin share as a client's DmaWrite / DmaRead,
+  // each transfer under an owner id of its own that no client connection
+  // has. `done` runs once, possibly before the call returns (chip not
+  // READY, range outside HBM); a read's data comes with a success.
+  using TransferDone =
+      std::function<void(Vtrn__Api__Status status, const std::string& error, std::vector<uint8_t> data)>;
+  void write(Chip* chip, uint64_t hbm_addr, const uint8_t* data, size_t len, TransferDone done);
+  void read(Chip* chip, uint64_t hbm_addr, uint32_t len, TransferDone done);
+
  private:
   enum class Kind { kWrite, kRead, kCopy, kBench };
+  // Who a transfer answers: a client request (cid, id) or a service (done).
+  struct Origin {
+    uint64_t cid = 0, id = 0;
+    TransferDone done;
+  };
+  using Refuse = std::function<void(Vtrn__Api__Status, const std::string&)>;
+  // Owner ids of the typed API: above any connection id the daemon hands out.
+  static constexpr uint64_t kInternalOwnerBase = 1ull << 62;
   enum class Issue { kIssued, kNoRoom, kFailed };
 
   struct Job {
@@ -105,6 +123,7 @@ class DmaService {
     uint64_t rng = 0x9e3779b97f4a7c15ull;
     uint64_t descs_done = 0, bytes_done = 0, errors = 0, t_first = 0, t_last = 0;
     // Outcome.
+    TransferDone done;  // a service's transfer: answered here, not to a client
     uint32_t first_status = vtrn::dma::kOk;
     Vtrn__Api__Status api = VTRN__API__STATUS__STATUS_OK;
     std::string error;
@@ -143,6 +162,8 @@ class DmaService {
   };
 
   ChipDma* ready_chip(uint64_t cid, uint64_t id, Chip* chip);
+  ChipDma* ready_chip(Chip* chip, const Refuse& refuse);
+  void start_transfer(Origin from, Kind kind, Chip* chip, uint64_t hbm_addr, const uint8_t* data, uint64_t len);
   void start_job(ChipDma& cd, std::unique_ptr<Job> job, uint64_t chunks, uint32_t max_inflight);
   void on_event(ChipDma& cd);
   void pump(ChipDma& cd);
@@ -166,6 +187,7 @@ class DmaService {
   ReplyFn reply_;
   std::map<Chip*, std::unique_ptr<ChipDma>> chips_;
   uint64_t next_job_ = 1;
+  uint64_t next_internal_ = kInternalOwnerBase;
 };
 
 }  // namespace drv

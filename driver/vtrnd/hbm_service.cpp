@@ -118,7 +118,7 @@ void HbmService::add_chip(Chip* chip) {
   if (chip->state() == VTRN__API__CHIP_STATE__CHIP_STATE_READY) on_state(*raw);
 }
 
-// ---- readiness and the retired-page store ------------------------------------------
+// Readiness and the retired-page store.
 
 void HbmService::on_state(ChipHbm& ch) {
   const bool now_ready = ch.chip->state() == VTRN__API__CHIP_STATE__CHIP_STATE_READY;
@@ -257,7 +257,7 @@ void HbmService::note_free(ChipHbm& ch, uint64_t addr) {
   ch.allocs.erase(it);
 }
 
-// ---- the async API ------------------------------------------------------------------
+// The async API.
 
 void HbmService::ctrl_alloc(ChipHbm& ch, uint64_t owner, uint32_t category, uint64_t bytes,
                             uint64_t align, bool set_quota, uint64_t quota,
@@ -396,7 +396,7 @@ void HbmService::free_owner(Chip* chip, uint64_t owner, FreeOwnerDone done) {
   }, fail);
 }
 
-// ---- client requests ------------------------------------------------------------------
+// Client requests.
 
 void HbmService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err) {
   drv::reply_error(reply_, cid, id, st, err);

@@ -79,7 +79,10 @@ class HbmService {
   // The client disconnected: everything it owns on every chip is freed.
   void client_gone(uint64_t cid);
 
+  // The one place owner ids are made: a client connection, a job (its
+  // buffers, and a collective's, which runs as one job per chip).
   static uint64_t client_owner(uint64_t cid) { return (kOwnerKindClient << 32) | cid; }
+  static uint64_t job_owner(uint64_t job_id) { return (kOwnerKindJob << 32) | (job_id & 0xffffffffull); }
   [[nodiscard]] std::string store_path(const Chip* chip) const;
 
  private:

@@ -91,52 +91,17 @@ void DaemonJobBackend::hbm_free_owner(uint32_t chip, uint64_t owner, Done done) 
   --in_call_;
 }
 
-void DaemonJobBackend::on_dma_reply(uint64_t cid, const Vtrn__Api__Response* resp) {
-  auto it = dma_waits_.find(cid);
-  if (it == dma_waits_.end()) return;
-  auto f = std::move(it->second);
-  dma_waits_.erase(it);
-  if (in_call_ == 0) {
-    f(resp);
-    return;
-  }
-  // Answered inside the call: keep what the callback needs past this reply.
-  const bool ok = resp->status == VTRN__API__STATUS__STATUS_OK;
-  std::string err = resp->error ? resp->error : "";
-  std::vector<uint8_t> data;
-  if (resp->body_case == VTRN__API__RESPONSE__BODY_DMA_READ && resp->dma_read)
-    data.assign(resp->dma_read->data.data, resp->dma_read->data.data + resp->dma_read->data.len);
-  loop_->add_timer_in(0, [f, ok, err, data]() mutable {
-    Vtrn__Api__Response r = VTRN__API__RESPONSE__INIT;
-    r.status = ok ? VTRN__API__STATUS__STATUS_OK : VTRN__API__STATUS__STATUS_CHIP_ERROR;
-    r.error = err.data();
-    Vtrn__Api__DmaReadResponse rr = VTRN__API__DMA_READ_RESPONSE__INIT;
-    if (!data.empty()) {
-      rr.data.data = data.data();
-      rr.data.len = data.size();
-      r.body_case = VTRN__API__RESPONSE__BODY_DMA_READ;
-      r.dma_read = &rr;
-    }
-    f(&r);
-  });
-}
-
 void DaemonJobBackend::dma_write(uint32_t chip, uint64_t addr, const uint8_t* data, size_t len, Done done) {
   Chip* c = find(chip);
   ++in_call_;
   if (c == nullptr) {
     deliver([done] { done(false, "no such chip"); });
   } else {
-    const uint64_t cid = next_cid_++;
-    dma_waits_[cid] = [done](const Vtrn__Api__Response* r) {
-      done(r->status == VTRN__API__STATUS__STATUS_OK, r->error ? r->error : "");
-    };
-    Vtrn__Api__DmaWriteRequest w = VTRN__API__DMA_WRITE_REQUEST__INIT;
-    w.chip = chip;
-    w.hbm_addr = addr;
-    w.data.data = const_cast<uint8_t*>(data);
-    w.data.len = len;
-    dma_->write(cid, 0, c, w);
+    dma_->write(c, addr, data, len,
+                [this, done](Vtrn__Api__Status st, const std::string& err, std::vector<uint8_t>) {
+                  const bool ok = st == VTRN__API__STATUS__STATUS_OK;
+                  deliver([done, ok, err] { done(ok, err); });
+                });
   }
   --in_call_;
 }
@@ -147,19 +112,11 @@ void DaemonJobBackend::dma_read(uint32_t chip, uint64_t addr, uint64_t len, Read
   if (c == nullptr) {
     deliver([done] { done(false, "no such chip", {}); });
   } else {
-    const uint64_t cid = next_cid_++;
-    dma_waits_[cid] = [done](const Vtrn__Api__Response* r) {
-      if (r->status != VTRN__API__STATUS__STATUS_OK)
-        return done(false, r->error ? r->error : "", {});
-      if (r->body_case != VTRN__API__RESPONSE__BODY_DMA_READ || r->dma_read == nullptr)
-        return done(false, "DMA service answered a read with another message", {});
-      done(true, "", std::vector<uint8_t>(r->dma_read->data.data, r->dma_read->data.data + r->dma_read->data.len));
-    };
-    Vtrn__Api__DmaReadRequest rq = VTRN__API__DMA_READ_REQUEST__INIT;
-    rq.chip = chip;
-    rq.hbm_addr = addr;
-    rq.length = uint32_t(len);
-    dma_->read(cid, 0, c, rq);
+    dma_->read(c, addr, uint32_t(len),
+               [this, done](Vtrn__Api__Status st, const std::string& err, std::vector<uint8_t> data) {
+                 const bool ok = st == VTRN__API__STATUS__STATUS_OK;
+                 deliver([done, ok, err, data = std::move(data)]() mutable { done(ok, err, std::move(data)); });
+               });
   }
   --in_call_;
 }

@@ -2,12 +2,9 @@
 // pieces: the board's Chips for readiness and control requests, the HBM
 // service for job buffers, and the DMA service for moving their bytes.
 //
-// The DMA service only speaks vtrn.api to client connections, so the
-// backend talks to it as clients would: each transfer is a DmaWrite or
-// DmaRead from an internal connection id (kInternalCidBase and up, never a
-// real connection), and the daemon hands every reply for such an id back
-// here (owns_cid / on_dma_reply). That keeps jobs in the DMA service's
-// fair round robin with every other client instead of a side door.
+// Transfers go through the DMA service's typed API (DmaService::write and
+// read with a callback): the same checks and fair round robin as every
+// client's DmaWrite / DmaRead, each transfer under an owner id of its own.
 //
 // Callbacks never run inside the call that started them: a dependency that
 // answers at once (chip not ready, bad request) is deferred to the next
@@ -33,15 +30,9 @@ class HbmService;
 
 class DaemonJobBackend final : public JobBackend {
  public:
-  static constexpr uint64_t kInternalCidBase = 1ull << 62;
-
   // `chips` is the daemon's list (it outlives this object).
   DaemonJobBackend(EventLoop* loop, const std::vector<std::unique_ptr<Chip>>* chips, DmaService* dma,
                    HbmService* hbm);
-
-  [[nodiscard]] static bool owns_cid(uint64_t cid) { return cid >= kInternalCidBase; }
-  // A DmaService reply addressed to one of our internal connection ids.
-  void on_dma_reply(uint64_t cid, const Vtrn__Api__Response* resp);
 
   Vtrn__Api__Status chip_check(uint32_t chip, std::string* why) override;
   uint32_t neuron_cores(uint32_t chip) override;
@@ -67,8 +58,6 @@ class DaemonJobBackend final : public JobBackend {
   const std::vector<std::unique_ptr<Chip>>* chips_;
   DmaService* dma_;
   HbmService* hbm_;
-  uint64_t next_cid_ = kInternalCidBase;
-  std::map<uint64_t, std::function<void(const Vtrn__Api__Response*)>> dma_waits_;
   int in_call_ = 0;
   struct CoreSample {
     uint64_t busy = 0, total = 0;

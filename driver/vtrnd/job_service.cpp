@@ -1,6 +1,7 @@
 // vtrnd's job service (see job_service.h): validation, staging, the chip
 // phase driven by JobEvents, read-back, and the end of every job.
 #include "job_service.h"
+#include "hbm_service.h"
 #include "proto_arena.h"
 
 #include <string.h>
@@ -12,13 +13,10 @@
 
 namespace drv {
 
-
 namespace {
 
-constexpr uint64_t kJobOwnerTag = 2ull << 32;
 constexpr size_t kMaxReasonChars = 200;
 
-uint64_t owner_of(uint64_t job_id) { return kJobOwnerTag | (job_id & 0xffffffffull); }
 
 // The firmware's text is data from the device: printable ASCII, bounded.
 std::string clean_reason(const char* r) {
@@ -53,50 +51,33 @@ const std::vector<uint8_t>& zeros(size_t n) {
 
 std::string step_field(size_t i, const char* f) { return "steps[" + std::to_string(i) + "]." + f; }
 
+// A step goes to the firmware by casting the API's kernel and dtype to the
+// ctrl protocol's (send()): the two enums must keep the same numbers.
+static_assert(int(VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM) == int(VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_GEMM));
+static_assert(int(VTRN__API__JOB_KERNEL__JOB_KERNEL_ADD) == int(VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_ADD));
+static_assert(int(VTRN__API__JOB_KERNEL__JOB_KERNEL_MUL) == int(VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_MUL));
+static_assert(int(VTRN__API__JOB_KERNEL__JOB_KERNEL_GELU) == int(VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_GELU));
+static_assert(int(VTRN__API__JOB_KERNEL__JOB_KERNEL_SOFTMAX) == int(VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_SOFTMAX));
+static_assert(int(VTRN__API__JOB_KERNEL__JOB_KERNEL_SUM) == int(VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_SUM));
+static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_F32) == int(VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_F32));
+static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_BF16) == int(VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_BF16));
+static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E4M3) == int(VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_FP8_E4M3));
+static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E5M2) == int(VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_FP8_E5M2));
+static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4) == int(VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_MXFP4));
+
 }  // namespace
 
-const char* job_state_name(Vtrn__Api__JobState s) {
-  switch (s) {
-    case VTRN__API__JOB_STATE__JOB_STATE_QUEUED: return "QUEUED";
-    case VTRN__API__JOB_STATE__JOB_STATE_RUNNING: return "RUNNING";
-    case VTRN__API__JOB_STATE__JOB_STATE_DONE: return "DONE";
-    case VTRN__API__JOB_STATE__JOB_STATE_FAILED: return "FAILED";
-    case VTRN__API__JOB_STATE__JOB_STATE_CANCELLED: return "CANCELLED";
-    case VTRN__API__JOB_STATE__JOB_STATE_TIMED_OUT: return "TIMED_OUT";
-    default: return "UNKNOWN";
-  }
-}
+// Validation.
 
-const char* job_kernel_name(Vtrn__Api__JobKernel k) {
-  switch (k) {
-    case VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM: return "gemm";
-    case VTRN__API__JOB_KERNEL__JOB_KERNEL_ADD: return "add";
-    case VTRN__API__JOB_KERNEL__JOB_KERNEL_MUL: return "mul";
-    case VTRN__API__JOB_KERNEL__JOB_KERNEL_GELU: return "gelu";
-    case VTRN__API__JOB_KERNEL__JOB_KERNEL_SOFTMAX: return "softmax";
-    case VTRN__API__JOB_KERNEL__JOB_KERNEL_SUM: return "sum";
-    default: return "unknown";
-  }
-}
-
-const char* job_dtype_name(Vtrn__Api__JobDType d) {
-  switch (d) {
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_F32: return "fp32";
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_BF16: return "bf16";
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E4M3: return "fp8-e4m3";
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E5M2: return "fp8-e5m2";
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4: return "mxfp4";
-    default: return "unknown";
-  }
-}
-
-// ---- validation -------------------------------------------------------------------
-
-bool JobService::operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, std::string* why) {
+bool JobService::operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, std::string* why,
+                               const char** field) {
   *out = {};
+  const char* ignored = nullptr;
+  if (field == nullptr) field = &ignored;
   const bool gemm = s.kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM;
   auto dim = [&](uint32_t v, const char* f) {
     if (v == 0 || v > kMaxDim) {
+      *field = f;
       *why = std::string(f) + " " + std::to_string(v) + " outside 1.." + std::to_string(kMaxDim);
       return false;
     }
@@ -106,7 +87,8 @@ bool JobService::operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, s
   const uint64_t m = s.m, n = s.n;
   if (!gemm) {
     if (s.k != 0) {
-      *why = std::string("k must be 0 for ") + job_kernel_name(s.kernel);
+      *field = "k";
+      *why = std::string("k must be 0 for ") + vtrn::proto::kernel_name(s.kernel);
       return false;
     }
     out->a = m * n * 4;
@@ -125,6 +107,7 @@ bool JobService::operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, s
     case VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E5M2: out->a = m * k; out->b = n * k; break;
     case VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4:
       if (k % 32 != 0) {
+        *field = "k";
         *why = "k " + std::to_string(k) + " is not a multiple of 32 (one mxfp4 scale per 32 elements)";
         return false;
       }
@@ -134,6 +117,7 @@ bool JobService::operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, s
       out->b_scales = n * k / 32;
       break;
     default:
+      *field = "dtype";
       *why = "unknown dtype " + std::to_string(int(s.dtype));
       return false;
   }
@@ -191,14 +175,12 @@ std::string JobService::validate(const Vtrn__Api__JobSubmitRequest& r, uint32_t 
     if (!dtype_known(s->dtype)) return step_field(i, "dtype") + ": unknown dtype " + std::to_string(int(s->dtype));
     const bool gemm = s->kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM;
     if (!gemm && s->dtype != VTRN__API__JOB_DTYPE__JOB_DTYPE_F32)
-      return step_field(i, "dtype") + ": " + job_kernel_name(s->kernel) + " takes fp32 only, not " +
-             job_dtype_name(s->dtype);
+      return step_field(i, "dtype") + ": " + vtrn::proto::kernel_name(s->kernel) + " takes fp32 only, not " +
+             vtrn::proto::dtype_name(s->dtype);
     OperandBytes need;
     std::string why;
-    if (!operand_bytes(*s, &need, &why)) {
-      const std::string fld = why.rfind("k ", 0) == 0 ? "k" : why.substr(0, 1);
-      return step_field(i, fld.c_str()) + ": " + why;
-    }
+    const char* fld = "";
+    if (!operand_bytes(*s, &need, &why, &fld)) return step_field(i, fld) + ": " + why;
     struct Op {
       const char* field;
       const char* value;
@@ -209,8 +191,8 @@ std::string JobService::validate(const Vtrn__Api__JobSubmitRequest& r, uint32_t 
                       {"b", s->b, need.b},
                       {"b_scales", s->b_scales, need.b_scales},
                       {"out", s->out, need.out}};
-    std::string shape = std::string(job_kernel_name(s->kernel)) + " " + std::to_string(s->m) + "x" +
-                        std::to_string(s->n) + (gemm ? "x" + std::to_string(s->k) + " " + job_dtype_name(s->dtype) : "");
+    std::string shape = std::string(vtrn::proto::kernel_name(s->kernel)) + " " + std::to_string(s->m) + "x" +
+                        std::to_string(s->n) + (gemm ? "x" + std::to_string(s->k) + " " + vtrn::proto::dtype_name(s->dtype) : "");
     for (const Op& op : ops) {
       const bool given = op.value != nullptr && op.value[0] != 0;
       if (op.need == 0) {
@@ -234,7 +216,7 @@ std::string JobService::validate(const Vtrn__Api__JobSubmitRequest& r, uint32_t 
   return "";
 }
 
-// ---- the service --------------------------------------------------------------------
+// The service.
 
 JobService::JobService(EventLoop* loop, JobBackend* backend, JobServiceOptions opts, ReplyFn reply)
     : loop_(loop), backend_(backend), opts_(opts), reply_(std::move(reply)) {}
@@ -337,7 +319,7 @@ void JobService::submit(uint64_t cid, uint64_t id, const Vtrn__Api__JobSubmitReq
   stage_next(job);
 }
 
-// ---- staging ------------------------------------------------------------------------
+// Staging.
 
 void JobService::stage_next(Job& j) {
   if (j.phase == Phase::kEnded) return;
@@ -350,7 +332,7 @@ void JobService::stage_next(Job& j) {
   if (!b.allocated) {
     ++j.ops_in_flight;
     j.any_alloc = true;  // an allocation that times out on the host may still exist on the chip
-    backend_->hbm_alloc(j.chip, owner_of(jid), b.bytes,
+    backend_->hbm_alloc(j.chip, HbmService::job_owner(jid), b.bytes,
                         [this, jid, bi, field](bool ok, uint64_t addr, const std::string& err) {
                           Job* jp = find(jid);
                           if (jp == nullptr) return;
@@ -417,7 +399,7 @@ void JobService::submit_to_chip(Job& j) {
   }
   Vtrn__Ctrl__JobSubmitRequest js = VTRN__CTRL__JOB_SUBMIT_REQUEST__INIT;
   js.job_id = j.id;
-  js.owner = owner_of(j.id);
+  js.owner = HbmService::job_owner(j.id);
   js.client = uint32_t(j.cid);
   js.priority = j.priority;
   js.timeout_ms = uint32_t(std::max<uint64_t>(1, j.timeout_ms - elapsed_ms));
@@ -465,7 +447,7 @@ void JobService::submit_to_chip(Job& j) {
                  });
 }
 
-// ---- chip phase ---------------------------------------------------------------------
+// Chip phase.
 
 void JobService::on_event(uint32_t chip, const Vtrn__Ctrl__Event& ev) {
   if (ev.body_case != VTRN__CTRL__EVENT__BODY_JOB || ev.job == nullptr) return;
@@ -487,17 +469,8 @@ void JobService::on_job_event(uint32_t chip, const Vtrn__Ctrl__JobEvent& ev) {
     return;
   }
   const int s = int(ev.state);
-  if (s == VTRN__CTRL__JOB_STATE__JOB_STATE_RUNNING) {
-    if (j->phase == Phase::kChipRunning) {
-      DRV_LOGW("chip %u: second RUNNING event for job %llu; ignored", chip, (unsigned long long)ev.job_id);
-      return;
-    }
-    j->phase = Phase::kChipRunning;
-    j->state = VTRN__API__JOB_STATE__JOB_STATE_RUNNING;
-    j->chip_queued_ns = ev.queued_ns;
-    j->chip_start_ns = ev.start_ns >= ev.queued_ns ? ev.start_ns : 0;
-    return;
-  }
+  // The firmware sends a job's end only; RUNNING is read from its job table
+  // (refresh()).
   if (s != VTRN__CTRL__JOB_STATE__JOB_STATE_DONE && s != VTRN__CTRL__JOB_STATE__JOB_STATE_FAILED &&
       s != VTRN__CTRL__JOB_STATE__JOB_STATE_CANCELLED && s != VTRN__CTRL__JOB_STATE__JOB_STATE_TIMED_OUT) {
     DRV_LOGW("chip %u: JobEvent for job %llu with state %d; ignored", chip, (unsigned long long)ev.job_id, s);
@@ -544,7 +517,7 @@ void JobService::on_job_event(uint32_t chip, const Vtrn__Ctrl__JobEvent& ev) {
   }
 }
 
-// ---- read-back ----------------------------------------------------------------------
+// Read-back.
 
 void JobService::read_next(Job& j) {
   if (j.phase == Phase::kEnded) return;
@@ -584,7 +557,7 @@ void JobService::read_next(Job& j) {
                      });
 }
 
-// ---- stopping and ending ------------------------------------------------------------
+// Stopping and ending.
 
 void JobService::stop(Job& j, Vtrn__Api__JobState st, const std::string& reason) {
   if (j.phase == Phase::kEnded) return;
@@ -724,7 +697,7 @@ void JobService::end(Job& j, Vtrn__Api__JobState st, const std::string& reason) 
     DRV_LOGI("chip %u: job %llu DONE in %.3f ms", j.chip, (unsigned long long)j.id,
              double(j.end_ns - j.submit_ns) / 1e6);
   } else {
-    DRV_LOGI("chip %u: job %llu %s: %s", j.chip, (unsigned long long)j.id, job_state_name(st), reason.c_str());
+    DRV_LOGI("chip %u: job %llu %s: %s", j.chip, (unsigned long long)j.id, vtrn::proto::job_state_name(st), reason.c_str());
     j.outputs.clear();
   }
   std::vector<Waiter> ws;
@@ -748,7 +721,7 @@ void JobService::release(Job& j) {
   for (Buffer& b : j.buffers) std::vector<uint8_t>().swap(b.data);
   const uint64_t jid = j.id;
   if (!j.any_alloc) return retire(jid);
-  backend_->hbm_free_owner(j.chip, owner_of(jid), [this, jid](bool ok, const std::string& err) {
+  backend_->hbm_free_owner(j.chip, HbmService::job_owner(jid), [this, jid](bool ok, const std::string& err) {
     Job* jp = find(jid);
     if (jp == nullptr) return;
     if (!ok)
@@ -765,7 +738,7 @@ void JobService::retire(uint64_t id) {
   while (history_.size() > kHistory) history_.pop_front();
 }
 
-// ---- clients ------------------------------------------------------------------------
+// Clients.
 
 Vtrn__Api__JobInfo* JobService::make_info(const Job& j, ProtoArena& a) const {
   Vtrn__Api__JobInfo* m = a.make<Vtrn__Api__JobInfo>(VTRN__API__JOB_INFO__INIT);
@@ -796,8 +769,8 @@ Vtrn__Api__JobInfo* JobService::make_info(const Job& j, ProtoArena& a) const {
   m->n_kernels = j.steps.size();
   m->kernels = a.ptrs<char>(j.steps.size());
   for (size_t i = 0; i < j.steps.size(); ++i) {
-    std::string k = job_kernel_name(j.steps[i].kernel);
-    if (j.steps[i].kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM) k += std::string("/") + job_dtype_name(j.steps[i].dtype);
+    std::string k = vtrn::proto::kernel_name(j.steps[i].kernel);
+    if (j.steps[i].kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM) k += std::string("/") + vtrn::proto::dtype_name(j.steps[i].dtype);
     m->kernels[i] = a.str(k);
   }
   return m;

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "vtrn/drv/event_loop.h"
+#include "vtrn/proto_names.h"
 #include "vtrn_api.pb-c.h"
 #include "vtrn_ctrl.pb-c.h"
 
@@ -140,7 +141,9 @@ class JobService {
   struct OperandBytes {
     uint64_t a = 0, a_scales = 0, b = 0, b_scales = 0, out = 0;
   };
-  static bool operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, std::string* why);
+  // false + *why, and *field (when given) the step field that is wrong.
+  static bool operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, std::string* why,
+                            const char** field = nullptr);
 
  private:
   enum class Phase { kStaging, kSubmitting, kChipQueued, kChipRunning, kReading, kEnded };
@@ -241,8 +244,5 @@ class JobService {
   bool destroying_ = false;
 };
 
-const char* job_state_name(Vtrn__Api__JobState s);
-const char* job_kernel_name(Vtrn__Api__JobKernel k);
-const char* job_dtype_name(Vtrn__Api__JobDType d);
 
 }  // namespace drv

@@ -39,8 +39,8 @@ uint64_t mono_ns() {
                       .count());
 }
 
-// The same link timing the firmware uses (firmware/links), so a switch port
-// is as patient with a descheduled chip as a chip is with its peer.
+// The firmware's link timing (vtrn::link::kChipTiming), so a switch port is
+// as patient with a descheduled chip as a chip is with its peer.
 vtrn::link::Config switch_config() {
   vtrn::link::Config c;
   c.max_payload = abi::kLinkMaxPayload;
@@ -48,25 +48,7 @@ vtrn::link::Config switch_config() {
   c.rx_frames = 4;
   c.frames_per_poll = 16;
   c.model_bandwidth = true;
-  c.peer_timeout_ns = 1'500'000'000;
-  c.ts_interval_ns = 1'000'000;
-  c.training_timeout_ns = 3'000'000'000;
-  c.recovery_timeout_ns = 3'000'000'000;
-  c.detect_quiet_ns = 20'000'000;
-  c.replay_timeout_ns = 30'000'000;
-  c.ack_refresh_ns = 10'000'000;
-  c.burst_window_ns = 100'000'000;
-  c.retrain_fail_window_ns = 300'000'000;
-  return c;
-}
-
-LinkSpeed speed_from_gtps(uint32_t g) {
-  if (g >= 64) return LinkSpeed::k64GT;
-  if (g >= 32) return LinkSpeed::k32GT;
-  if (g >= 16) return LinkSpeed::k16GT;
-  if (g >= 8) return LinkSpeed::k8GT;
-  if (g >= 5) return LinkSpeed::k5GT;
-  return LinkSpeed::k2_5GT;
+  return vtrn::link::with_chip_timing(c);
 }
 
 // Enum values from shared memory are untrusted: anything out of range reads "?".
@@ -87,7 +69,6 @@ const char* recovery_name(uint8_t v) {
              : "?";
 }
 
-using Keep = ProtoArena;
 
 // A vtrnd killed with SIGKILL cannot remove its /dev/shm region directory;
 // the next vtrnd of the same user removes those whose owner is gone.
@@ -118,7 +99,7 @@ void sweep_dead_region_dirs() {
 
 }  // namespace
 
-// ---- ShmFileMedium ----
+// ShmFileMedium.
 
 bool ShmFileMedium::create(std::string* err) {
   const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -168,7 +149,7 @@ void ShmFileMedium::destroy() {
   }
 }
 
-// ---- LinkService ----
+// LinkService.
 
 struct LinkService::SwitchPort {
   uint32_t sw = 0;
@@ -268,7 +249,7 @@ void LinkService::start() {
       sp->side = side;
       sp->peer = side == 0 ? l.b : l.a;
       const uint32_t lanes = sw->lanes;
-      const vtrn::link::Capabilities caps{speed_from_gtps(sw->max_speed_gtps), uint8_t(lanes),
+      const vtrn::link::Capabilities caps{vtrn::link::speed_from_gtps(sw->max_speed_gtps), uint8_t(lanes),
                                           lanes >= 32 ? 0xFFFFFFFFu : (1u << lanes) - 1u};
       const uint32_t epoch = uint32_t(now) ^ (e.id << 24) ^ (e.port << 8) ^ uint32_t(::getpid());
       if (!sp->t.attach(mem, media_[i]->bytes(), side,
@@ -332,13 +313,6 @@ void LinkService::stop() {
   }
 }
 
-Chip* LinkService::find_chip(uint32_t id) const {
-  for (Chip* c : chips_) {
-    if (c->id() == id) return c;
-  }
-  return nullptr;
-}
-
 bool LinkService::read_chip(Chip* chip, abi::LinksBlock* out, std::string* err) const {
   const uint8_t* bar2 = chip->links_block();
   if (bar2 == nullptr) {
@@ -368,7 +342,7 @@ void LinkService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st,
 
 namespace {
 
-void fill_port(Keep& k, uint32_t chip, const abi::PortStatus& s, const std::string& error,
+void fill_port(ProtoArena& k, uint32_t chip, const abi::PortStatus& s, const std::string& error,
                Vtrn__Api__LinkPortStatus* p) {
   vtrn__api__link_port_status__init(p);
   p->chip = chip;
@@ -445,7 +419,7 @@ void fill_port(Keep& k, uint32_t chip, const abi::PortStatus& s, const std::stri
   p->counters = c;
 }
 
-void fill_switch_port(Keep& k, uint32_t sw, uint32_t port, const vtrn::board::LinkEnd& peer,
+void fill_switch_port(ProtoArena& k, uint32_t sw, uint32_t port, const vtrn::board::LinkEnd& peer,
                       uint32_t link, uint32_t side, const vtrn::link::Port& lp,
                       Vtrn__Api__LinkPortStatus* p) {
   abi::PortStatus s{};
@@ -482,7 +456,7 @@ void fill_switch_port(Keep& k, uint32_t sw, uint32_t port, const vtrn::board::Li
 }  // namespace
 
 void LinkService::list(uint64_t cid, uint64_t id, const Vtrn__Api__LinkListRequest& r) {
-  Keep k;
+  ProtoArena k;
   std::vector<Vtrn__Api__LinkPortStatus*> ports;
   bool matched = false;
   for (Chip* chip : chips_) {
@@ -533,13 +507,7 @@ void LinkService::list(uint64_t cid, uint64_t id, const Vtrn__Api__LinkListReque
   reply_(cid, &resp);
 }
 
-void LinkService::control(uint64_t cid, uint64_t id, const Vtrn__Api__LinkControlRequest& r) {
-  Chip* chip = find_chip(r.chip);
-  if (chip == nullptr) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                "no chip " + std::to_string(r.chip) + " on this board");
-    return;
-  }
+void LinkService::control(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__LinkControlRequest& r) {
   if (r.action == VTRN__API__LINK_ACTION__LINK_ACTION_NONE) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "link control: no action");
     return;
@@ -584,7 +552,7 @@ void LinkService::control(uint64_t cid, uint64_t id, const Vtrn__Api__LinkContro
 }
 
 void LinkService::topo(uint64_t cid, uint64_t id) {
-  Keep k;
+  ProtoArena k;
   // One read per chip, then every link end looks its port up.
   std::vector<std::unique_ptr<abi::LinksBlock>> blocks(chips_.size());
   std::vector<bool> ok(chips_.size(), false);
@@ -621,7 +589,7 @@ void LinkService::topo(uint64_t cid, uint64_t id) {
         state = state_name(s->state);
         if (s->speed != 0) speed = speed_name(s->speed);
         t->width = s->width;
-        // ---- power: an idle link in L0s or L1 (ASPM) is up too ----
+        // An idle link in L0s or L1 (ASPM) is up too.
         *up = *up && (s->state == uint8_t(LinkState::kL0) || s->state == uint8_t(LinkState::kL0s) ||
                       s->state == uint8_t(LinkState::kL1));
       } else {

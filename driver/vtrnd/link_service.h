@@ -92,11 +92,9 @@ class LinkService {
   void stop();
 
   void list(uint64_t cid, uint64_t id, const Vtrn__Api__LinkListRequest& r);
-  void control(uint64_t cid, uint64_t id, const Vtrn__Api__LinkControlRequest& r);
+  // `chip` resolved by the daemon from r.chip.
+  void control(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__LinkControlRequest& r);
   void topo(uint64_t cid, uint64_t id);
-
-  // Where the regions live (for logs and tests).
-  [[nodiscard]] const std::string& region_dir() const { return dir_; }
 
  private:
   struct SwitchPort;
@@ -108,7 +106,6 @@ class LinkService {
 
   void poll_switches();
   bool read_chip(Chip* chip, vtrn::links::LinksBlock* out, std::string* err) const;
-  Chip* find_chip(uint32_t id) const;
   void reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err);
 
   EventLoop* loop_;

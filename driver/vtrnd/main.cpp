@@ -29,11 +29,12 @@ constexpr const char* kUsage =
     "             [--gdb-port BASE] [--boot-timeout-ms MS] [--runtime-dir DIR]\n"
     "             [--allow-raw-dma] [--metrics-port PORT] [--foreground] [--verbose]\n"
     "             [--watchdog-ms MS] [--no-auto-reset] [--reset-limit N] [--reset-window-ms MS]\n"
-    "             [--hbm-quota-mib MIB] [--hbm-dma-unchecked]\n"  // ---- HBM ----
+    "             [--hbm-quota-mib MIB] [--hbm-dma-unchecked] [--vtrn-hw BIN]\n"
     "  --board FILE          board .dtb or .dts (default " VTRN_DEFAULT_BOARD_DTB ")\n"
     "  --chips N             resize the board to N chips (first N kept, last cloned)\n"
     "  --firmware ELF        firmware image (default $VTRN_FIRMWARE or " VTRN_DEFAULT_FIRMWARE ")\n"
     "  --qemu BIN            QEMU binary (default $VTRN_QEMU or qemu-system-aarch64 on PATH)\n"
+    "  --vtrn-hw BIN         the board's engines process (default $VTRN_HW or " VTRN_DEFAULT_HW ")\n"
     "  --gdb                 give chip N a gdbstub on 127.0.0.1:BASE+N\n"
     "  --gdb-port BASE       first gdb port (default 1234; 0: any free port per chip, shown\n"
     "                        by vtrn ls; implies --gdb)\n"
@@ -51,12 +52,10 @@ constexpr const char* kUsage =
     "                        (also VTRN_WATCHDOG_MS, VTRN_RESET_LIMIT, VTRN_RESET_WINDOW_MS)\n"
     "  --metrics-port PORT   Prometheus metrics on http://127.0.0.1:PORT/metrics (0 = any free\n"
     "                        port, logged; default $VTRN_METRICS_PORT, else off)\n"
-    // ---- HBM ----
     "  --hbm-quota-mib MIB   HBM one client may hold per chip (default none; also\n"
     "                        VTRN_HBM_QUOTA_MIB)\n"
     "  --hbm-dma-unchecked   let DMA reach HBM outside live allocations (retired pages and\n"
     "                        poisoned allocations stay refused; also VTRN_HBM_DMA_UNCHECKED=1)\n"
-    // ---- end HBM ----
     "  --foreground          stay attached (vtrnd never daemonizes itself)\n"
     "  --verbose             debug logging\n";
 
@@ -78,9 +77,9 @@ int usage_error(const std::string& what) {
 
 int main(int argc, char** argv) {
   enum { kBoard = 1000, kChips, kFirmware, kQemu, kGdb, kGdbPort, kBootTimeout, kRuntimeDir,
-         kForeground, kVerbose, kHelp, kAllowRawDma, kMetricsPort /* ---- power ---- */,
-         kWatchdogMs, kNoAutoReset, kResetLimit, kResetWindowMs };  // ---- reliability: last four ----
-  constexpr int kHbmQuotaMib = 1100, kHbmDmaUnchecked = 1101;  // ---- HBM: clear of the enum above ----
+         kForeground, kVerbose, kHelp, kAllowRawDma, kMetricsPort,
+         kWatchdogMs, kNoAutoReset, kResetLimit, kResetWindowMs };  // the last four: recovery
+  constexpr int kHbmQuotaMib = 1100, kHbmDmaUnchecked = 1101, kVtrnHw = 1200;  // clear of the enum above
   static const option kOptions[] = {
       {"board", required_argument, nullptr, kBoard},
       {"chips", required_argument, nullptr, kChips},
@@ -92,24 +91,22 @@ int main(int argc, char** argv) {
       {"runtime-dir", required_argument, nullptr, kRuntimeDir},
       {"foreground", no_argument, nullptr, kForeground},
       {"allow-raw-dma", no_argument, nullptr, kAllowRawDma},
-      {"metrics-port", required_argument, nullptr, kMetricsPort},  // ---- power ----
-      // ---- reliability ----
+      {"metrics-port", required_argument, nullptr, kMetricsPort},
       {"watchdog-ms", required_argument, nullptr, kWatchdogMs},
       {"no-auto-reset", no_argument, nullptr, kNoAutoReset},
       {"reset-limit", required_argument, nullptr, kResetLimit},
       {"reset-window-ms", required_argument, nullptr, kResetWindowMs},
-      // ---- end reliability ----
-      {"hbm-quota-mib", required_argument, nullptr, kHbmQuotaMib},  // ---- HBM ----
-      {"hbm-dma-unchecked", no_argument, nullptr, kHbmDmaUnchecked},  // ---- HBM ----
+      {"hbm-quota-mib", required_argument, nullptr, kHbmQuotaMib},
+      {"hbm-dma-unchecked", no_argument, nullptr, kHbmDmaUnchecked},
+      {"vtrn-hw", required_argument, nullptr, kVtrnHw},
       {"verbose", no_argument, nullptr, kVerbose},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0},
   };
   std::string board_file = VTRN_DEFAULT_BOARD_DTB;
-  std::string firmware, qemu_flag, runtime_dir;
+  std::string firmware, qemu_flag, runtime_dir, vtrn_hw;
   uint32_t chips = 0, gdb_port = 0, boot_timeout = 10000;
   bool gdb = false, gdb_port_given = false;
-  // ---- reliability ----
   uint32_t watchdog_ms = 0, reset_limit = 3, reset_window_ms = 60000;
   bool watchdog = true, auto_reset = true;
   // The same settings from the environment (`vtrn up` passes it through),
@@ -125,8 +122,6 @@ int main(int argc, char** argv) {
   }
   if (getenv("VTRN_WATCHDOG_MS") != nullptr && getenv("VTRN_WATCHDOG_MS")[0] != '\0')
     watchdog = watchdog_ms != 0;
-  // ---- end reliability ----
-  // ---- HBM ----
   uint32_t hbm_quota_mib = 0;
   const char* unchecked_env = getenv("VTRN_HBM_DMA_UNCHECKED");
   bool hbm_dma_unchecked = unchecked_env != nullptr && strcmp(unchecked_env, "1") == 0;
@@ -134,10 +129,9 @@ int main(int argc, char** argv) {
     if (!parse_u32(q, 0, 1u << 24, &hbm_quota_mib))
       return usage_error(std::string("VTRN_HBM_QUOTA_MIB=") + q + ": expected 0..16777216");
   }
-  // ---- end HBM ----
   const char* raw_env = getenv("VTRN_ALLOW_RAW_DMA");
   bool allow_raw_dma = raw_env != nullptr && strcmp(raw_env, "1") == 0;
-  // ---- power: Prometheus exporter port, flag or $VTRN_METRICS_PORT ----
+  // Prometheus exporter port, flag or $VTRN_METRICS_PORT.
   uint32_t metrics_port = 0;
   bool metrics_on = false;
   if (const char* mp = getenv("VTRN_METRICS_PORT"); mp != nullptr && mp[0] != '\0') {
@@ -145,7 +139,6 @@ int main(int argc, char** argv) {
       return usage_error(std::string("VTRN_METRICS_PORT=") + mp + ": expected 0..65535");
     metrics_on = true;
   }
-  // ---- end power ----
   opterr = 0;
   int opt;
   while ((opt = getopt_long(argc, argv, "", kOptions, nullptr)) != -1) {
@@ -172,14 +165,11 @@ int main(int argc, char** argv) {
       case kRuntimeDir: runtime_dir = optarg; break;
       case kForeground: break;
       case kAllowRawDma: allow_raw_dma = true; break;
-      // ---- power ----
       case kMetricsPort:
         if (!parse_u32(optarg, 0, 65535, &metrics_port))
           return usage_error(std::string("--metrics-port ") + optarg + ": expected 0..65535");
         metrics_on = true;
         break;
-      // ---- end power ----
-      // ---- reliability ----
       case kWatchdogMs:
         if (!parse_u32(optarg, 0, 3600000, &watchdog_ms) || (watchdog_ms > 0 && watchdog_ms < 100))
           return usage_error(std::string("--watchdog-ms ") + optarg + ": expected 0 or 100..3600000");
@@ -194,14 +184,12 @@ int main(int argc, char** argv) {
         if (!parse_u32(optarg, 1000, 86400000, &reset_window_ms))
           return usage_error(std::string("--reset-window-ms ") + optarg + ": expected 1000..86400000");
         break;
-      // ---- end reliability ----
-      // ---- HBM ----
       case kHbmQuotaMib:
         if (!parse_u32(optarg, 0, 1u << 24, &hbm_quota_mib))
           return usage_error(std::string("--hbm-quota-mib ") + optarg + ": expected 0..16777216 (0 = none)");
         break;
       case kHbmDmaUnchecked: hbm_dma_unchecked = true; break;
-      // ---- end HBM ----
+      case kVtrnHw: vtrn_hw = optarg; break;
       case kVerbose: drv::set_log_level(drv::LogLevel::kDebug); break;
       case kHelp: fputs(kUsage, stdout); return 0;
       default:
@@ -229,6 +217,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   opts.firmware = firmware;
+  if (vtrn_hw.empty()) {
+    const char* env = getenv("VTRN_HW");
+    vtrn_hw = env != nullptr && env[0] != '\0' ? env : VTRN_DEFAULT_HW;
+  }
+  opts.vtrn_hw = vtrn_hw;
   drv::BoardSpec board;
   if (!drv::load_board(board_file, chips, "dtc", &board, &err)) {
     DRV_LOGE("%s", err.c_str());
@@ -239,16 +232,14 @@ int main(int argc, char** argv) {
   opts.gdb = gdb;
   opts.gdb_base_port = gdb_port;
   opts.allow_raw_dma = allow_raw_dma;
-  opts.hbm_client_quota_bytes = uint64_t(hbm_quota_mib) << 20;  // ---- HBM ----
-  opts.hbm_dma_unchecked = hbm_dma_unchecked;  // ---- HBM ----
-  opts.metrics_port = metrics_on ? int32_t(metrics_port) : -1;  // ---- power ----
-  // ---- reliability ----
+  opts.hbm_client_quota_bytes = uint64_t(hbm_quota_mib) << 20;
+  opts.hbm_dma_unchecked = hbm_dma_unchecked;
+  opts.metrics_port = metrics_on ? int32_t(metrics_port) : -1;
   opts.watchdog_ms = watchdog_ms;
   opts.watchdog = watchdog;
   opts.auto_recover = auto_reset && !gdb;
   opts.reset_limit = reset_limit;
   opts.reset_window_ms = reset_window_ms;
-  // ---- end reliability ----
 
   drv::Daemon daemon(std::move(opts), std::move(board));
   if (!daemon.start(&err)) {

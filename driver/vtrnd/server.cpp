@@ -17,7 +17,7 @@
 
 #include "vtrn/drv/client.h"
 #include "vtrn/drv/log.h"
-#include "retired_store.h"  // ---- HBM ----
+#include "retired_store.h"
 
 namespace drv {
 namespace {
@@ -28,14 +28,57 @@ constexpr uint32_t kInfoTimeoutMs = 3000;
 constexpr uint32_t kMaxPingCount = 100000;
 constexpr uint32_t kMaxPingPayload = 1024;
 
-using Arena = ProtoArena;
+// The requests about one chip: the chip their body names is looked up once,
+// before any handler runs, and a chip the board does not have is answered
+// here. (Jobs, collectives and link lists name chips too, but decide in
+// their service: "every chip", or checks that come first.)
+constexpr Vtrn__Api__Request__BodyCase kChipRequests[] = {
+    VTRN__API__REQUEST__BODY_INFO,         VTRN__API__REQUEST__BODY_PING,
+    VTRN__API__REQUEST__BODY_LOGS,         VTRN__API__REQUEST__BODY_TELEMETRY,
+    VTRN__API__REQUEST__BODY_DMA_WRITE,    VTRN__API__REQUEST__BODY_DMA_READ,
+    VTRN__API__REQUEST__BODY_DMA_COPY,     VTRN__API__REQUEST__BODY_DMA_BENCH,
+    VTRN__API__REQUEST__BODY_DMA_STATS,    VTRN__API__REQUEST__BODY_DMA_RESET,
+    VTRN__API__REQUEST__BODY_DMA_INJECT,   VTRN__API__REQUEST__BODY_HBM_ALLOC,
+    VTRN__API__REQUEST__BODY_HBM_FREE,     VTRN__API__REQUEST__BODY_HBM_STATS,
+    VTRN__API__REQUEST__BODY_HBM_LIST,     VTRN__API__REQUEST__BODY_HBM_INJECT_ECC,
+    VTRN__API__REQUEST__BODY_POWER_SET,    VTRN__API__REQUEST__BODY_CHIP_RESET,
+    VTRN__API__REQUEST__BODY_FAULT_INJECT, VTRN__API__REQUEST__BODY_LINK_CONTROL,
+};
+
+// The `chip` field of a request's body, read through protobuf-c's
+// descriptors (every body that names a chip calls it that); -1 when the
+// body has none or names every chip (TelemetryRequest's -1).
+int64_t request_chip(const Vtrn__Api__Request& req) {
+  const ProtobufCFieldDescriptor* f =
+      protobuf_c_message_descriptor_get_field(&vtrn__api__request__descriptor, int(req.body_case));
+  if (f == nullptr || f->type != PROTOBUF_C_TYPE_MESSAGE) return -1;
+  const auto* body = *reinterpret_cast<const ProtobufCMessage* const*>(
+      reinterpret_cast<const uint8_t*>(&req) + f->offset);
+  if (body == nullptr) return -1;
+  const ProtobufCFieldDescriptor* c = protobuf_c_message_descriptor_get_field_by_name(body->descriptor, "chip");
+  if (c == nullptr || c->label == PROTOBUF_C_LABEL_REPEATED) return -1;
+  const uint8_t* at = reinterpret_cast<const uint8_t*>(body) + c->offset;
+  switch (c->type) {
+    case PROTOBUF_C_TYPE_UINT32: return *reinterpret_cast<const uint32_t*>(at);
+    case PROTOBUF_C_TYPE_INT32: return *reinterpret_cast<const int32_t*>(at);
+    default: return -1;
+  }
+}
+
+bool names_chip(Vtrn__Api__Request__BodyCase body) {
+  for (Vtrn__Api__Request__BodyCase b : kChipRequests) {
+    if (b == body) return true;
+  }
+  return false;
+}
+
 
 std::string version_string(uint32_t v) {
   return std::to_string(v >> 16) + "." + std::to_string((v >> 8) & 0xff) + "." +
          std::to_string(v & 0xff);
 }
 
-Vtrn__Api__ChipSummary* make_summary(Arena& a, const ChipStatus& s, const std::string& board) {
+Vtrn__Api__ChipSummary* make_summary(ProtoArena& a, const ChipStatus& s, const std::string& board) {
   Vtrn__Api__ChipSummary* m = a.make<Vtrn__Api__ChipSummary>(VTRN__API__CHIP_SUMMARY__INIT);
   m->id = s.id;
   m->state = s.state;
@@ -54,11 +97,9 @@ Vtrn__Api__ChipSummary* make_summary(Arena& a, const ChipStatus& s, const std::s
   m->last_log = a.strv(s.last_log);
   m->heartbeat = s.heartbeat;
   m->boot_generation = s.header_valid ? s.header.boot_generation : 0;
-  // ---- reliability ----
   m->resets = s.reset.count;
   m->last_reset_reason = a.str(s.reset.last_reason);
   m->recovering = s.reset.recovering;
-  // ---- end reliability ----
   return m;
 }
 
@@ -70,22 +111,18 @@ Daemon::Daemon(DaemonOptions opts, BoardSpec board)
 Daemon::~Daemon() {
   // The DMA service holds chip pointers; chips kill and reap any QEMU
   // still running in their destructors.
-  // ---- jobs ----
-  collectives_.reset();  // ---- collectives (links) ----
+  collectives_.reset();
   jobs_.reset();
   job_backend_.reset();
-  // ---- end jobs ----
   dma_.reset();
-  // ---- power ----
   metrics_.reset();
   power_.reset();
-  // ---- end power ----
-  hbm_.reset();  // ---- HBM ----
-  links_.reset();  // ---- links ----
+  hbm_.reset();
+  links_.reset();
   chips_.clear();
 }
 
-// ---- start-up -----------------------------------------------------------------
+// Start-up.
 
 bool Daemon::take_runtime_dir(std::string* err) {
   const std::string& dir = opts_.runtime_dir;
@@ -116,8 +153,7 @@ bool Daemon::take_runtime_dir(std::string* err) {
       int pid = n > 0 ? atoi(buf) : 0;
       bool alive = pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
       Client probe;
-      std::string ignored;
-      if (alive && probe.connect(sock, &ignored)) {
+      if (alive && probe.connect(sock).ok()) {
         *err = "vtrnd is already running (pid " + std::to_string(pid) + ", socket " + sock + ")";
         return false;
       }
@@ -201,7 +237,7 @@ bool Daemon::start(std::string* err) {
   DRV_LOGI("serving %s (board %s \"%s\", %u chips)", (opts_.runtime_dir + "/vtrnd.sock").c_str(),
            board_.file.c_str(), board_.board.model, board_.board.chip_count);
 
-  // ---- links: the link regions exist before any QEMU maps them ----
+  // The link regions exist before any QEMU maps them.
   links_ = std::make_unique<LinkService>(&loop_, board_, opts_.runtime_dir,
                                          [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); });
   if (!links_->prepare(err)) {
@@ -209,7 +245,6 @@ bool Daemon::start(std::string* err) {
     remove_runtime_files(/*keep_log=*/true);
     return false;
   }
-  // ---- end links ----
   for (const vtrn::board::Chip& bc : board_.chips) {
     ChipOptions co;
     co.runtime_dir = opts_.runtime_dir;
@@ -221,29 +256,18 @@ bool Daemon::start(std::string* err) {
     co.gdb = opts_.gdb;
     co.gdb_port = opts_.gdb && opts_.gdb_base_port ? opts_.gdb_base_port + bc.id : 0;
     co.boot_timeout_ms = opts_.boot_timeout_ms;
-    // ---- reliability ----
     co.watchdog_ms = opts_.watchdog_ms;
     co.watchdog = opts_.watchdog;
     co.auto_recover = opts_.auto_recover;
     co.reset_limit = opts_.reset_limit;
     co.reset_window_ms = opts_.reset_window_ms;
-    // ---- end reliability ----
-    co.extra_qemu_args = links_->qemu_args(bc.id);  // ---- links ----
+    co.extra_qemu_args = links_->qemu_args(bc.id);
     chips_.push_back(std::make_unique<Chip>(&loop_, std::move(co)));
   }
   DmaServiceOptions dopts;
   dopts.allow_raw = opts_.allow_raw_dma;
-  dma_ = std::make_unique<DmaService>(&loop_, dopts, [this](uint64_t cid, Vtrn__Api__Response* r) {
-    // ---- jobs: the job service's transfers come back to it ----
-    if (DaemonJobBackend::owns_cid(cid)) {
-      if (job_backend_) job_backend_->on_dma_reply(cid, r);
-      return;
-    }
-    // ---- end jobs ----
-    reply(cid, r);
-  });
+  dma_ = std::make_unique<DmaService>(&loop_, dopts, [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); });
   for (auto& c : chips_) dma_->add_chip(c.get());
-  // ---- HBM ----
   HbmServiceOptions hopts;
   hopts.client_quota_bytes = opts_.hbm_client_quota_bytes;
   hopts.store_root = retired_store_root();
@@ -253,16 +277,13 @@ bool Daemon::start(std::string* err) {
     reply(cid, r);
   });
   for (auto& c : chips_) hbm_->add_chip(c.get());
-  // ---- end HBM ----
-  // ---- jobs ----
   job_backend_ = std::make_unique<DaemonJobBackend>(&loop_, &chips_, dma_.get(), hbm_.get());
   jobs_ = std::make_unique<JobService>(&loop_, job_backend_.get(), JobServiceOptions{},
                                        [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); });
-  // ---- collectives (links): ring collectives as one job per chip ----
+  // Ring collectives as one job per chip.
   collectives_ = std::make_unique<CollectiveService>(
       &loop_, job_backend_.get(), board_.chips, board_.board.model,
       [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); });
-  // ---- end collectives ----
   for (auto& c : chips_) {
     // Chained after the other services' handlers: a chip that leaves READY
     // (reset, failure, stop) ends the jobs it held.
@@ -275,16 +296,14 @@ bool Daemon::start(std::string* err) {
       if (st.reset.recovering && !st.reset.last_reason.empty()) why += " (" + st.reset.last_reason + ")";
       else if (!st.error.empty()) why += " (" + st.error + ")";
       jobs_->on_chip_down(ch.id(), why);
-      if (collectives_) collectives_->on_chip_down(ch.id(), why);  // ---- collectives (links) ----
+      if (collectives_) collectives_->on_chip_down(ch.id(), why);
     };
     const uint32_t id = c->id();
     c->subscribe_events([this, id](const Vtrn__Ctrl__Event& ev) {
       if (jobs_) jobs_->on_event(id, ev);
-      if (collectives_) collectives_->on_event(id, ev);  // ---- collectives (links) ----
+      if (collectives_) collectives_->on_event(id, ev);
     });
   }
-  // ---- end jobs ----
-  // ---- power ----
   power_ = std::make_unique<PowerService>(&loop_, [this](uint64_t cid, Vtrn__Api__Response* r) {
     reply(cid, r);
   });
@@ -298,22 +317,35 @@ bool Daemon::start(std::string* err) {
     if (!metrics_->start(uint16_t(opts_.metrics_port), err)) return false;
     DRV_LOGI("metrics: serving http://127.0.0.1:%u/metrics", unsigned(metrics_->port()));
   }
-  // ---- end power ----
-  // ---- reliability ----
   reliability_ = std::make_unique<ReliabilityService>(
       [this](uint64_t cid, Vtrn__Api__Response* r) { reply(cid, r); });
-  // ---- end reliability ----
-  // ---- links ----
   for (auto& c : chips_) links_->add_chip(c.get());
   links_->start();
-  // ---- end links ----
+  // A chip that cannot prepare or launch is FAILED with the reason; the
+  // others still start, and clients see which one failed and why.
+  std::vector<Chip*> board_chips;
   for (auto& c : chips_) {
     std::string why;
-    // A chip that cannot launch is FAILED with the reason; the others still
-    // start, and clients see which one failed and why.
+    (void)c->prepare(&why);
+    board_chips.push_back(c.get());
+  }
+  if (!start_board_hw(board_chips, err)) return false;
+  for (auto& c : chips_) {
+    std::string why;
     (void)c->start(&why);
   }
   return true;
+}
+
+// vtrn-hw needs every chip's fds and must listen before any QEMU starts.
+bool Daemon::start_board_hw(const std::vector<Chip*>& chips, std::string* err) {
+  hw_ = std::make_unique<HwBoard>(&loop_);
+  hw_->on_lost = [this](const std::string& why) {
+    for (auto& c : chips_) c->hardware_lost(why);
+  };
+  if (hw_->start(opts_.vtrn_hw, board_.dtb, chips, opts_.boot_timeout_ms, err)) return true;
+  remove_runtime_files(/*keep_log=*/true);
+  return false;
 }
 
 int Daemon::run() {
@@ -325,13 +357,12 @@ int Daemon::run() {
   return exit_status_;
 }
 
-// ---- clients --------------------------------------------------------------------
+// Clients.
 
 void Daemon::on_accept() {
   for (;;) {
     UniqueFd fd(accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd) return;
-    // ---- reliability ----
     // The socket is 0600 in a 0700 directory; this is the second wall, for
     // a socket or directory whose mode was loosened: only our own uid talks
     // to the chips.
@@ -343,7 +374,6 @@ void Daemon::on_accept() {
                int(cred.uid), int(cred.pid), int(getuid()));
       continue;
     }
-    // ---- end reliability ----
     uint64_t cid = next_conn_++;
     int raw = fd.get();
     Conn& c = conns_[cid];
@@ -395,10 +425,10 @@ void Daemon::close_conn(uint64_t cid) {
   loop_.remove(it->second.fd.get());
   conns_.erase(it);
   if (dma_) dma_->client_gone(cid);
-  if (hbm_) hbm_->client_gone(cid);  // ---- HBM ----
-  if (jobs_) jobs_->client_gone(cid);  // ---- jobs ----
-  if (collectives_) collectives_->client_gone(cid);  // ---- collectives (links) ----
-  if (power_) power_->client_gone(cid);  // ---- power ----
+  if (hbm_) hbm_->client_gone(cid);
+  if (jobs_) jobs_->client_gone(cid);
+  if (collectives_) collectives_->client_gone(cid);
+  if (power_) power_->client_gone(cid);
 }
 
 void Daemon::reply(uint64_t cid, Vtrn__Api__Response* resp) {
@@ -464,83 +494,53 @@ Chip* Daemon::find_chip(uint32_t id) {
 void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
   Vtrn__Api__Request* req = vtrn__api__request__unpack(nullptr, payload.size(), payload.data());
   if (req == nullptr) {
-    // ---- reliability ----
     DRV_LOGW("client %llu: %zu-byte request does not decode, rejected", (unsigned long long)cid,
              payload.size());
-    // ---- end reliability ----
     reply_error(cid, 0, VTRN__API__STATUS__STATUS_BAD_REQUEST, "request does not decode");
     return;
   }
   const uint64_t id = req->id;
+  Chip* chip = nullptr;
+  const int64_t chip_id = names_chip(req->body_case) ? request_chip(*req) : -1;
+  if (chip_id >= 0) chip = find_chip(uint32_t(chip_id));
   if (shutting_down_ && req->body_case != VTRN__API__REQUEST__BODY_LIST &&
       req->body_case != VTRN__API__REQUEST__BODY_SHUTDOWN) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_SHUTTING_DOWN, "vtrnd is shutting down");
+  } else if (chip_id >= 0 && chip == nullptr) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
+                "no chip " + std::to_string(chip_id) + " on this board");
   } else {
     switch (req->body_case) {
       case VTRN__API__REQUEST__BODY_LIST: do_list(cid, id); break;
-      case VTRN__API__REQUEST__BODY_INFO: do_info(cid, id, *req->info); break;
-      case VTRN__API__REQUEST__BODY_PING: do_ping(cid, id, *req->ping); break;
-      case VTRN__API__REQUEST__BODY_LOGS: do_logs(cid, id, *req->logs); break;
-      case VTRN__API__REQUEST__BODY_TELEMETRY: do_telemetry(cid, id, *req->telemetry); break;
+      case VTRN__API__REQUEST__BODY_INFO: do_info(cid, id, chip); break;
+      case VTRN__API__REQUEST__BODY_PING: do_ping(cid, id, chip, *req->ping); break;
+      case VTRN__API__REQUEST__BODY_LOGS: do_logs(cid, id, chip, *req->logs); break;
+      case VTRN__API__REQUEST__BODY_TELEMETRY: do_telemetry(cid, id, chip); break;
       case VTRN__API__REQUEST__BODY_SHUTDOWN: do_shutdown(cid, id); break;
-      case VTRN__API__REQUEST__BODY_DMA_WRITE:
-      case VTRN__API__REQUEST__BODY_DMA_READ:
-      case VTRN__API__REQUEST__BODY_DMA_COPY:
-      case VTRN__API__REQUEST__BODY_DMA_BENCH:
-      case VTRN__API__REQUEST__BODY_DMA_STATS:
-      case VTRN__API__REQUEST__BODY_DMA_RESET:
-      case VTRN__API__REQUEST__BODY_DMA_INJECT: do_dma(cid, *req); break;
-      // ---- HBM ----
+      case VTRN__API__REQUEST__BODY_DMA_WRITE: dma_->write(cid, id, chip, *req->dma_write); break;
+      case VTRN__API__REQUEST__BODY_DMA_READ: dma_->read(cid, id, chip, *req->dma_read); break;
+      case VTRN__API__REQUEST__BODY_DMA_COPY: dma_->copy(cid, id, chip, *req->dma_copy); break;
+      case VTRN__API__REQUEST__BODY_DMA_BENCH: dma_->bench(cid, id, chip, *req->dma_bench); break;
+      case VTRN__API__REQUEST__BODY_DMA_STATS: dma_->stats(cid, id, chip); break;
+      case VTRN__API__REQUEST__BODY_DMA_RESET: dma_->reset(cid, id, chip, *req->dma_reset); break;
+      case VTRN__API__REQUEST__BODY_DMA_INJECT: dma_->inject(cid, id, chip, *req->dma_inject); break;
       case VTRN__API__REQUEST__BODY_HBM_ALLOC:
       case VTRN__API__REQUEST__BODY_HBM_FREE:
       case VTRN__API__REQUEST__BODY_HBM_STATS:
       case VTRN__API__REQUEST__BODY_HBM_LIST:
-      case VTRN__API__REQUEST__BODY_HBM_INJECT_ECC: do_hbm(cid, *req); break;
-      // ---- end HBM ----
-      // ---- jobs ----
-      case VTRN__API__REQUEST__BODY_JOB_SUBMIT:
-      case VTRN__API__REQUEST__BODY_JOB_WAIT:
-      case VTRN__API__REQUEST__BODY_JOB_LIST:
-      case VTRN__API__REQUEST__BODY_JOB_SHOW:
-      case VTRN__API__REQUEST__BODY_JOB_CANCEL: do_jobs(cid, *req); break;
-      // ---- collectives (links) ----
-      case VTRN__API__REQUEST__BODY_COLLECTIVE: collectives_->run(cid, req->id, *req->collective); break;
-      // ---- end jobs ----
-      // ---- power ----
-      case VTRN__API__REQUEST__BODY_POWER_SET: {
-        Chip* chip = find_chip(req->power_set->chip);
-        if (chip == nullptr) {
-          reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                      "no chip " + std::to_string(req->power_set->chip) + " on this board");
-        } else {
-          power_->set(cid, id, chip, *req->power_set);
-        }
-        break;
-      }
-      // ---- end power ----
-      // ---- reliability ----
-      case VTRN__API__REQUEST__BODY_CHIP_RESET:
-      case VTRN__API__REQUEST__BODY_FAULT_INJECT: {
-        const uint32_t chip_id = req->body_case == VTRN__API__REQUEST__BODY_CHIP_RESET
-                                     ? req->chip_reset->chip
-                                     : req->fault_inject->chip;
-        Chip* chip = find_chip(chip_id);
-        if (chip == nullptr) {
-          reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                      "no chip " + std::to_string(chip_id) + " on this board");
-        } else if (req->body_case == VTRN__API__REQUEST__BODY_CHIP_RESET) {
-          reliability_->chip_reset(cid, id, chip);
-        } else {
-          reliability_->fault_inject(cid, id, chip, *req->fault_inject);
-        }
-        break;
-      }
-      // ---- end reliability ----
-      // ---- links ----
+      case VTRN__API__REQUEST__BODY_HBM_INJECT_ECC: hbm_->handle(cid, *req, chip); break;
+      case VTRN__API__REQUEST__BODY_JOB_SUBMIT: jobs_->submit(cid, id, *req->job_submit); break;
+      case VTRN__API__REQUEST__BODY_JOB_WAIT: jobs_->wait(cid, id, *req->job_wait); break;
+      case VTRN__API__REQUEST__BODY_JOB_LIST: jobs_->list(cid, id, *req->job_list); break;
+      case VTRN__API__REQUEST__BODY_JOB_SHOW: jobs_->show(cid, id, *req->job_show); break;
+      case VTRN__API__REQUEST__BODY_JOB_CANCEL: jobs_->cancel(cid, id, *req->job_cancel); break;
+      case VTRN__API__REQUEST__BODY_COLLECTIVE: collectives_->run(cid, id, *req->collective); break;
+      case VTRN__API__REQUEST__BODY_POWER_SET: power_->set(cid, id, chip, *req->power_set); break;
+      case VTRN__API__REQUEST__BODY_CHIP_RESET: reliability_->chip_reset(cid, id, chip); break;
+      case VTRN__API__REQUEST__BODY_FAULT_INJECT: reliability_->fault_inject(cid, id, chip, *req->fault_inject); break;
       case VTRN__API__REQUEST__BODY_LINK_LIST: links_->list(cid, id, *req->link_list); break;
-      case VTRN__API__REQUEST__BODY_LINK_CONTROL: links_->control(cid, id, *req->link_control); break;
+      case VTRN__API__REQUEST__BODY_LINK_CONTROL: links_->control(cid, id, chip, *req->link_control); break;
       case VTRN__API__REQUEST__BODY_TOPO: links_->topo(cid, id); break;
-      // ---- end links ----
       default:
         reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "request has no body");
         break;
@@ -549,10 +549,10 @@ void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
   vtrn__api__request__free_unpacked(req, nullptr);
 }
 
-// ---- requests -------------------------------------------------------------------
+// Requests.
 
 void Daemon::do_list(uint64_t cid, uint64_t id) {
-  Arena a;
+  ProtoArena a;
   Vtrn__Api__ListResponse list = VTRN__API__LIST_RESPONSE__INIT;
   list.board = a.str(board_.board.model);
   list.board_file = a.str(board_.file);
@@ -567,18 +567,12 @@ void Daemon::do_list(uint64_t cid, uint64_t id) {
   reply(cid, &resp);
 }
 
-void Daemon::do_info(uint64_t cid, uint64_t id, const Vtrn__Api__InfoRequest& r) {
-  Chip* chip = find_chip(r.chip);
-  if (chip == nullptr) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                "no chip " + std::to_string(r.chip) + " on this board");
-    return;
-  }
+void Daemon::do_info(uint64_t cid, uint64_t id, Chip* chip) {
   // Answered from the board, the header and (when READY) a fresh firmware
   // Info; a chip that is not READY still gets its summary and error back.
   auto answer = [this, cid, id, chip](Vtrn__Api__Status st, const std::string& err,
                                       const Vtrn__Ctrl__InfoResponse* fw) {
-    Arena a;
+    ProtoArena a;
     const ChipStatus s = chip->status();
     const vtrn::board::Chip& bc = chip->options().board;
     Vtrn__Api__ChipInfo info = VTRN__API__CHIP_INFO__INIT;
@@ -594,11 +588,9 @@ void Daemon::do_info(uint64_t cid, uint64_t id, const Vtrn__Api__InfoRequest& r)
     info.telemetry_period_ms = bc.telemetry_period_ms;
     info.chip_name = a.str(bc.name);
     info.qemu_cmdline = a.str(s.qemu_cmdline);
-    // ---- reliability ----
     ResetHistoryMsg reset_history(s.reset);
     info.reset_history = reset_history.get();
     info.watchdog_timeout_ms = s.watchdog_ms;
-    // ---- end reliability ----
     if (s.header_valid) {
       info.build_id = a.str(s.header.build_id);
       info.abi_major = s.header.abi_major;
@@ -644,7 +636,7 @@ void Daemon::do_info(uint64_t cid, uint64_t id, const Vtrn__Api__InfoRequest& r)
   };
   if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
     const ChipStatus s = chip->status();
-    std::string err = "chip " + std::to_string(r.chip) + " is " + chip_state_name(s.state);
+    std::string err = "chip " + std::to_string(chip->id()) + " is " + chip_state_name(s.state);
     if (!s.error.empty()) err = s.error;
     answer(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, err, nullptr);
     return;
@@ -721,13 +713,7 @@ struct PingJob : std::enable_shared_from_this<PingJob> {
 };
 }  // namespace
 
-void Daemon::do_ping(uint64_t cid, uint64_t id, const Vtrn__Api__PingRequest& r) {
-  Chip* chip = find_chip(r.chip);
-  if (chip == nullptr) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                "no chip " + std::to_string(r.chip) + " on this board");
-    return;
-  }
+void Daemon::do_ping(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__PingRequest& r) {
   if (r.count < 1 || r.count > kMaxPingCount) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
                 "ping count " + std::to_string(r.count) + " outside 1.." +
@@ -744,14 +730,14 @@ void Daemon::do_ping(uint64_t cid, uint64_t id, const Vtrn__Api__PingRequest& r)
     const ChipStatus s = chip->status();
     reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
                 s.error.empty()
-                    ? "chip " + std::to_string(r.chip) + " is " + chip_state_name(s.state)
+                    ? "chip " + std::to_string(chip->id()) + " is " + chip_state_name(s.state)
                     : s.error);
     return;
   }
   auto job = std::make_shared<PingJob>();
   job->cid = cid;
   job->id = id;
-  job->chip_id = r.chip;
+  job->chip_id = chip->id();
   job->count = r.count;
   job->spin = r.wait == VTRN__API__WAIT_MODE__WAIT_SPIN_BLOCK;
   job->interval_us = r.interval_us;
@@ -778,13 +764,7 @@ void Daemon::do_ping(uint64_t cid, uint64_t id, const Vtrn__Api__PingRequest& r)
   job->step();
 }
 
-void Daemon::do_logs(uint64_t cid, uint64_t id, const Vtrn__Api__LogsRequest& r) {
-  Chip* chip = find_chip(r.chip);
-  if (chip == nullptr) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                "no chip " + std::to_string(r.chip) + " on this board");
-    return;
-  }
+void Daemon::do_logs(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__LogsRequest& r) {
   std::vector<std::string> lines(chip->log_history().begin(), chip->log_history().end());
   if (lines.empty()) {
     // Before READY (or after a failed boot) the log ring is not readable;
@@ -793,7 +773,7 @@ void Daemon::do_logs(uint64_t cid, uint64_t id, const Vtrn__Api__LogsRequest& r)
   }
   if (r.tail != 0 && lines.size() > r.tail) lines.erase(lines.begin(), lines.end() - r.tail);
   auto send = [this, cid, id](const std::vector<std::string>& l, uint64_t dropped) {
-    Arena a;
+    ProtoArena a;
     Vtrn__Api__LogsResponse lr = VTRN__API__LOGS_RESPONSE__INIT;
     lr.n_lines = l.size();
     lr.lines = a.strv(l);
@@ -825,28 +805,22 @@ void Daemon::do_logs(uint64_t cid, uint64_t id, const Vtrn__Api__LogsRequest& r)
   conns_[cid].log_subs.emplace_back(uint32_t(idx), sub);
 }
 
-void Daemon::do_telemetry(uint64_t cid, uint64_t id, const Vtrn__Api__TelemetryRequest& r) {
+void Daemon::do_telemetry(uint64_t cid, uint64_t id, Chip* chip) {
   std::vector<Chip*> want;
-  if (r.chip < 0) {
+  if (chip == nullptr) {
     for (auto& c : chips_) {
       if (c->state() == VTRN__API__CHIP_STATE__CHIP_STATE_READY) want.push_back(c.get());
     }
   } else {
-    Chip* chip = find_chip(uint32_t(r.chip));
-    if (chip == nullptr) {
-      reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                  "no chip " + std::to_string(r.chip) + " on this board");
-      return;
-    }
     if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
       reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, chip->not_ready_reason());
       return;
     }
     want.push_back(chip);
   }
-  Arena a;
+  ProtoArena a;
   std::vector<Vtrn__Api__Telemetry*> out;
-  std::vector<std::unique_ptr<PowerTelemetryMessage>> power_msgs;  // ---- power ----
+  std::vector<std::unique_ptr<PowerTelemetryMessage>> power_msgs;
   for (Chip* c : want) {
     TelemetrySample s;
     if (!c->telemetry(&s)) continue;
@@ -871,15 +845,12 @@ void Daemon::do_telemetry(uint64_t cid, uint64_t id, const Vtrn__Api__TelemetryR
     t->dma_completions = s.t.dma_completions;
     t->dma_bytes = s.t.dma_bytes;
     t->dma_busy_ns = s.t.dma_busy_ns;
-    // ---- HBM ----
     t->hbm_total_bytes = s.t.hbm_total_bytes;
     t->hbm_used_bytes = s.t.hbm_used_bytes;
     t->hbm_alloc_failures = s.t.hbm_alloc_failures;
     t->hbm_retired_pages = s.t.hbm_retired_pages;
     t->ecc_correctable = s.t.ecc_correctable;
     t->ecc_uncorrectable = s.t.ecc_uncorrectable;
-    // ---- end HBM ----
-    // ---- jobs ----
     t->jobs_queued = s.t.jobs_queued;
     t->jobs_running = s.t.jobs_running;
     t->jobs_completed = s.t.jobs_completed;
@@ -897,26 +868,21 @@ void Daemon::do_telemetry(uint64_t cid, uint64_t id, const Vtrn__Api__TelemetryR
     std::vector<double>& util = *a.make(job_backend_ ? job_backend_->core_utilization(c) : std::vector<double>());
     t->n_core_utilization = util.size();
     t->core_utilization = util.data();
-    // ---- end jobs ----
-    // ---- power ----
     std::string power_why;
     if (auto pm = PowerService::telemetry(*c, &power_why)) {
       t->power = pm->get();
       power_msgs.push_back(std::move(pm));
     }
-    // ---- end power ----
-    // ---- reliability ----
     const ResetInfo& ri = c->reset_info();
     t->resets = ri.count;
     t->last_reset_reason = a.str(ri.last_reason);
     t->last_reset_unix_ms = ri.last_unix_ms;
     t->boot_generation = c->status().header.boot_generation;
-    // ---- end reliability ----
     out.push_back(t);
   }
-  if (r.chip >= 0 && out.empty()) {
+  if (chip != nullptr && out.empty()) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_ERROR,
-                "chip " + std::to_string(r.chip) + ": telemetry block never held still");
+                "chip " + std::to_string(chip->id()) + ": telemetry block never held still");
     return;
   }
   Vtrn__Api__TelemetryResponse tr = VTRN__API__TELEMETRY_RESPONSE__INIT;
@@ -929,76 +895,12 @@ void Daemon::do_telemetry(uint64_t cid, uint64_t id, const Vtrn__Api__TelemetryR
   reply(cid, &resp);
 }
 
-void Daemon::do_dma(uint64_t cid, const Vtrn__Api__Request& req) {
-  uint32_t chip_id = 0;
-  switch (req.body_case) {
-    case VTRN__API__REQUEST__BODY_DMA_WRITE: chip_id = req.dma_write->chip; break;
-    case VTRN__API__REQUEST__BODY_DMA_READ: chip_id = req.dma_read->chip; break;
-    case VTRN__API__REQUEST__BODY_DMA_COPY: chip_id = req.dma_copy->chip; break;
-    case VTRN__API__REQUEST__BODY_DMA_BENCH: chip_id = req.dma_bench->chip; break;
-    case VTRN__API__REQUEST__BODY_DMA_STATS: chip_id = req.dma_stats->chip; break;
-    case VTRN__API__REQUEST__BODY_DMA_RESET: chip_id = req.dma_reset->chip; break;
-    case VTRN__API__REQUEST__BODY_DMA_INJECT: chip_id = req.dma_inject->chip; break;
-    default: return;
-  }
-  Chip* chip = find_chip(chip_id);
-  if (chip == nullptr) {
-    reply_error(cid, req.id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                "no chip " + std::to_string(chip_id) + " on this board");
-    return;
-  }
-  switch (req.body_case) {
-    case VTRN__API__REQUEST__BODY_DMA_WRITE: dma_->write(cid, req.id, chip, *req.dma_write); break;
-    case VTRN__API__REQUEST__BODY_DMA_READ: dma_->read(cid, req.id, chip, *req.dma_read); break;
-    case VTRN__API__REQUEST__BODY_DMA_COPY: dma_->copy(cid, req.id, chip, *req.dma_copy); break;
-    case VTRN__API__REQUEST__BODY_DMA_BENCH: dma_->bench(cid, req.id, chip, *req.dma_bench); break;
-    case VTRN__API__REQUEST__BODY_DMA_STATS: dma_->stats(cid, req.id, chip); break;
-    case VTRN__API__REQUEST__BODY_DMA_RESET: dma_->reset(cid, req.id, chip, *req.dma_reset); break;
-    case VTRN__API__REQUEST__BODY_DMA_INJECT: dma_->inject(cid, req.id, chip, *req.dma_inject); break;
-    default: break;
-  }
-}
-
-// ---- HBM ----
-void Daemon::do_hbm(uint64_t cid, const Vtrn__Api__Request& req) {
-  uint32_t chip_id = 0;
-  switch (req.body_case) {
-    case VTRN__API__REQUEST__BODY_HBM_ALLOC: chip_id = req.hbm_alloc->chip; break;
-    case VTRN__API__REQUEST__BODY_HBM_FREE: chip_id = req.hbm_free->chip; break;
-    case VTRN__API__REQUEST__BODY_HBM_STATS: chip_id = req.hbm_stats->chip; break;
-    case VTRN__API__REQUEST__BODY_HBM_LIST: chip_id = req.hbm_list->chip; break;
-    case VTRN__API__REQUEST__BODY_HBM_INJECT_ECC: chip_id = req.hbm_inject_ecc->chip; break;
-    default: return;
-  }
-  Chip* chip = find_chip(chip_id);
-  if (chip == nullptr) {
-    reply_error(cid, req.id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
-                "no chip " + std::to_string(chip_id) + " on this board");
-    return;
-  }
-  hbm_->handle(cid, req, chip);
-}
-// ---- end HBM ----
-
-// ---- jobs ----
-void Daemon::do_jobs(uint64_t cid, const Vtrn__Api__Request& req) {
-  switch (req.body_case) {
-    case VTRN__API__REQUEST__BODY_JOB_SUBMIT: jobs_->submit(cid, req.id, *req.job_submit); break;
-    case VTRN__API__REQUEST__BODY_JOB_WAIT: jobs_->wait(cid, req.id, *req.job_wait); break;
-    case VTRN__API__REQUEST__BODY_JOB_LIST: jobs_->list(cid, req.id, *req.job_list); break;
-    case VTRN__API__REQUEST__BODY_JOB_SHOW: jobs_->show(cid, req.id, *req.job_show); break;
-    case VTRN__API__REQUEST__BODY_JOB_CANCEL: jobs_->cancel(cid, req.id, *req.job_cancel); break;
-    default: break;
-  }
-}
-// ---- end jobs ----
-
 void Daemon::do_shutdown(uint64_t cid, uint64_t id) {
   shutdown_waiters_.emplace_back(cid, id);
   begin_shutdown();
 }
 
-// ---- signals and shutdown ---------------------------------------------------
+// Signals and shutdown.
 
 void Daemon::on_signal() {
   signalfd_siginfo si;
@@ -1025,6 +927,7 @@ void Daemon::reap_children() {
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid <= 0) return;
+    if (hw_ && hw_->on_child_exit(pid, status)) continue;
     for (auto& c : chips_) {
       if (c->pid() > 0 && c->pid() == pid) c->on_child_exit(status);
     }
@@ -1077,8 +980,9 @@ void Daemon::remove_runtime_files(bool keep_log) {
     loop_.remove(listen_.get());
     listen_.reset();
   }
+  if (hw_) hw_->stop();  // after the QEMUs: it unlinks the engine sockets
   for (auto& c : chips_) c->cleanup();
-  if (links_) links_->stop();  // ---- links: regions removed ----
+  if (links_) links_->stop();  // regions removed
   if (!own_runtime_dir_) return;
   const std::string& dir = opts_.runtime_dir;
   unlink((dir + "/vtrnd.sock").c_str());

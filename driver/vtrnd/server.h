@@ -14,15 +14,16 @@
 
 #include "vtrn/drv/board_file.h"
 #include "vtrn/drv/chip.h"
+#include "vtrn/drv/hw_process.h"
 #include "dma_service.h"
-#include "hbm_service.h"  // ---- HBM ----
-#include "metrics.h"        // ---- power ----
-#include "power_service.h"  // ---- power ----
-#include "reliability_service.h"  // ---- reliability ----
-#include "link_service.h"  // ---- links ----
-#include "job_backend.h"  // ---- jobs ----
-#include "job_service.h"  // ---- jobs ----
-#include "collective_service.h"  // ---- collectives (links) ----
+#include "hbm_service.h"
+#include "metrics.h"
+#include "power_service.h"
+#include "reliability_service.h"
+#include "link_service.h"
+#include "job_backend.h"
+#include "job_service.h"
+#include "collective_service.h"
 #include "vtrn/drv/event_loop.h"
 #include "vtrn/drv/fd.h"
 #include "vtrn/drv/wire.h"
@@ -33,20 +34,19 @@ struct DaemonOptions {
   std::string runtime_dir;
   std::string qemu;
   std::string firmware;
+  std::string vtrn_hw;         // the board's engines process (hw/)
   uint32_t boot_timeout_ms = 10000;
   bool gdb = false;            // a gdbstub per chip
   uint32_t gdb_base_port = 0;  // chip N on base + N; 0: any free port for each
   bool allow_raw_dma = false;  // DmaCopy.raw (hostile-input tests)
-  uint64_t hbm_client_quota_bytes = 0;  // ---- HBM: per client per chip, 0 = none ----
-  bool hbm_dma_unchecked = false;       // ---- HBM: DMA outside allocations allowed ----
-  int32_t metrics_port = -1;   // ---- power: Prometheus exporter on 127.0.0.1 (-1 = off, 0 = any port)
-  // ---- reliability ----
+  uint64_t hbm_client_quota_bytes = 0;  // per client per chip, 0 = none
+  bool hbm_dma_unchecked = false;  // DMA outside allocations allowed
+  int32_t metrics_port = -1;   // Prometheus exporter on 127.0.0.1 (-1 = off, 0 = any port)
   uint32_t watchdog_ms = 0;      // 0: 10 telemetry periods, at least 1 s
   bool watchdog = true;
   bool auto_recover = true;      // reset hung, panicked or dead chips (off with --gdb)
   uint32_t reset_limit = 3;      // automatic resets per chip inside reset_window_ms
   uint32_t reset_window_ms = 60000;
-  // ---- end reliability ----
 };
 
 class Daemon {
@@ -72,6 +72,7 @@ class Daemon {
 
   bool take_runtime_dir(std::string* err);
   bool listen_socket(std::string* err);
+  bool start_board_hw(const std::vector<Chip*>& chips, std::string* err);
   void on_accept();
   void on_conn_event(uint64_t cid, uint32_t events);
   void close_conn(uint64_t cid);
@@ -82,14 +83,13 @@ class Daemon {
   Chip* find_chip(uint32_t id);
 
   void do_list(uint64_t cid, uint64_t id);
-  void do_info(uint64_t cid, uint64_t id, const Vtrn__Api__InfoRequest& r);
-  void do_ping(uint64_t cid, uint64_t id, const Vtrn__Api__PingRequest& r);
-  void do_logs(uint64_t cid, uint64_t id, const Vtrn__Api__LogsRequest& r);
-  void do_telemetry(uint64_t cid, uint64_t id, const Vtrn__Api__TelemetryRequest& r);
+  // `chip`: resolved by handle_frame (never null, but for telemetry of
+  // every chip).
+  void do_info(uint64_t cid, uint64_t id, Chip* chip);
+  void do_ping(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__PingRequest& r);
+  void do_logs(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__LogsRequest& r);
+  void do_telemetry(uint64_t cid, uint64_t id, Chip* chip);
   void do_shutdown(uint64_t cid, uint64_t id);
-  void do_dma(uint64_t cid, const Vtrn__Api__Request& req);
-  void do_hbm(uint64_t cid, const Vtrn__Api__Request& req);  // ---- HBM ----
-  void do_jobs(uint64_t cid, const Vtrn__Api__Request& req);  // ---- jobs ----
 
   void on_signal();
   void reap_children();
@@ -103,19 +103,17 @@ class Daemon {
   UniqueFd listen_;
   UniqueFd signal_fd_;
   std::vector<std::unique_ptr<Chip>> chips_;
+  std::unique_ptr<HwBoard> hw_;  // the board's vtrn-hw: started before the chips' QEMUs, stopped after
   std::unique_ptr<DmaService> dma_;  // destroyed before the chips (see ~Daemon)
-  std::unique_ptr<HbmService> hbm_;  // ---- HBM: destroyed before the chips ----
-  // ---- power ----
+  std::unique_ptr<HbmService> hbm_;  // destroyed before the chips
   std::unique_ptr<PowerService> power_;
   std::unique_ptr<MetricsServer> metrics_;
-  // ---- end power ----
-  std::unique_ptr<ReliabilityService> reliability_;  // ---- reliability ----
-  std::unique_ptr<LinkService> links_;  // ---- links: destroyed before the chips ----
-  // ---- jobs: destroyed before the DMA and HBM services they use ----
+  std::unique_ptr<ReliabilityService> reliability_;
+  std::unique_ptr<LinkService> links_;  // destroyed before the chips
+  // Destroyed before the DMA and HBM services they use.
   std::unique_ptr<DaemonJobBackend> job_backend_;
   std::unique_ptr<JobService> jobs_;
-  std::unique_ptr<CollectiveService> collectives_;  // ---- collectives (links) ----
-  // ---- end jobs ----
+  std::unique_ptr<CollectiveService> collectives_;
   std::map<uint64_t, Conn> conns_;
   uint64_t next_conn_ = 1;
   bool own_runtime_dir_ = false;

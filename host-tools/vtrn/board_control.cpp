@@ -241,8 +241,7 @@ pid_t spawn_detached(const std::vector<std::string>& argv, int log_fd,
 
 void refuse_if_running() {
   drv::Client probe;
-  std::string err;
-  if (probe.connect(drv::socket_path(), &err))
+  if (probe.connect(drv::socket_path()).ok())
     throw CliError(Exit::kFailed, "vtrnd is already running (socket " + drv::socket_path() +
                                       "); run `vtrn down` first");
   if (auto pid = read_pid_file(); pid && process_alive(*pid) && is_vtrnd(*pid))
@@ -279,17 +278,15 @@ bool chip_failed(const Vtrn__Api__ChipSummary& chip) {
 void abandon_start(pid_t pid, bool created_dir, const std::string& dir, int timeout_ms) {
   {
     drv::Client client;
-    std::string err;
     bool asked = false;
-    if (client.connect(drv::socket_path(), &err)) {
+    if (client.connect(drv::socket_path()).ok()) {
       Vtrn__Api__Request req;
       Vtrn__Api__ShutdownRequest body;
       vtrn__api__request__init(&req);
       vtrn__api__shutdown_request__init(&body);
       req.body_case = VTRN__API__REQUEST__BODY_SHUTDOWN;
       req.shutdown = &body;
-      drv::ResponsePtr resp;
-      asked = client.call(&req, &resp, &err, 5000);
+      asked = client.call(&req, 5000).ok();
     }
     if (!asked && process_alive(pid)) kill(pid, SIGTERM);
   }

@@ -28,6 +28,7 @@
 #include "daemon.h"
 #include "render.h"
 #include "vtrn/crc32.h"
+#include "vtrn/proto_names.h"
 
 namespace tools {
 namespace {
@@ -88,12 +89,10 @@ size_t board_chip_count(DaemonConnection& conn) {
   return r->list->n_chips;
 }
 
-// "DONE", "FAILED", ...: the proto name without its JOB_STATE_ prefix.
+// "DONE", "FAILED", ... (vtrn/proto_names.h); "state N" for a value the enum lacks.
 std::string collective_state_text(Vtrn__Api__JobState s) {
-  const ProtobufCEnumValue* v = protobuf_c_enum_descriptor_get_value(&vtrn__api__job_state__descriptor, s);
-  if (v == nullptr) return "state " + std::to_string(int(s));
-  const std::string name = v->name;
-  return name.rfind("JOB_STATE_", 0) == 0 ? name.substr(10) : name;
+  const char* name = vtrn::proto::enum_suffix(vtrn__api__job_state__descriptor, s, "JOB_STATE_", nullptr);
+  return name != nullptr ? name : "state " + std::to_string(int(s));
 }
 
 std::string gbps_text(double bytes_per_s) {

@@ -27,7 +27,6 @@
 namespace tools {
 namespace {
 
-
 using Clock = std::chrono::steady_clock;
 
 uint64_t since_ns(Clock::time_point t0) {
@@ -62,7 +61,7 @@ drv::ResponsePtr dma_stats(DaemonConnection& conn, uint32_t chip) {
   return conn.call(&req, VTRN__API__RESPONSE__BODY_DMA_STATS);
 }
 
-// ---- copy ----------------------------------------------------------------------
+// Copy.
 
 struct CopyOptions {
   uint32_t chip = 0;
@@ -111,14 +110,12 @@ void run_copy(const CopyOptions& o) {
     throw CliError(Exit::kFailed, std::to_string(n) + " bytes" + (chained ? " (twice, for the chain)" : "") +
                                       " at " + hex(addr) + " do not fit in HBM [" + hex(base) + ", " +
                                       hex(base + size) + ")");
-  // ---- HBM ----
   // Without --hbm-addr the data goes to memory this command allocates (the
   // chip lets DMA touch only live allocations); it is freed as the command
   // exits. An explicit --hbm-addr must lie inside an allocation someone holds.
   if (o.hbm_addr.empty()) {
     addr = alloc_dma_buffer(conn, o.chip, footprint);
   }
-  // ---- end HBM ----
   const uint64_t dst = chained ? addr + footprint / 2 : addr;
   if (chained && n > uint64_t(o.chain) * st->dma_stats->max_desc_bytes)
     throw CliError(Exit::kFailed, "a chain of " + std::to_string(o.chain) + " descriptors moves at most " +
@@ -186,7 +183,7 @@ void run_copy(const CopyOptions& o) {
                                       std::to_string(mismatch));
 }
 
-// ---- bench ------------------------------------------------------------------------
+// Bench.
 
 struct BenchOptions {
   uint32_t chip = 0;
@@ -317,7 +314,7 @@ void run_bench(const BenchOptions& o) {
   std::cout << line << "\n";
 }
 
-// ---- stats / reset ----------------------------------------------------------------
+// Stats / reset.
 
 struct DmaChipOptions {
   uint32_t chip = 0;

@@ -8,7 +8,7 @@
 #include "commands.h"
 #include "daemon.h"
 #include "json_conv.h"
-#include "reliability_json.h"  // ---- reliability ----
+#include "reliability_json.h"
 #include "render.h"
 
 namespace tools {
@@ -68,13 +68,11 @@ std::string render_info(const nlohmann::json& info) {
     row("panic ESR/ELR/FAR", hex(panic.at("esr").get<uint64_t>()) + " / " + hex(panic.at("elr").get<uint64_t>()) +
                                  " / " + hex(panic.at("far").get<uint64_t>()));
   }
-  // ---- reliability ----
   const uint32_t wd = info.at("watchdog_timeout_ms").get<uint32_t>();
   row("watchdog", wd != 0 ? std::to_string(wd) + " ms without a heartbeat" : std::string("-"));
   const nlohmann::json& rh = info.at("reset_history");
   row("resets", reset_history_text(rh));
   if (!rh.at("last_panic").get<std::string>().empty()) row("last panic", rh.at("last_panic").get<std::string>());
-  // ---- end reliability ----
   std::string out = t.render();
   for (const auto& line : s.at("last_log")) out += "  | " + line.get<std::string>() + "\n";
   return out;

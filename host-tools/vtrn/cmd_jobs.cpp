@@ -39,25 +39,13 @@ constexpr uint64_t kMaxInputBytes = (4u << 20) - (128u << 10);
 constexpr int kWaitSlackMs = 15000;  // beyond the job's own timeout
 constexpr uint32_t kDefaultTimeoutMs = 60000;
 
-std::string job_state_str(Vtrn__Api__JobState s) {
-  switch (s) {
-    case VTRN__API__JOB_STATE__JOB_STATE_QUEUED: return "QUEUED";
-    case VTRN__API__JOB_STATE__JOB_STATE_RUNNING: return "RUNNING";
-    case VTRN__API__JOB_STATE__JOB_STATE_DONE: return "DONE";
-    case VTRN__API__JOB_STATE__JOB_STATE_FAILED: return "FAILED";
-    case VTRN__API__JOB_STATE__JOB_STATE_CANCELLED: return "CANCELLED";
-    case VTRN__API__JOB_STATE__JOB_STATE_TIMED_OUT: return "TIMED_OUT";
-    default: return "UNKNOWN";
-  }
-}
-
 json job_json(const Vtrn__Api__JobInfo& j) {
   json kernels = json::array();
   for (size_t i = 0; i < j.n_kernels; ++i) kernels.push_back(j.kernels[i]);
   return {{"id", j.id},
           {"chip", j.chip},
           {"name", j.name ? j.name : ""},
-          {"state", job_state_str(j.state)},
+          {"state", vtrn::proto::job_state_name(j.state)},
           {"reason", j.reason ? j.reason : ""},
           {"failed_step", j.failed_step},
           {"priority", j.priority},
@@ -135,12 +123,12 @@ void print_job_detail(const json& j) {
 // every other end is a failure.
 void throw_for_end(const Vtrn__Api__JobInfo& j) {
   if (j.state == VTRN__API__JOB_STATE__JOB_STATE_DONE) return;
-  const std::string what = "job " + std::to_string(j.id) + " " + job_state_str(j.state) +
+  const std::string what = "job " + std::to_string(j.id) + " " + vtrn::proto::job_state_name(j.state) +
                            (j.reason && j.reason[0] ? std::string(": ") + j.reason : "");
   throw CliError(j.state == VTRN__API__JOB_STATE__JOB_STATE_TIMED_OUT ? Exit::kTimeout : Exit::kFailed, what);
 }
 
-// ---- submit -------------------------------------------------------------------
+// Submit.
 
 // A request under construction and the storage it points into.
 struct SubmitMsg {
@@ -295,7 +283,7 @@ void run_submit(const SubmitOptions& o) {
   if (o.wait) throw_for_end(*s.resp->job_submit->job);
 }
 
-// ---- run ----------------------------------------------------------------------
+// Run.
 
 struct RunOptions {
   std::string kernel;
@@ -329,11 +317,11 @@ std::vector<uint8_t> bytes_of(const std::vector<T>& v) {
 
 void run_kernel(const RunOptions& o) {
   Vtrn__Api__JobKernel kernel;
-  if (!parse_kernel_name(o.kernel, &kernel)) throw CliError(Exit::kUsage, "unknown kernel " + o.kernel);
+  if (!parse_kernel(o.kernel, &kernel)) throw CliError(Exit::kUsage, "unknown kernel " + o.kernel);
   const bool gemm = kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM;
   Vtrn__Api__JobDType dt = VTRN__API__JOB_DTYPE__JOB_DTYPE_F32;
   vtrn::num::DType ndt = vtrn::num::DType::kF32;
-  if (!parse_dtype_name(o.dtype, &dt) || !vtrn::num::parse_dtype(dtype_name(dt), &ndt))
+  if (!parse_dtype(o.dtype, &dt) || !vtrn::num::parse_dtype(dtype_name(dt), &ndt))
     throw CliError(Exit::kUsage, "--dtype " + o.dtype + ": expected fp32, bf16, fp8-e4m3, fp8-e5m2 or mxfp4");
   if (!gemm && dt != VTRN__API__JOB_DTYPE__JOB_DTYPE_F32)
     throw CliError(Exit::kUsage, "--dtype: " + o.kernel + " takes fp32 only");
@@ -508,7 +496,7 @@ void run_kernel(const RunOptions& o) {
                                       std::to_string(check["bad"].get<uint64_t>()) + " elements)");
 }
 
-// ---- list, show, wait, cancel ---------------------------------------------------
+// List, show, wait, cancel.
 
 struct ListOptions {
   std::string chip;

@@ -133,7 +133,7 @@ void run_link_ls(const LinkLsOptions& o) {
              "-", "-"});
       continue;
     }
-    // ---- power: an idle link resting in L0s or L1 is up, nothing to explain ----
+    // An idle link resting in L0s or L1 is up, nothing to explain.
     const std::string st = p.state;
     const std::string reason = !p.wired                                  ? "not wired"
                                : st == "L0" || st == "L0s" || st == "L1" ? "-"
@@ -144,7 +144,7 @@ void run_link_ls(const LinkLsOptions& o) {
            c ? format_bytes(c->tx_bytes) : "-", c ? format_bytes(c->rx_bytes) : "-",
            c ? std::to_string(c->crc_errors) : "-", c ? std::to_string(c->replays) : "-",
            c ? std::to_string(c->retrains) : "-", c ? std::to_string(c->downgrades) : "-",
-           // ---- power: ASPM entries (L0s / L1) ----
+           // ASPM entries (L0s / L1).
            c ? std::to_string(c->l0s_entries) + "/" + std::to_string(c->l1_entries) : "-",
            ber_text(p.ber)});
   }

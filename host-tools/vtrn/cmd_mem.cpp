@@ -54,7 +54,7 @@ struct MemChipOptions {
   bool json = false;
 };
 
-// ---- stats -------------------------------------------------------------------------
+// Stats.
 
 void run_mem_stats(const MemChipOptions& o) {
   DaemonConnection conn = DaemonConnection::open();
@@ -160,7 +160,7 @@ void run_mem_stats(const MemChipOptions& o) {
   if (s.store_path && s.store_path[0]) std::cout << "retired-page store: " << s.store_path << "\n";
 }
 
-// ---- ls --------------------------------------------------------------------------------
+// Ls.
 
 void run_mem_ls(const MemChipOptions& o) {
   DaemonConnection conn = DaemonConnection::open();
@@ -199,7 +199,7 @@ void run_mem_ls(const MemChipOptions& o) {
   std::cout << t.render();
 }
 
-// ---- alloc / free ----------------------------------------------------------------------
+// Alloc / free.
 
 struct AllocOptions {
   uint32_t chip = 0;
@@ -285,7 +285,7 @@ void run_free(const FreeOptions& o) {
   }
 }
 
-// ---- read / write through DMA ---------------------------------------------------------------
+// Read / write through DMA.
 
 struct ReadOptions {
   uint32_t chip = 0;
@@ -374,7 +374,7 @@ void run_write(const WriteOptions& o) {
   }
 }
 
-// ---- inject ecc ------------------------------------------------------------------------------
+// Inject ecc.
 
 struct EccOptions {
   uint32_t chip = 0;

@@ -159,7 +159,7 @@ std::string short_reasons(const nlohmann::json& power) {
 
 namespace {
 
-// ---- vtrn power -------------------------------------------------------------
+// Vtrn power.
 
 struct PowerOptions {
   uint32_t chip = 0;
@@ -224,7 +224,7 @@ void run_power(const PowerOptions& o) {
   std::cout << t.render();
 }
 
-// ---- vtrn top ---------------------------------------------------------------
+// Vtrn top.
 
 struct TopOptions {
   double interval_s = 1.0;

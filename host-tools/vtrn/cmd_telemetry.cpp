@@ -62,7 +62,6 @@ std::string render_telemetry(const nlohmann::json& chips) {
   row("DMA completions", count("dma_completions"));
   row("DMA bytes", [](const nlohmann::json& c) { return format_bytes(c.at("dma_bytes").get<uint64_t>()); });
   row("DMA busy", [](const nlohmann::json& c) { return format_ns(c.at("dma_busy_ns").get<uint64_t>()); });
-  // ---- jobs ----
   if (!chips.empty() && chips[0].contains("jobs_completed")) {
     row("jobs queued / running", [](const nlohmann::json& c) {
       return std::to_string(c.at("jobs_queued").get<uint32_t>()) + " / " +
@@ -88,8 +87,6 @@ std::string render_telemetry(const nlohmann::json& chips) {
       return s.empty() ? std::string("-") : s;
     });
   }
-  // ---- end jobs ----
-  // ---- HBM ----
   if (!chips.empty() && chips[0].contains("hbm_total_bytes")) {
     row("HBM used / total", [](const nlohmann::json& c) {
       return format_bytes(c.at("hbm_used_bytes").get<uint64_t>()) + " / " +
@@ -102,8 +99,7 @@ std::string render_telemetry(const nlohmann::json& chips) {
              std::to_string(c.at("ecc_uncorrectable").get<uint64_t>());
     });
   }
-  // ---- end HBM ----
-  // ---- power: rows from the power/thermal block; "-" for a chip without one ----
+  // Rows from the power/thermal block; "-" for a chip without one.
   auto power_row = [&row](const std::string& label, auto format) {
     row(label, [format](const nlohmann::json& c) {
       return c.contains("power") ? format(c.at("power")) : std::string("-");
@@ -171,7 +167,6 @@ std::string render_telemetry(const nlohmann::json& chips) {
     return format_ns(p.at("refresh_ns").get<uint64_t>()) + " (max " +
            format_ns(p.at("refresh_max_ns").get<uint64_t>()) + ")";
   });
-  // ---- end power ----
   return t.render();
 }
 

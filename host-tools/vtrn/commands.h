@@ -45,7 +45,7 @@ void add_reset_command(CLI::App& app, Action* action);        // vtrn reset CHIP
 void add_jobs_commands(CLI::App& app, Action* action);        // submit, run, jobs, job
 void add_link_commands(CLI::App& app, Action* action);        // link, topo
 void add_power_commands(CLI::App& app, Action* action);       // power, top
-// ---- collectives (links): `vtrn run allreduce|allgather`, after add_jobs_commands ----
+// `vtrn run allreduce|allgather`, after add_jobs_commands.
 void add_collective_commands(CLI::App& app, Action* action);
 
 }  // namespace tools

@@ -26,11 +26,13 @@ Exit exit_for_status(Vtrn__Api__Status status) {
   }
 }
 
-// The transport error texts of drv::Client (client.cpp) decide the code.
-[[noreturn]] void throw_transport(const std::string& err) {
-  if (err.rfind("timed out", 0) == 0) throw CliError(Exit::kTimeout, err);
-  if (err.rfind("vtrnd is not running", 0) == 0) throw CliError(Exit::kNotRunning, err);
-  throw CliError(Exit::kFailed, err);
+// The exit status of a transport failure follows its code.
+[[noreturn]] void throw_transport(const drv::Error& err) {
+  switch (err.code()) {
+    case drv::Code::kTimeout: throw CliError(Exit::kTimeout, err.detail());
+    case drv::Code::kNotRunning: throw CliError(Exit::kNotRunning, err.detail());
+    default: throw CliError(Exit::kFailed, err.detail());
+  }
 }
 
 // The chip a request names, or -1.
@@ -66,10 +68,9 @@ std::string describe_chip_range(size_t chip_count) {
 
 DaemonConnection DaemonConnection::open() {
   drv::Client client;
-  std::string err;
-  if (!client.connect(drv::socket_path(), &err)) {
-    const bool absent = err.rfind("vtrnd is not running", 0) == 0;
-    throw CliError(absent ? Exit::kNotRunning : Exit::kFailed, absent ? "vtrnd is not running" : err);
+  if (const drv::Error err = client.connect(drv::socket_path()); !err.ok()) {
+    if (err.code() == drv::Code::kNotRunning) throw CliError(Exit::kNotRunning, "vtrnd is not running");
+    throw_transport(err);
   }
   return DaemonConnection(std::move(client));
 }
@@ -89,22 +90,22 @@ void DaemonConnection::throw_for_status(int64_t chip, const Vtrn__Api__Response&
     vtrn__api__list_request__init(&list);
     list_req.body_case = VTRN__API__REQUEST__BODY_LIST;
     list_req.list = &list;
-    drv::ResponsePtr list_resp;
-    std::string err;
-    if (chip >= 0 && client_.call(&list_req, &list_resp, &err, kCallTimeoutMs) &&
-        list_resp->status == VTRN__API__STATUS__STATUS_OK &&
-        list_resp->body_case == VTRN__API__RESPONSE__BODY_LIST) {
-      message = "unknown chip " + std::to_string(chip) + " (board has " +
-                describe_chip_range(list_resp->list->n_chips) + ")";
+    if (chip >= 0) {
+      drv::Result<drv::ResponsePtr> list_resp = client_.call(&list_req, kCallTimeoutMs);
+      if (list_resp.ok() && list_resp.value()->status == VTRN__API__STATUS__STATUS_OK &&
+          list_resp.value()->body_case == VTRN__API__RESPONSE__BODY_LIST) {
+        message = "unknown chip " + std::to_string(chip) + " (board has " +
+                  describe_chip_range(list_resp.value()->list->n_chips) + ")";
+      }
     }
   }
   throw CliError(code, message);
 }
 
 drv::ResponsePtr DaemonConnection::call(Vtrn__Api__Request* req, int timeout_ms) {
-  drv::ResponsePtr resp;
-  std::string err;
-  if (!client_.call(req, &resp, &err, timeout_ms)) throw_transport(err);
+  drv::Result<drv::ResponsePtr> r = client_.call(req, timeout_ms);
+  if (!r.ok()) throw_transport(r.error());
+  drv::ResponsePtr resp = std::move(r.value());
   if (resp->status != VTRN__API__STATUS__STATUS_OK) throw_for_status(requested_chip(*req), *resp);
   return resp;
 }
@@ -117,18 +118,17 @@ drv::ResponsePtr DaemonConnection::call(Vtrn__Api__Request* req, Vtrn__Api__Resp
 }
 
 void DaemonConnection::send(Vtrn__Api__Request* req) {
-  std::string err;
   stream_chip_ = requested_chip(*req);
-  if (!client_.send(req, &err)) throw_transport(err);
+  if (const drv::Error err = client_.send(req); !err.ok()) throw_transport(err);
 }
 
 drv::ResponsePtr DaemonConnection::next() {
-  drv::ResponsePtr resp;
-  std::string err;
-  if (!client_.recv(&resp, &err, -1)) {
-    if (err == "vtrnd closed the connection") return nullptr;
-    throw_transport(err);
+  drv::Result<drv::ResponsePtr> r = client_.recv(-1);
+  if (!r.ok()) {
+    if (r.error().code() == drv::Code::kClosed) return nullptr;
+    throw_transport(r.error());
   }
+  drv::ResponsePtr resp = std::move(r.value());
   if (resp->status != VTRN__API__STATUS__STATUS_OK) throw_for_status(stream_chip_, *resp);
   return resp;
 }

@@ -21,25 +21,6 @@ constexpr uint32_t kMaxNameChars = 64;
 constexpr uint64_t kMaxBufferBytes = 1ull << 40;
 constexpr size_t kMaxValues = 1u << 20;
 
-struct Kn {
-  const char* name;
-  Vtrn__Api__JobKernel k;
-};
-constexpr Kn kKernels[] = {
-    {"gemm", VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM},       {"add", VTRN__API__JOB_KERNEL__JOB_KERNEL_ADD},
-    {"mul", VTRN__API__JOB_KERNEL__JOB_KERNEL_MUL},         {"gelu", VTRN__API__JOB_KERNEL__JOB_KERNEL_GELU},
-    {"softmax", VTRN__API__JOB_KERNEL__JOB_KERNEL_SOFTMAX}, {"sum", VTRN__API__JOB_KERNEL__JOB_KERNEL_SUM},
-};
-struct Dn {
-  const char* name;
-  Vtrn__Api__JobDType d;
-};
-constexpr Dn kDTypes[] = {
-    {"fp32", VTRN__API__JOB_DTYPE__JOB_DTYPE_F32},          {"bf16", VTRN__API__JOB_DTYPE__JOB_DTYPE_BF16},
-    {"fp8-e4m3", VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E4M3}, {"fp8-e5m2", VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E5M2},
-    {"mxfp4", VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4},
-};
-
 // Escapes a key for a JSON pointer (RFC 6901). A key is the user's text:
 // control and non-ASCII bytes become '?' and it is cut at 40 characters, so
 // an error message stays one readable line.
@@ -153,13 +134,13 @@ class Parser {
     if (!only_keys(s, p, {"kernel", "dtype", "m", "n", "k", "a", "a_scales", "b", "b_scales", "out"})) return false;
     std::string kname;
     if (!str(s, "kernel", p, &kname, true)) return false;
-    if (!parse_kernel_name(kname, &out->kernel))
+    if (!parse_kernel(kname, &out->kernel))
       return fail(p + "/kernel", "unknown kernel " + quote(kname) + " (gemm, add, mul, gelu, softmax, sum)");
     const bool gemm = out->kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM;
     if (s.contains("dtype")) {
       std::string d;
       if (!str(s, "dtype", p, &d, true)) return false;
-      if (!parse_dtype_name(d, &out->dtype))
+      if (!parse_dtype(d, &out->dtype))
         return fail(p + "/dtype", "unknown dtype " + quote(d) + " (fp32, bf16, fp8-e4m3, fp8-e5m2, mxfp4)");
       if (!gemm && out->dtype != VTRN__API__JOB_DTYPE__JOB_DTYPE_F32)
         return fail(p + "/dtype", kname + " takes fp32 only");
@@ -242,44 +223,6 @@ class Parser {
 };
 
 }  // namespace
-
-bool parse_kernel_name(const std::string& s, Vtrn__Api__JobKernel* out) {
-  for (const Kn& k : kKernels) {
-    if (s == k.name) {
-      *out = k.k;
-      return true;
-    }
-  }
-  return false;
-}
-
-bool parse_dtype_name(const std::string& s, Vtrn__Api__JobDType* out) {
-  for (const Dn& d : kDTypes) {
-    if (s == d.name) {
-      *out = d.d;
-      return true;
-    }
-  }
-  if (s == "f32") {
-    *out = VTRN__API__JOB_DTYPE__JOB_DTYPE_F32;
-    return true;
-  }
-  return false;
-}
-
-const char* kernel_name(Vtrn__Api__JobKernel k) {
-  for (const Kn& x : kKernels) {
-    if (x.k == k) return x.name;
-  }
-  return "unknown";
-}
-
-const char* dtype_name(Vtrn__Api__JobDType d) {
-  for (const Dn& x : kDTypes) {
-    if (x.d == d) return x.name;
-  }
-  return "unknown";
-}
 
 bool step_bytes(const JobStepSpec& s, StepBytes* out, std::string* why) {
   *out = {};

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "vtrn/proto_names.h"
 #include "vtrn_api.pb-c.h"
 
 namespace tools {
@@ -74,10 +75,10 @@ bool step_bytes(const JobStepSpec& s, StepBytes* out, std::string* why);
 // Every buffer's size must be known. false + *err naming the step operand.
 bool check_job_shapes(const JobSpec& spec, std::string* err);
 
-// "gemm" -> VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM, ...; false if unknown.
-bool parse_kernel_name(const std::string& s, Vtrn__Api__JobKernel* out);
-bool parse_dtype_name(const std::string& s, Vtrn__Api__JobDType* out);
-const char* kernel_name(Vtrn__Api__JobKernel k);
-const char* dtype_name(Vtrn__Api__JobDType d);
+// Kernel and dtype names, one table each (vtrn/proto_names.h).
+using vtrn::proto::dtype_name;
+using vtrn::proto::kernel_name;
+using vtrn::proto::parse_dtype;
+using vtrn::proto::parse_kernel;
 
 }  // namespace tools

@@ -1,7 +1,7 @@
 // vtrn.api messages as JSON (see json_conv.h).
 #include "json_conv.h"
 
-#include "reliability_json.h"  // ---- reliability ----
+#include "reliability_json.h"
 #include "render.h"
 
 namespace tools {
@@ -30,11 +30,9 @@ nlohmann::json to_json(const Vtrn__Api__ChipSummary& chip) {
           {"last_log", strings(chip.last_log, chip.n_last_log)},
           {"heartbeat", chip.heartbeat},
           {"boot_generation", chip.boot_generation}};
-  // ---- reliability ----
   doc.update({{"resets", chip.resets},
               {"last_reset_reason", chip.last_reset_reason},
               {"recovering", bool(chip.recovering)}});
-  // ---- end reliability ----
   return doc;
 }
 
@@ -72,10 +70,8 @@ nlohmann::json to_json(const Vtrn__Api__ChipInfo& info) {
       {"capabilities", info.capabilities},
       {"qemu_cmdline", info.qemu_cmdline},
       {"panic", info.panic != nullptr ? to_json(*info.panic) : nlohmann::json()}};
-  // ---- reliability ----
   out["reset_history"] = reset_history_json(info.reset_history);
   out["watchdog_timeout_ms"] = info.watchdog_timeout_ms;
-  // ---- end reliability ----
   return out;
 }
 
@@ -100,7 +96,6 @@ nlohmann::json to_json(const Vtrn__Api__Telemetry& t) {
           {"dma_completions", t.dma_completions},
           {"dma_bytes", t.dma_bytes},
           {"dma_busy_ns", t.dma_busy_ns}};
-  // ---- jobs ----
   nlohmann::json util = nlohmann::json::array();
   for (size_t i = 0; i < t.n_core_utilization; ++i) util.push_back(t.core_utilization[i]);
   doc.update({{"jobs_queued", t.jobs_queued},
@@ -115,21 +110,16 @@ nlohmann::json to_json(const Vtrn__Api__Telemetry& t) {
               {"job_latency_p90_ns", t.job_latency_p90_ns},
               {"job_latency_p99_ns", t.job_latency_p99_ns},
               {"core_utilization", util}});
-  // ---- end jobs ----
-  // ---- HBM ----
   doc.update({{"hbm_total_bytes", t.hbm_total_bytes},
               {"hbm_used_bytes", t.hbm_used_bytes},
               {"hbm_alloc_failures", t.hbm_alloc_failures},
               {"hbm_retired_pages", t.hbm_retired_pages},
               {"ecc_correctable", t.ecc_correctable},
               {"ecc_uncorrectable", t.ecc_uncorrectable}});
-  // ---- end HBM ----
-  // ---- reliability ----
   doc.update({{"resets", t.resets},
               {"last_reset_reason", t.last_reset_reason},
               {"last_reset_unix_ms", t.last_reset_unix_ms},
               {"boot_generation", t.boot_generation}});
-  // ---- end reliability ----
   return doc;
 }
 

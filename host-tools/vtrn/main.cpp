@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   tools::add_jobs_commands(app, &action);  // jobs
   tools::add_power_commands(app, &action);  // power
   tools::add_link_commands(app, &action);  // links
-  tools::add_collective_commands(app, &action);  // ---- collectives (links): under `run` ----
+  tools::add_collective_commands(app, &action);  // under `run`
 
   try {
     app.parse(argc, argv);

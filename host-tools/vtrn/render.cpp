@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <iostream>
 
+#include "vtrn/proto_names.h"
+
 namespace tools {
 
 std::string Table::render() const {
@@ -32,17 +34,7 @@ std::string Table::render() const {
   return out;
 }
 
-std::string state_name(Vtrn__Api__ChipState state) {
-  switch (state) {
-    case VTRN__API__CHIP_STATE__CHIP_STATE_STARTING: return "STARTING";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING: return "BOOTING";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_READY: return "READY";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_FAILED: return "FAILED";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_PANIC: return "PANIC";
-    case VTRN__API__CHIP_STATE__CHIP_STATE_HALTED: return "HALTED";
-    default: return "UNKNOWN";
-  }
-}
+std::string state_name(Vtrn__Api__ChipState state) { return vtrn::proto::chip_state_name(state); }
 
 std::string wait_name(Vtrn__Api__WaitMode mode) {
   return mode == VTRN__API__WAIT_MODE__WAIT_SPIN_BLOCK ? "spin" : "block";

@@ -176,7 +176,6 @@ bool DmaEngine::has_work() const {
 
 void DmaEngine::publish_stats(uint64_t busy_ns, uint64_t bytes, uint32_t descriptors, uint32_t chains,
                               uint32_t errors, uint32_t fw_irqs, uint32_t host_irqs) {
-  stats_.begin();
   stats_->units += chains;
   stats_->descriptors += descriptors;
   stats_->bytes += bytes;
@@ -185,7 +184,7 @@ void DmaEngine::publish_stats(uint64_t busy_ns, uint64_t bytes, uint32_t descrip
   stats_->modeled_ns += modeled_ns(bytes, props_.dma_bytes_per_s);
   stats_->irqs += fw_irqs;
   stats_->host_irqs += host_irqs;
-  stats_.end();
+  stats_.publish();
 }
 
 DmaPass DmaEngine::run_pass() {

@@ -203,7 +203,6 @@ bool TensorEngine::run_pass() {
   store_release(&blk_->cq_prod, ++cq_prod_);
 
   const bool irq = (c.flags & kTensorIrq) && load_acquire(&blk_->irq_armed);
-  stats_.begin();
   ++stats_->units;
   if (s != kTensorOk) ++stats_->errors;
   stats_->flops += done.flops;
@@ -211,7 +210,7 @@ bool TensorEngine::run_pass() {
   stats_->busy_ns += wall;
   stats_->modeled_ns += done.modeled_ns;
   stats_->irqs += irq ? 1 : 0;
-  stats_.end();
+  stats_.publish();
   if (load_acquire(&blk_->sq_prod) == sq_cons_) store_release(&blk_->state, kEngineIdle);
   if (irq) signals_.chip_irq(uint16_t(kVectorTensor0 + index_));
   return true;

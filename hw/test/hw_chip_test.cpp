@@ -39,6 +39,7 @@
 #include "vtrn/ctrl_ring.h"
 #include "vtrn/dma_host.h"
 #include "vtrn/drv/fd.h"
+#include "vtrn/drv/hw_process.h"
 #include "vtrn/drv/ivshmem_server.h"
 #include "vtrn/engine_abi.h"
 #include "vtrn/hostif.h"
@@ -62,8 +63,8 @@ uint64_t now_ns() {
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
-// Forks and execs argv with `keep` fds inherited as they are (CLOEXEC
-// cleared in the child only); stdout+stderr to `out_fd` when >= 0.
+// Forks and execs QEMU with `keep` fds inherited as they are (CLOEXEC
+// cleared in the child only); stdout+stderr to `out_fd`.
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<int>& keep, int out_fd) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -71,10 +72,8 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<int>& keep, 
   const pid_t pid = fork();
   if (pid != 0) return pid;
   for (int fd : keep) fcntl(fd, F_SETFD, 0);
-  if (out_fd >= 0) {
-    dup2(out_fd, 1);
-    dup2(out_fd, 2);
-  }
+  dup2(out_fd, 1);
+  dup2(out_fd, 2);
   execv(args[0], args.data());
   _exit(127);
 }
@@ -89,12 +88,6 @@ uint64_t rss_kib(pid_t pid, const char* key) {
   }
   fclose(f);
   return v;
-}
-
-std::string describe_exit(int status) {
-  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("killed by signal ") + std::to_string(WTERMSIG(status));
-  return "stopped";
 }
 
 struct Host {
@@ -175,55 +168,42 @@ int main(int argc, char** argv) {
   const std::string dir = tmpl;
 
   const uint64_t ram_bytes = ram_mib << 20;
-  drv::UniqueFd ram(memfd_create("vtrn-ram", MFD_CLOEXEC));
-  if (!ram || ftruncate(ram.get(), off_t(ram_bytes)) != 0) return 1;
-  drv::Mapping ram_map;
-  if (ram_map.map(ram.get(), ram_bytes) < 0) return 1;
-  drv::IvshmemServer hostif;
+  drv::ChipHwLink link;  // the chip's RAM memfd and DMA doorbell, as vtrnd makes them
   std::string err;
+  if (!link.create(dir, ram_bytes, &err)) {
+    fprintf(stderr, "chip RAM: %s\n", err.c_str());
+    return 1;
+  }
+  drv::Mapping ram_map;
+  if (ram_map.map(link.ram_fd(), ram_bytes) < 0) return 1;
+  drv::IvshmemServer hostif;
   if (!hostif.create(dir + "/host.sock", 16u << 20, vtrn::hostif::kVectorCount, &err)) {
     fprintf(stderr, "host interface: %s\n", err.c_str());
     return 1;
   }
   auto* m = reinterpret_cast<mb::Mailbox*>(hostif.bar2());
   m->mode = crash ? mb::kModeCrash : mb::kModeCheck;
-  drv::UniqueFd doorbell(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  drv::UniqueFd host_irq(dup(hostif.host_eventfd(vtrn::hostif::kVectorDma)));
-  fcntl(host_irq.get(), F_SETFD, FD_CLOEXEC);
   drv::UniqueFd host_irq_read(dup(hostif.host_eventfd(vtrn::hostif::kVectorDma)));
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return 1;
-  drv::UniqueFd ctl(sv[0]), ctl_child(sv[1]);
-  drv::UniqueFd bar2_dup(dup(hostif.memfd()));
-  fcntl(bar2_dup.get(), F_SETFD, FD_CLOEXEC);
 
-  const std::string eng_sock = dir + "/engines.sock";
-  char chip[512];
-  snprintf(chip, sizeof chip, "id=0,ram-fd=%d,bar2-fd=%d,doorbell-fd=%d,host-irq-fd=%d,socket=%s", ram.get(),
-           bar2_dup.get(), doorbell.get(), host_irq.get(), eng_sock.c_str());
-  const pid_t hw_pid = spawn({hw, "--board", board, "--control-fd", std::to_string(ctl_child.get()), "--chip", chip},
-                             {ram.get(), bar2_dup.get(), doorbell.get(), host_irq.get(), ctl_child.get()}, -1);
-  ctl_child.reset();
-  bar2_dup.reset();
-  host_irq.reset();
-  char buf[512];
-  std::string ctl_text;
-  {
-    pollfd p{ctl.get(), POLLIN, 0};
-    if (poll(&p, 1, 10000) <= 0) {
-      check(false, "vtrn-hw said ready");
-      kill(hw_pid, SIGKILL);
-      waitpid(hw_pid, nullptr, 0);
-      return 1;
-    }
-    const ssize_t r = read(ctl.get(), buf, sizeof buf - 1);
-    ctl_text.assign(buf, r > 0 ? size_t(r) : 0);
-    check(ctl_text.rfind("ready", 0) == 0, "vtrn-hw ready on its control socket");
+  std::vector<uint8_t> dtb;
+  if (FILE* f = fopen(board.c_str(), "rb")) {
+    for (int c; (c = fgetc(f)) != EOF;) dtb.push_back(uint8_t(c));
+    fclose(f);
   }
+  const std::string eng_sock = link.engines_socket();
+  drv::HwProcess hwp;
+  const bool ready = hwp.start(hw, dtb,
+                               {drv::HwChipSpec{0, link.ram_fd(), hostif.memfd(), link.doorbell_fd(),
+                                                hostif.host_eventfd(vtrn::hostif::kVectorDma), eng_sock}},
+                               10000, &err);
+  check(ready, "vtrn-hw ready on its control socket" + (ready ? std::string() : ": " + err));
+  if (!ready) return 1;
+  const pid_t hw_pid = hwp.pid();
+  char buf[512];
 
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) return 1;
-  const std::string memobj = "memory-backend-file,id=ram,mem-path=/proc/self/fd/" + std::to_string(ram.get()) +
+  const std::string memobj = "memory-backend-file,id=ram,mem-path=/proc/self/fd/" + std::to_string(link.ram_fd()) +
                              ",size=" + std::to_string(ram_mib) + "M,share=on";
   const uint64_t t_launch = now_ns();
   const pid_t qemu_pid =
@@ -235,20 +215,19 @@ int main(int argc, char** argv) {
              "-chardev", "socket,id=eng,path=" + eng_sock, "-device",
              "ivshmem-doorbell,chardev=eng,vectors=" + std::to_string(vtrn::engine::kVectorCount) +
                  ",bus=pcie.0,addr=02.0"},
-            {ram.get()}, pipefd[1]);
+            {link.ram_fd()}, pipefd[1]);
   close(pipefd[1]);
   drv::UniqueFd qout(pipefd[0]);
-  ram.reset();
 
-  Host host{hostif.bar2(), ram_map.data(), 0x40000000, doorbell.get(), host_irq_read.get()};
+  Host host{hostif.bar2(), ram_map.data(), 0x40000000, link.doorbell_fd(), host_irq_read.get()};
   std::string uart, pending;
   bool host_done = false, killed = false, qemu_exited = false, hw_exited = false;
-  int qemu_status = 0, hw_status = 0;
+  int qemu_status = 0;
   uint64_t first_line_ns = 0, rss = 0, rss_shmem = 0, kill_ns = 0, hw_noticed_ns = 0;
   double host_gbps = 0;
   const uint64_t deadline = now_ns() + 240000000000ull;
   while (!qemu_exited && now_ns() < deadline) {
-    pollfd p[3] = {{hostif.listen_fd(), POLLIN, 0}, {qout.get(), POLLIN, 0}, {ctl.get(), POLLIN, 0}};
+    pollfd p[3] = {{hostif.listen_fd(), POLLIN, 0}, {qout.get(), POLLIN, 0}, {hwp.control_fd(), POLLIN, 0}};
     poll(p, 3, 20);
     if (p[0].revents & POLLIN) {
       if (!hostif.accept_peer(&err)) fprintf(stderr, "host interface accept: %s\n", err.c_str());
@@ -262,16 +241,11 @@ int main(int argc, char** argv) {
         uart.append(buf, size_t(r));
       }
     }
-    if (p[2].revents & (POLLIN | POLLHUP)) {
-      const ssize_t r = read(ctl.get(), buf, sizeof buf);
-      if (r <= 0 && !hw_noticed_ns) {
-        hw_noticed_ns = now_ns();
-        waitpid(hw_pid, &hw_status, 0);
-        hw_exited = true;
-        printf("hw-chip-test: vtrn-hw is gone (%s), noticed %.1f ms after the kill: every chip of the board fails "
-               "with that reason\n",
-               describe_exit(hw_status).c_str(), kill_ns ? (hw_noticed_ns - kill_ns) / 1e6 : 0.0);
-      }
+    if ((p[2].revents & (POLLIN | POLLHUP)) && !hw_noticed_ns && !hwp.read_control()) {
+      hw_noticed_ns = now_ns();
+      hw_exited = true;
+      printf("hw-chip-test: %s, noticed %.1f ms after the kill: every chip of the board fails with that reason\n",
+             hwp.exit_reason().c_str(), kill_ns ? (hw_noticed_ns - kill_ns) / 1e6 : 0.0);
     }
     const uint32_t state = __atomic_load_n(&m->state, __ATOMIC_ACQUIRE);
     if (state == mb::kHostTurn && !host_done) {
@@ -297,7 +271,7 @@ int main(int argc, char** argv) {
     fwrite(buf, 1, size_t(r), stdout);
     uart.append(buf, size_t(r));
   }
-  check(qemu_exited, "QEMU powered off by itself (" + describe_exit(qemu_status) + ")");
+  check(qemu_exited, "QEMU powered off by itself (" + drv::describe_wait_status(qemu_status) + ")");
   check(uart.find("FAIL") == std::string::npos, "no failure line from the image");
   printf("hw-chip-test: boot (QEMU exec to first UART line) %.1f ms; QEMU RSS %llu KiB of which shared %llu KiB "
          "(RAM memfd %llu MiB, sparse)\n",
@@ -305,8 +279,9 @@ int main(int argc, char** argv) {
          (unsigned long long)ram_mib);
   if (crash) {
     check(killed, "the image asked for the kill");
-    check(hw_exited && WIFSIGNALED(hw_status) && WTERMSIG(hw_status) == SIGKILL,
-          "the launcher noticed vtrn-hw die and names why (" + describe_exit(hw_status) + ")");
+    const int st = hwp.wait_status();
+    check(hw_exited && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+          "the launcher noticed vtrn-hw die and names why (" + hwp.exit_reason() + ")");
     check(uart.find("engines-crash: DETECTED") != std::string::npos, "the chip noticed its engines stopped");
   } else {
     check(uart.find("engines-check: PASS") != std::string::npos, "engines-check: PASS");
@@ -330,17 +305,8 @@ int main(int argc, char** argv) {
         check(ok, what);
       }
     }
-    const char q[] = "quit\n";
-    ssize_t w = write(ctl.get(), q, sizeof q - 1);
-    (void)w;
   }
-  if (!hw_exited) {
-    pollfd p{ctl.get(), POLLIN, 0};
-    poll(&p, 1, 5000);
-    kill(hw_pid, SIGTERM);
-    waitpid(hw_pid, &hw_status, 0);
-    check(WIFEXITED(hw_status) && WEXITSTATUS(hw_status) == 0, "vtrn-hw stopped cleanly on quit");
-  }
+  if (!hw_exited) check(hwp.stop(5000), "vtrn-hw stopped cleanly on quit");
   hostif.close();
   rmdir(dir.c_str());
   printf("%d passed, %d failed\n", g_passes, g_failures);

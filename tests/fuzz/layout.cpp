@@ -4,14 +4,13 @@
 // Input: one flags byte, a little-endian u64 BAR2 size, then the header bytes
 // (zero-padded to sizeof(FwHeader)). Flag bit 0 makes the host's BAR2 size
 // equal the header's claim, so the fuzzer reaches the region checks without
-// first having to guess a matching size; bits 1-2 pick the error buffer size
-// (including none and one byte).
+// first having to guess a matching size; the other bits are unused.
 //
 // When validation passes, this file checks the result independently of
 // layout.cpp: every required region present, every region inside BAR2, 4 KiB
 // aligned, clear of the header, no two overlapping, ring sizes as the ABI
 // says, and every table entry reflected in the Layout. When it fails, the
-// message must be a terminated string inside its buffer and `out` untouched.
+// error must carry a code and a message, and `out` must be untouched.
 #include <string.h>
 
 #include "fuzz_check.h"
@@ -21,8 +20,6 @@
 using namespace vtrn::hostif;
 
 namespace {
-
-constexpr size_t kErrSizes[4] = {0, 1, 24, 256};
 
 void check_valid(const FwHeader& h, uint64_t bar2, const Layout& l) {
   FUZZ_CHECK(l.bar2_size == bar2, "layout bar2 %llu", (unsigned long long)l.bar2_size);
@@ -85,23 +82,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   in.bytes(&h, sizeof h);
   if (flags & 1) bar2 = h.bar2_size;
 
-  const size_t err_size = kErrSizes[(flags >> 1) & 3];
-  char err_buf[256 + 1];
-  memset(err_buf, 0x5a, sizeof err_buf);
   Layout sentinel;
   memset(&sentinel, 0xa5, sizeof sentinel);
   Layout out = sentinel;
 
-  const bool ok = validate_layout(h, bar2, &out, err_size ? err_buf : nullptr, err_size);
-  FUZZ_CHECK(err_buf[err_size] == 0x5a, "error message ran past its %zu-byte buffer", err_size);
+  const vtrn::Error e = validate_layout(h, bar2, &out);
+  const bool ok = e.ok();
   if (ok) {
     check_valid(h, bar2, out);
   } else {
     FUZZ_CHECK(memcmp(&out, &sentinel, sizeof out) == 0, "failed validation wrote the layout");
-    if (err_size) FUZZ_CHECK(memchr(err_buf, 0, err_size) != nullptr, "unterminated message");
-    if (err_size > 1) FUZZ_CHECK(err_buf[0] != 0, "failure without a message");
+    FUZZ_CHECK(e.code() == vtrn::Code::kBadHardware, "failure with code %u", unsigned(e.code()));
+    FUZZ_CHECK(memchr(e.detail(), 0, vtrn::Error::kDetailCap) != nullptr, "unterminated message");
+    FUZZ_CHECK(e.detail()[0] != 0, "failure without a message");
   }
-  // The same header must validate the same way without an output or message.
-  FUZZ_CHECK(validate_layout(h, bar2, nullptr, nullptr, 0) == ok, "result depends on out/err");
+  // The same header must validate the same way without an output.
+  FUZZ_CHECK(validate_layout(h, bar2, nullptr).ok() == ok, "result depends on out");
   return 0;
 }

@@ -205,9 +205,15 @@ class DownLeavesNothingBehind(h.SessionTestCase):
         vtrnd = self.s.vtrnd_pid()
         qemus = [c["qemu_pid"] for c in self.s.vtrn_json("ls")["chips"]]
         self.assertEqual(len(qemus), 2)
-        holders = [vtrnd] + qemus
+        hw = h.vtrn_hw_pids(self.s)
+        self.assertEqual(len(hw), 1, "one vtrn-hw for the board")
+        holders = [vtrnd] + qemus + hw
         memfds = {p: [t for t in h.open_fds(p) if "memfd:" in t] for p in holders}
         self.assertTrue(memfds[vtrnd], "vtrnd holds no memfd: the BAR2 check below would prove nothing")
+        for q in qemus:
+            self.assertTrue([t for t in memfds[q] if "vtrn-ram" in t], f"QEMU {q}: its RAM is not the chip memfd")
+        self.assertEqual(len([t for t in h.mapped_memfds(hw[0]) if "vtrn-ram" in t]), 2,
+                         "vtrn-hw maps both chips' RAM")
 
         down = self.s.vtrn("down", "--json")
         self.assertEqual(down.returncode, 0, down.stderr)
@@ -217,6 +223,7 @@ class DownLeavesNothingBehind(h.SessionTestCase):
             self.assertFalse(h.process_alive(p), f"pid {p} still running after down")
             self.assertEqual([t for t in h.open_fds(p) if "memfd:" in t], [], f"pid {p} still holds memfds")
         self.assertFalse(os.path.exists(os.path.join(self.s.runtime_dir, "vtrnd.sock")))
+        self.assertEqual(h.shm_files_of(vtrnd), [], "left in /dev/shm")
         self.assert_nothing_left()
 
         again = self.s.vtrn("down")

@@ -337,6 +337,37 @@ class GivingUp(h.BoardTestCase):
         self.assertEqual(self.s.vtrn("ping", 0, "--count", 5).returncode, 0)
 
 
+class EnginesProcessCrash(h.SessionTestCase):
+    """The board's vtrn-hw dies: every chip fails with a reason naming it."""
+
+    session_name = "hwcrash"
+
+    def tearDown(self):
+        problems = h.down_and_check(self.s)
+        self.assertEqual(problems, [])
+
+    def test_killed_vtrn_hw_fails_every_chip_naming_it_and_resets_are_refused(self):
+        r = self.s.vtrn("up", "--chips", 2)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.s.remember_pids()
+        hw = h.vtrn_hw_pids(self.s)
+        self.assertEqual(len(hw), 1, "one vtrn-hw for the board")
+        qemus = [c["qemu_pid"] for c in self.s.vtrn_json("ls")["chips"]]
+        os.kill(hw[0], signal.SIGKILL)
+        chips = h.wait_until("both chips FAILED after vtrn-hw was killed",
+                             lambda: self.s.vtrn_json("ls")["chips"],
+                             lambda cs: all(c["state"] == "FAILED" for c in cs), 30)
+        for c in chips:
+            with self.subTest(chip=c["id"]):
+                self.assertIn(f"vtrn-hw (pid {hw[0]}) killed by signal 9", c["error"])
+                self.assertEqual(c["qemu_pid"], 0, "a chip without its engines keeps no QEMU")
+        h.wait_until("the chips' QEMUs gone", lambda: [p for p in qemus if h.process_alive(p)],
+                     lambda left: not left, 30)
+        r = self.s.vtrn("reset", 1, timeout=30)
+        self.assert_one_error_line(r, h.EXIT_CHIP_NOT_READY, "vtrn-hw", "killed by signal 9", "vtrn down")
+        self.assertEqual(self.s.vtrn_json("ls")["chips"][1]["state"], "FAILED")
+
+
 class DaemonAndClients(h.SessionTestCase):
     """vtrnd killed and restarted; clients that leave; clients of another uid."""
 
@@ -355,13 +386,17 @@ class DaemonAndClients(h.SessionTestCase):
         self.up()
         pid = self.s.vtrnd_pid()
         qemus = [c["qemu_pid"] for c in self.s.vtrn_json("ls")["chips"]]
+        hw = h.vtrn_hw_pids(self.s)
+        self.assertEqual(len(hw), 1, "one vtrn-hw for the board")
+        qemus += hw
         os.kill(pid, signal.SIGKILL)
 
         def alive():
             h.reap_children()
             return [p for p in qemus + [pid] if h.process_alive(p)]
 
-        h.wait_until("vtrnd and its QEMUs gone after SIGKILL of vtrnd", alive, lambda left: not left, 30)
+        h.wait_until("vtrnd, its QEMUs and its vtrn-hw gone after SIGKILL of vtrnd", alive,
+                     lambda left: not left, 30)
         # What the dead vtrnd left: its pid file, socket and chip directories.
         self.assertTrue(os.path.exists(os.path.join(self.s.runtime_dir, "vtrnd.pid")))
         r = self.s.vtrn("ls")

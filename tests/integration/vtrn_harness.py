@@ -148,6 +148,43 @@ def processes_mentioning(text):
     return found
 
 
+def vtrn_hw_pids(session):
+    """Pids of the session's vtrn-hw (the board's engines process): a live
+    process running the vtrn-hw binary whose command line or environment
+    names the session's runtime directory."""
+    found = []
+    for pid in processes_mentioning(session.runtime_dir):
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            continue
+        if os.path.basename(exe) == "vtrn-hw":
+            found.append(pid)
+    return found
+
+
+def mapped_memfds(pid):
+    """Distinct memfd names mapped by pid (/proc/<pid>/maps; a process may
+    close a memfd once it mapped it), one entry per distinct inode."""
+    found = {}
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and parts[5].startswith("/memfd:"):
+                    found[parts[4]] = parts[5].strip()
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return sorted(found.values())
+
+
+def shm_files_of(pid):
+    """/dev/shm entries named for pid (the link service's region directory
+    vtrn-links-<uid>-<vtrnd pid>); chip RAM and BAR2 are memfds and never
+    appear there."""
+    return sorted(n for n in os.listdir("/dev/shm") if n.endswith(f"-{pid}"))
+
+
 # A GEMM long enough to be caught running, cancelled or reset (tens of
 # GFLOP take minutes under TCG): fp8 1024 x 1024 x 2048 with zero-filled
 # inputs (nothing to upload), 4 GFLOP. Tests copy it with their own name
@@ -219,6 +256,7 @@ class Session:
             for chip in json.loads(r.stdout)["chips"]:
                 if chip["qemu_pid"] > 0:
                     self.known_pids.add(chip["qemu_pid"])
+        self.known_pids.update(vtrn_hw_pids(self))
 
     def leftovers(self):
         """Live processes that belong to this session, found two ways."""

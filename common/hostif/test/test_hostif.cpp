@@ -293,61 +293,61 @@ FwHeader good_header() {
 void test_layout_published_by_firmware_validates(void**) {
   FwHeader h = good_header();
   Layout l;
-  char err[160] = {};
-  assert_true(validate_layout(h, kBar, &l, err, sizeof err));
+  vtrn::Error e;
+  assert_true((e = validate_layout(h, kBar, &l)).ok());
   assert_int_equal(l.at(kRegionCtrlReq).offset, kCtrlReqOffset);
   assert_int_equal(l.at(kRegionHostWindow).size, kBar - kHostWindowOffset);
 }
 
 void test_layout_rejects_each_kind_of_bad_table(void**) {
-  char err[160];
+  vtrn::Error e;
   Layout l;
   FwHeader h = good_header();
   h.magic = 0;
-  assert_false(validate_layout(h, kBar, &l, err, sizeof err));
-  assert_non_null(strstr(err, "magic"));
+  assert_false((e = validate_layout(h, kBar, &l)).ok());
+  assert_non_null(strstr(e.detail(), "magic"));
 
   h = good_header();
   h.abi_major = 2;
-  assert_false(validate_layout(h, kBar, &l, err, sizeof err));
-  assert_non_null(strstr(err, "ABI"));
+  assert_false((e = validate_layout(h, kBar, &l)).ok());
+  assert_non_null(strstr(e.detail(), "ABI"));
 
   h = good_header();
-  assert_false(validate_layout(h, kBar * 2, &l, err, sizeof err));  // size mismatch
+  assert_false((e = validate_layout(h, kBar * 2, &l)).ok());  // size mismatch
 
   h = good_header();
   h.regions[3].size = 0x1000;  // ctrl-req must be exactly 32 slots
-  assert_false(validate_layout(h, kBar, &l, err, sizeof err));
-  assert_non_null(strstr(err, "ctrl-req"));
+  assert_false((e = validate_layout(h, kBar, &l)).ok());
+  assert_non_null(strstr(e.detail(), "ctrl-req"));
 
   h = good_header();
   h.regions[5].offset = kBar - 0x1000;  // log past the end of BAR2
-  assert_false(validate_layout(h, kBar, &l, err, sizeof err));
-  assert_non_null(strstr(err, "outside"));
+  assert_false((e = validate_layout(h, kBar, &l)).ok());
+  assert_non_null(strstr(e.detail(), "outside"));
 
   h = good_header();
   h.regions[1].offset = h.regions[0].offset;  // telemetry on top of panic
-  assert_false(validate_layout(h, kBar, &l, err, sizeof err));
-  assert_non_null(strstr(err, "overlaps"));
+  assert_false((e = validate_layout(h, kBar, &l)).ok());
+  assert_non_null(strstr(e.detail(), "overlaps"));
 
   h = good_header();
   h.regions[2] = h.regions[2];
   h.regions[2].type = kRegionPanic;  // panic twice, ctrl-index missing
-  assert_false(validate_layout(h, kBar, &l, err, sizeof err));
+  assert_false((e = validate_layout(h, kBar, &l)).ok());
 
   h = good_header();
   h.region_count = 2;  // required regions missing
-  assert_false(validate_layout(h, kBar, &l, err, sizeof err));
-  assert_non_null(strstr(err, "missing"));
+  assert_false((e = validate_layout(h, kBar, &l)).ok());
+  assert_non_null(strstr(e.detail(), "missing"));
 
   h = good_header();
   h.regions[0].offset = 0x1234;
-  assert_false(validate_layout(h, kBar, &l, err, sizeof err));
-  assert_non_null(strstr(err, "aligned"));
+  assert_false((e = validate_layout(h, kBar, &l)).ok());
+  assert_non_null(strstr(e.detail(), "aligned"));
 
   h = good_header();
   h.regions[6].offset = 0xFFFFFFFFFFFFF000ull;  // offset + size overflows
-  assert_false(validate_layout(h, kBar, &l, err, sizeof err));
+  assert_false((e = validate_layout(h, kBar, &l)).ok());
 }
 
 void test_layout_with_dma_region_moves_host_window_past_it(void**) {
@@ -356,8 +356,8 @@ void test_layout_with_dma_region_moves_host_window_past_it(void**) {
   h.abi_major = kAbiMajor;
   assert_true(publish_layout(&h, kBar, 4, 256));
   Layout l;
-  char err[160] = {};
-  assert_true(validate_layout(h, kBar, &l, err, sizeof err));
+  vtrn::Error e;
+  assert_true((e = validate_layout(h, kBar, &l)).ok());
   const Region& dma = l.at(kRegionDma);
   const Region& win = l.at(kRegionHostWindow);
   assert_int_equal(dma.offset, kDmaOffset);

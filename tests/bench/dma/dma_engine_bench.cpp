@@ -246,8 +246,7 @@ class Board {
     hdr->abi_minor = hostif::kAbiMinor;
     hdr->bar2_size = kBar2Bytes;
     if (!hostif::publish_layout(hdr, kBar2Bytes, kQueues, kDepth)) die("publish_layout");
-    char err[200];
-    if (!hostif::validate_layout(*hdr, kBar2Bytes, &layout_, err, sizeof err)) die(err);
+    if (const vtrn::Error e = hostif::validate_layout(*hdr, kBar2Bytes, &layout_); !e.ok()) die(e.detail());
     dma::DmaRegionHeader h{};
     h.version = dma::kDmaRegionVersion;
     h.queue_count = kQueues;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "vtrn/dma_abi.h"
+#include "vtrn/error.h"
 
 namespace vtrn::dma {
 
@@ -26,10 +27,9 @@ enum class HostError : uint32_t {
 };
 
 // Checks a copy of the firmware's DMA region header against the region size
-// the host validated from the BAR2 region table. On failure returns false and
-// writes one line naming the problem.
-[[nodiscard]] bool validate_dma_region(const DmaRegionHeader& copy, uint64_t region_size, char* err,
-                                       size_t err_size);
+// the host validated from the BAR2 region table. A failure is kBadHardware
+// with one line naming the problem.
+[[nodiscard]] vtrn::Error validate_dma_region(const DmaRegionHeader& copy, uint64_t region_size);
 
 class HostQueue {
  public:

@@ -69,6 +69,13 @@ enum class Code : uint32_t {
   kDuplicate = 21,
   // A chip id the board does not have.
   kNoSuchChip = 22,
+  // 32 on: the host's (drv::Error, driver/lib); the firmware never returns them.
+  // Nothing listens on vtrnd's socket.
+  kNotRunning = 32,
+  // The other end closed the connection.
+  kClosed = 33,
+  // A system call failed; the detail has its strerror.
+  kSystem = 34,
 };
 
 // "invalid_argument", "missing_property", ...; "unknown" outside the list.

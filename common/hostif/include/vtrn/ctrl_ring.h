@@ -96,7 +96,8 @@ class RingConsumer {
   CtrlError error_ = kCtrlOk;
 };
 
-// A short phrase for a latched CtrlError ("slot CRC mismatch"); "unknown"
+// The one name table of CtrlError, host and firmware: a short phrase
+// ("slot CRC mismatch"); "unknown ring error"
 // outside the closed list.
 const char* ring_error_name(uint32_t e);
 

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vtrn/error.h"
 #include "vtrn/hostif.h"
 
 namespace vtrn::hostif {
@@ -26,8 +27,8 @@ struct Layout {
 bool publish_layout(FwHeader* hdr, uint64_t bar2_size, uint32_t dma_queues = 0, uint32_t dma_depth = 0);
 
 // Checks a copy of the firmware header against the BAR2 size the host
-// mapped. On failure returns false and writes one line naming the problem.
-[[nodiscard]] bool validate_layout(const FwHeader& copy, uint64_t bar2_size, Layout* out,
-                                   char* err, size_t err_size);
+// mapped; fills *out (when given) on success. A failure is kBadHardware with
+// one line naming the problem.
+[[nodiscard]] vtrn::Error validate_layout(const FwHeader& copy, uint64_t bar2_size, Layout* out);
 
 }  // namespace vtrn::hostif

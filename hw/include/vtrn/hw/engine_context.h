@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "vtrn/engine_abi.h"
+#include "vtrn/seqlock.h"
 
 namespace vtrn::hw {
 
@@ -85,16 +86,26 @@ class ErrorLog {
 using Clock = uint64_t (*)();
 uint64_t monotonic_ns();
 
-// Seqlock writer for an engine::EngineStats block (one writer thread).
+// An engine's engine::EngineStats block (one writer thread): counted in a
+// private copy (stats_->x += n), then publish()ed through the one seqlock
+// (common/hostif). The copy starts from what the block held, so counts go on
+// across an engine rebuilt over the same memory.
 class StatsWriter {
  public:
-  explicit StatsWriter(engine::EngineStats* s = nullptr) : s_(s) {}
-  void begin() { __atomic_store_n(&s_->seq, s_->seq + 1, __ATOMIC_RELEASE); }
-  void end() { __atomic_store_n(&s_->seq, s_->seq + 1, __ATOMIC_RELEASE); }
-  engine::EngineStats* operator->() const { return s_; }
+  explicit StatsWriter(engine::EngineStats* shared) {
+    if (shared == nullptr) return;
+    if (!vtrn::hostif::seqlock_read(shared, &v_, 1)) v_ = engine::EngineStats{};
+    writer_.attach(shared);
+    publish();
+  }
+  engine::EngineStats* operator->() { return &v_; }
+  void publish() {
+    if (writer_.attached()) writer_.publish(v_);
+  }
 
  private:
-  engine::EngineStats* s_;
+  engine::EngineStats v_{};
+  vtrn::hostif::SeqlockWriter<engine::EngineStats> writer_;
 };
 
 }  // namespace vtrn::hw

@@ -50,8 +50,10 @@
 #include "vtrn/drv/dma_engine.h"
 #include "vtrn/drv/event_loop.h"
 #include "vtrn/drv/host_interface.h"
+#include "vtrn/drv/hw_process.h"
 #include "vtrn/drv/ivshmem_server.h"
 #include "vtrn/drv/qmp.h"
+#include "vtrn/proto_names.h"
 #include "vtrn_api.pb-c.h"
 #include "vtrn_ctrl.pb-c.h"
 
@@ -149,9 +151,20 @@ class Chip {
   Chip(const Chip&) = delete;
   Chip& operator=(const Chip&) = delete;
 
-  // Creates the chip directory and sockets and launches QEMU. On failure the
-  // chip is FAILED with the reason (also returned in *err).
+  // Creates the chip directory, sockets, RAM memfd and DMA doorbell (what
+  // vtrn-hw needs before any QEMU starts). On failure the chip is FAILED
+  // with the reason (also returned in *err).
+  bool prepare(std::string* err);
+  // prepare() if not done yet, then launches QEMU.
   bool start(std::string* err);
+  // What the board's vtrn-hw is given for this chip (valid once prepared).
+  [[nodiscard]] bool hw_prepared() const { return prepared_; }
+  [[nodiscard]] const ChipHwLink& hw_link() const { return hw_link_; }
+  [[nodiscard]] int bar2_fd() const { return ivshmem_.memfd(); }
+  [[nodiscard]] int dma_irq_fd() const { return ivshmem_.host_eventfd(vtrn::hostif::kVectorDma); }
+  // vtrn-hw died: the chip cannot work until the board restarts. Its QEMU
+  // is killed, it is FAILED with `why`, and resets are refused.
+  void hardware_lost(const std::string& why);
   // From vtrnd's SIGCHLD handler, with waitpid's status.
   void on_child_exit(int wait_status);
   // The running QEMU's pid, -1 once it has been reaped (the number may
@@ -172,7 +185,6 @@ class Chip {
   [[nodiscard]] ChipStatus status() const;
   [[nodiscard]] bool settled() const;  // READY, FAILED, PANIC or HALTED
   bool telemetry(TelemetrySample* out);
-  // ---- power ----
   // The firmware's power/thermal block (validated, see HostInterface::read_power);
   // only while READY.
   bool power_telemetry(vtrn::power::PowerTelemetry* out, std::string* err) const {
@@ -182,8 +194,6 @@ class Chip {
     }
     return hif_.read_power(out, err);
   }
-  // ---- end power ----
-  // ---- links ----
   // The firmware's link status block (vtrn/links_abi.h, kLinksSize bytes of
   // BAR2) while READY, else nullptr. The firmware rewrites it at any time:
   // readers copy it under its seqlock and validate the copy.
@@ -191,8 +201,6 @@ class Chip {
     if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY || hif_.bar2() == nullptr) return nullptr;
     return hif_.bar2() + vtrn::hostif::kLinksOffset;
   }
-  // ---- end links ----
-  // ---- jobs ----
   // The firmware's job status table (vtrn/jobs_abi.h, kJobsSize bytes of
   // BAR2) while READY, else nullptr. Same rules as links_block: copy each
   // record under its seq counter, then validate the copy.
@@ -200,11 +208,9 @@ class Chip {
     if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY || hif_.bar2() == nullptr) return nullptr;
     return hif_.bar2() + vtrn::hostif::kJobsOffset;
   }
-  // ---- end jobs ----
 
   // Log history (oldest first) and live subscribers.
   [[nodiscard]] const std::deque<std::string>& log_history() const { return history_; }
-  [[nodiscard]] uint64_t log_lost_bytes() const { return lost_total_; }
   int subscribe_logs(LogListener l);
   void unsubscribe_logs(int id);
 
@@ -300,6 +306,9 @@ class Chip {
   std::string dir_;
   std::string label_;  // "chip N"
   IvshmemServer ivshmem_;
+  ChipHwLink hw_link_;
+  bool prepared_ = false;
+  std::string hw_lost_;  // why the board's vtrn-hw is gone ("" while it runs)
   std::unique_ptr<QmpClient> qmp_;
   HostInterface hif_;
   DmaEngine dma_;
@@ -333,7 +342,6 @@ class Chip {
   bool repump_ = false;
 
   std::deque<std::string> history_;
-  uint64_t lost_total_ = 0;
   std::map<int, LogListener> listeners_;
   int next_listener_ = 1;
 
@@ -364,6 +372,6 @@ class Chip {
   std::vector<std::function<void()>> stop_done_;
 };
 
-const char* chip_state_name(Vtrn__Api__ChipState s);
+using vtrn::proto::chip_state_name;
 
 }  // namespace drv

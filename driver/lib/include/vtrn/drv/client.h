@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "vtrn/drv/error.h"
 #include "vtrn/drv/wire.h"
 #include "vtrn_api.pb-c.h"
 
@@ -32,17 +33,19 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // false + *err = "vtrnd is not running (no socket at PATH)" when nothing
-  // listens there (ENOENT / ECONNREFUSED), or another one-line reason.
-  bool connect(const std::string& path, std::string* err);
+  // Code::kNotRunning "vtrnd is not running (no socket at PATH)" when
+  // nothing listens there (ENOENT / ECONNREFUSED); kSystem or
+  // kInvalidArgument with a one-line reason otherwise.
+  Error connect(const std::string& path);
   // Sends req (its id is set here) and waits up to timeout_ms (< 0: forever)
   // for the response with the same id; frames with other ids are discarded.
-  bool call(Vtrn__Api__Request* req, ResponsePtr* out, std::string* err, int timeout_ms = 30000);
+  // Code::kTimeout "timed out waiting for vtrnd (N ms)" when none came.
+  Result<ResponsePtr> call(Vtrn__Api__Request* req, int timeout_ms = 30000);
   // Streaming: send once (id set here, see last_id()), then recv() frames.
-  bool send(Vtrn__Api__Request* req, std::string* err);
-  // Next response frame; false + *err on EOF ("vtrnd closed the connection"),
-  // timeout or a malformed frame.
-  bool recv(ResponsePtr* out, std::string* err, int timeout_ms = -1);
+  Error send(Vtrn__Api__Request* req);
+  // Next response frame; kClosed "vtrnd closed the connection" on EOF,
+  // kTimeout, or kDecode for a malformed frame.
+  Result<ResponsePtr> recv(int timeout_ms = -1);
   void close();
 
   [[nodiscard]] int fd() const { return fd_; }

@@ -182,9 +182,8 @@ class DmaEngine {
   [[nodiscard]] uint32_t max_chain_descs() const { return hdr_.max_chain_descs; }
   [[nodiscard]] uint64_t hbm_base() const { return hdr_.hbm_base; }
   [[nodiscard]] uint64_t hbm_size() const { return hdr_.hbm_size; }
-  // True when [addr, addr + len) lies inside the HBM range DMA may use
-  // (overflow-safe).
-  // ---- HBM ---- or inside the remap window of stitched allocations.
+  // True when [addr, addr + len) lies inside the HBM range DMA may use or
+  // inside the remap window of stitched allocations (overflow-safe).
   [[nodiscard]] bool hbm_contains(uint64_t addr, uint64_t len) const {
     if (hdr_.remap_size != 0 && addr >= hdr_.remap_base && addr - hdr_.remap_base < hdr_.remap_size)
       return len <= hdr_.remap_size - (addr - hdr_.remap_base);
@@ -193,16 +192,15 @@ class DmaEngine {
   }
   [[nodiscard]] uint64_t remap_base() const { return hdr_.remap_base; }
   [[nodiscard]] uint64_t remap_size() const { return hdr_.remap_size; }
-  // ---- end HBM ----
   [[nodiscard]] uint64_t window_size() const { return window_size_; }
   [[nodiscard]] uint8_t* window() const { return window_; }
 
-  // ---- window buffers ----
+  // Window buffers.
   DmaError alloc(uint64_t bytes, DmaBuffer* out);
   DmaError free(const DmaBuffer& b);
   [[nodiscard]] uint64_t window_free_bytes() const;
 
-  // ---- submission ----
+  // Submission.
   // Validates every chain (see check_chain), then writes all of them with one
   // index store and rings the chip once (see hold_doorbell). All or
   // nothing. handles[i] receives chain i's handle.
@@ -229,7 +227,7 @@ class DmaEngine {
   void hold_doorbell();
   void release_doorbell();
 
-  // ---- completion ----
+  // Completion.
   // Reaps one queue / every queue; returns how many completions were reaped.
   uint32_t poll(uint32_t queue);
   uint32_t poll_all();
@@ -243,7 +241,7 @@ class DmaEngine {
   [[nodiscard]] uint32_t in_flight(uint32_t queue);
   [[nodiscard]] uint32_t in_flight_all();
 
-  // ---- interrupts, errors, reset ----
+  // Interrupts, errors, reset.
   // Sets QueueControl::irq_armed on every queue: the device rings kVectorDma
   // when an IRQ-flagged chain completes only while armed. A blocking wait
   // arms them itself; vtrnd arms them once at bring-up.

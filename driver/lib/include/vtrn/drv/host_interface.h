@@ -20,7 +20,7 @@
 #include "vtrn/hostif.h"
 #include "vtrn/layout.h"
 #include "vtrn/log_ring.h"
-#include "vtrn/power_telemetry.h"  // ---- power ----
+#include "vtrn/power_telemetry.h"
 
 namespace drv {
 
@@ -59,13 +59,11 @@ class HostInterface {
 
   // Seqlock read; false when the writer never held still (bounded retries).
   bool read_telemetry(vtrn::hostif::Telemetry* out) const;
-  // ---- power ----
   // The power/thermal block (kRegionPower) under its seqlock, validated:
   // kCapPower set, the region large enough, version not newer than ours,
   // counts within the fixed arrays, enumerations and ranges sane. false +
   // *err (one line) otherwise, or when the writer never held still.
   bool read_power(vtrn::power::PowerTelemetry* out, std::string* err) const;
-  // ---- end power ----
   // Copies the panic record (from the validated region, or the default
   // offset when the firmware panicked before publishing its layout); false
   // when there is no valid record. The reason is NUL-terminated.
@@ -89,7 +87,6 @@ class HostInterface {
   vtrn::hostif::CtrlIndexes* indexes_ = nullptr;
 };
 
-const char* ctrl_error_name(uint32_t e);
 const char* fw_state_name(uint32_t s);
 
 }  // namespace drv

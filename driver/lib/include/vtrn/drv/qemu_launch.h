@@ -28,6 +28,9 @@ struct QemuParams {
   std::string qmp_sock;
   std::string uart_log;
   uint32_t vectors = 4;
+  int ram_fd = -1;           // the chip's RAM memfd, inherited (memory-backend-file via /proc/self/fd)
+  std::string engines_sock;  // vtrn-hw's engine function socket
+  uint32_t engine_vectors = 0;
   bool gdb = false;       // a gdbstub on 127.0.0.1:gdb_port
   uint32_t gdb_port = 0;  // 0: any free port
 };
@@ -44,9 +47,11 @@ bool build_qemu_argv(const char* tmpl, const std::string& qemu, const QemuParams
 // "qemu-system-aarch64 not found (install qemu-system-arm or set VTRN_QEMU)".
 bool find_qemu(const std::string& flag, std::string* path, std::string* err);
 
-// Starts argv[0]; *stderr_read receives the read end of the output pipe.
-// Returns the pid, or -1 with *err.
-pid_t spawn_qemu(const std::vector<std::string>& argv, int* stderr_read, std::string* err);
+// Starts argv[0] with `inherit` fds kept open across exec (CLOEXEC cleared
+// in the child only); *stderr_read receives the read end of the output
+// pipe. Returns the pid, or -1 with *err.
+pid_t spawn_qemu(const std::vector<std::string>& argv, const std::vector<int>& inherit, int* stderr_read,
+                 std::string* err);
 
 // Shell-quoted command line, for logs and `vtrn info`.
 std::string join_command(const std::vector<std::string>& argv);

@@ -27,7 +27,6 @@ class QmpClient {
   // ok: true with the command's "return" value as JSON text; false with the
   // QMP error description (or "QMP connection closed").
   using Reply = std::function<void(bool ok, const std::string& detail)>;
-  using EventHook = std::function<void(const std::string& event)>;
 
   QmpClient(EventLoop* loop, std::string label) : loop_(loop), label_(std::move(label)) {}
   ~QmpClient() { close(); }
@@ -39,7 +38,6 @@ class QmpClient {
   // Queues a command (sent once the capabilities handshake is done).
   void execute(const std::string& command, Reply reply);
   [[nodiscard]] bool ready() const { return negotiated_; }
-  void set_event_hook(EventHook hook) { on_event_ = std::move(hook); }
   // Drops the current QEMU connection (its commands fail) but keeps
   // listening: a relaunched QEMU connects again and is greeted afresh.
   void disconnect();
@@ -63,7 +61,6 @@ class QmpClient {
   bool caps_sent_ = false;
   std::deque<std::pair<std::string, Reply>> queued_;  // not yet sent
   std::deque<Reply> awaiting_;                        // sent, in order
-  EventHook on_event_;
 };
 
 }  // namespace drv
