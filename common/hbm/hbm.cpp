@@ -1,7 +1,8 @@
 // HBM allocator core (see vtrn/hbm.h for the contract and the memory bound).
 //
 // Layout of the state: block records live in the caller's arena and are
-// linked three ways by 32-bit indexes (index 0 is "none"): the
+// linked three ways by their 32-bit byte offsets in the record array
+// (offset 0 is "none"; following a link is an add, no scaling): the
 // address-ordered neighbour list (coalescing), and the TLSF free list of
 // the block's size class or, for a live allocation, its owner's list
 // (free_all). Live allocations are found by address through a page-indexed
@@ -17,7 +18,10 @@
 // chain and count). An owner's id is read from its slot, not copied into
 // every record. Record 0 is a sink: list and neighbour edits write its link
 // fields instead of testing for "none", and its state is never free or
-// used, so a neighbour test needs no test for 0 either.
+// used, so a neighbour test needs no test for 0 either. Its size is 0, its
+// link_next 0 and its class an extra list head that stays empty, so free
+// takes both coalescing steps without a branch, on the sink for a
+// neighbour that is not free.
 // Record 1 always describes the block at page 0 of the identity window and
 // record 2 the one at page 0 of the remap window: splits keep the lowest
 // piece in the original record and merges keep the lower record, so the
@@ -42,8 +46,12 @@ constexpr uint8_t kFree = uint8_t(BlockState::kFree);
 constexpr uint8_t kUsed = uint8_t(BlockState::kUsed);
 constexpr uint8_t kRetired = uint8_t(BlockState::kRetired);
 constexpr uint8_t kExtentState = uint8_t(BlockState::kExtent);
-constexpr uint32_t kHead = 1;
-constexpr uint32_t kRemapHead = 2;
+// Records are named by their byte offset in the record array (a multiple
+// of 32; 0 is the sink): following a link is one add, no scaling. The
+// limits (each <= 2^24) keep 32 * record_count() below 2^32.
+constexpr uint32_t kRecord = 32;
+constexpr uint32_t kHead = 1 * kRecord;
+constexpr uint32_t kRemapHead = 2 * kRecord;
 constexpr uint32_t kNone = 0xFFFFFFFFu;  // no page
 constexpr uint32_t kLimitMax = 1u << 24;
 constexpr uint32_t kOwnersMax = 1u << 20;
@@ -53,12 +61,24 @@ inline uint32_t lsb(uint32_t x) { return uint32_t(__builtin_ctz(x)); }
 inline size_t align8(size_t n) { return (n + 7) & ~size_t(7); }
 inline bool is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
-// c ? a : b computed with a mask, for choices the data makes random (the
-// compiler turns a plain ?: there into a branch that is mispredicted often).
+// c ? a : b without a branch, for choices the data makes random (the
+// compiler turns a plain ?: there into a branch that is mispredicted
+// often, and a mask costs five instructions and three in the latency of
+// what depends on it): a conditional move where there is one.
 template <typename T>
 inline T select(bool c, T a, T b) {
+  static_assert(sizeof(T) <= sizeof(uintptr_t), "a register-sized value");
+  uintptr_t x = uintptr_t(a), y = uintptr_t(b);
+#if defined(__x86_64__)
+  asm("test %2, %2\n\tcmovnz %1, %0" : "+r"(y) : "r"(x), "r"(uint32_t(c)) : "cc");
+  return T(y);
+#elif defined(__aarch64__)
+  asm("cmp %w2, #0\n\tcsel %0, %1, %0, ne" : "+r"(y) : "r"(x), "r"(uint32_t(c)) : "cc");
+  return T(y);
+#else
   uintptr_t m = -uintptr_t(c);
-  return T((uintptr_t(a) & m) | (uintptr_t(b) & ~m));
+  return T((x & m) | (y & ~m));
+#endif
 }
 
 // The steps of allocate and free, inlined into them so that the common
@@ -80,6 +100,11 @@ struct Allocator::Block {
   uint8_t category;
   uint8_t poisoned;
 };
+
+HBM_INLINE Allocator::Block& Allocator::rec(uint32_t r) const {
+  static_assert(sizeof(Block) == kRecord, "records are named by offset / 32");
+  return *reinterpret_cast<Block*>(reinterpret_cast<char*>(blocks_) + r);
+}
 
 struct Allocator::Stitch {
   uint32_t extent_head;   // stitched allocation: its first extent
@@ -230,6 +255,7 @@ static void take_index(uint8_t* arena, size_t* off, uint32_t pages, uint32_t* le
 
 Error Allocator::init(const Config& config, void* arena, size_t arena_size) {
   ready_ = false;
+  total_bytes_ = 0;  // the common paths' test for ready_
   uint32_t pages = 0, remap = 0;
   if (!valid_config(config, &pages, &remap)) return Error::kBadConfig;
   const board::HbmGeometry& g = config.geometry;
@@ -262,7 +288,8 @@ Error Allocator::init(const Config& config, void* arena, size_t arena_size) {
     take_index(bytes, &off, remap, sp_[kRemap].level_words, sp_[kRemap].level,
                &sp_[kRemap].levels, &sp_[kRemap].start_record);
   memset(owner_hash_, 0, sizeof(uint32_t) * hash_slots(l.max_owners));
-  blocks_[0] = Block{};
+  rec(0) = Block{};
+  rec(0).aux = kFlCount * kSlCount;  // the sink's class: an extra head that stays 0
 
   base_ = config.base;
   page_bytes_ = g.page_bytes;
@@ -280,7 +307,12 @@ Error Allocator::init(const Config& config, void* arena, size_t arena_size) {
   c_ = Counters{};
 
   spare_head_ = 0;
-  for (uint32_t i = block_capacity_ - 1; i > kRemapHead; --i) record_release(i);
+  // Every link holds a valid record offset from here on (a stale head link
+  // is read, though never followed).
+  for (uint32_t i = block_capacity_ - 1; i > kRemapHead / kRecord; --i) {
+    rec(i * kRecord).link_prev = 0;
+    record_release(i * kRecord);
+  }
   owner_spare_ = 0;
   for (uint32_t i = l.max_owners; i > 0; --i) {
     owners_[i - 1] = Owner{};
@@ -290,19 +322,21 @@ Error Allocator::init(const Config& config, void* arena, size_t arena_size) {
   sp_[kPhys].base = base_;
   sp_[kPhys].pages = pages_;
   sp_[kPhys].head = kHead;
-  Block& h = blocks_[kHead];
+  Block& h = rec(kHead);
   h = Block{};
   h.size = pages_;
   h.space = kPhys;
   list_insert(sp_[kPhys], kHead);
-  blocks_[kRemapHead] = Block{};
+  sp_[kPhys].free_blocks = 1;
+  rec(kRemapHead) = Block{};
   if (remap != 0) {
     sp_[kRemap].base = remap_base_;
     sp_[kRemap].pages = remap;
     sp_[kRemap].head = kRemapHead;
-    blocks_[kRemapHead].size = remap;
-    blocks_[kRemapHead].space = kRemap;
+    rec(kRemapHead).size = remap;
+    rec(kRemapHead).space = kRemap;
     list_insert(sp_[kRemap], kRemapHead);
+    sp_[kRemap].free_blocks = 1;
   }
   ready_ = true;
   return Error::kOk;
@@ -421,30 +455,30 @@ bool Allocator::to_page(uint64_t addr, uint32_t* page) const {
 
 HBM_INLINE uint32_t Allocator::record_new() {
   uint32_t b = spare_head_;
-  spare_head_ = blocks_[b].link_next;
+  spare_head_ = rec(b).link_next;
   return b;
 }
 
 HBM_INLINE void Allocator::record_release(uint32_t b) {
-  blocks_[b].state = 0;
-  blocks_[b].link_next = spare_head_;
+  rec(b).state = 0;
+  rec(b).link_next = spare_head_;
   spare_head_ = b;
 }
 
 HBM_INLINE void Allocator::link_after(uint32_t a, uint32_t b) {
-  Block& A = blocks_[a];
-  Block& B = blocks_[b];
+  Block& A = rec(a);
+  Block& B = rec(b);
   B.space = A.space;  // every new record is a piece of a block of the same window
   B.phys_prev = a;
   B.phys_next = A.phys_next;
-  blocks_[A.phys_next].phys_prev = b;
+  rec(A.phys_next).phys_prev = b;
   A.phys_next = b;
 }
 
 HBM_INLINE void Allocator::unlink(uint32_t b) {
-  const Block& B = blocks_[b];
-  blocks_[B.phys_prev].phys_next = B.phys_next;
-  blocks_[B.phys_next].phys_prev = B.phys_prev;
+  const Block& B = rec(b);
+  rec(B.phys_prev).phys_next = B.phys_next;
+  rec(B.phys_next).phys_prev = B.phys_prev;
 }
 
 // TLSF size classes. Sizes below 32 pages have one exact list each (fl 0);
@@ -460,47 +494,48 @@ static inline uint32_t size_class(uint64_t size) {
   return ((m - kSlBits + 1) << kSlBits) + uint32_t(size >> (m - kSlBits)) - (1u << kSlBits);
 }
 
+// The lists are doubly linked, but the head's link_prev is left stale (a
+// valid record index, never followed): whether a block heads its list is
+// asked of the head slot, so pushing and popping a head write one link
+// less. The callers count free blocks (sp.free_blocks), netting a pop and
+// a push in one operation.
 HBM_INLINE void Allocator::list_insert(Space& sp, uint32_t b) {
-  Block& B = blocks_[b];
+  Block& B = rec(b);
   uint32_t c = size_class(B.size);
   uint32_t h = sp.heads[c];
   B.state = kFree;
   B.aux = c;
-  B.link_prev = 0;
   B.link_next = h;
-  blocks_[h].link_prev = b;
+  rec(h).link_prev = b;
   sp.heads[c] = b;
   sp.fl_bitmap |= 1u << (c >> kSlBits);
   sp.sl_bitmap[c >> kSlBits] |= 1u << (c & (kSlCount - 1));
-  sp.free_blocks++;
 }
 
 // Unlists the free block b; its link fields are left for the caller.
 HBM_INLINE void Allocator::list_remove(Space& sp, uint32_t b) {
-  const Block& B = blocks_[b];
+  const Block& B = rec(b);
   uint32_t c = B.aux;
   uint32_t prev = B.link_prev, next = B.link_next;
-  uint32_t* from = select(prev != 0, &blocks_[prev].link_next, &sp.heads[c]);
+  uint32_t* head = &sp.heads[c];
+  uint32_t* from = select(*head == b, head, &rec(prev).link_next);
   *from = next;
-  blocks_[next].link_prev = prev;
+  rec(next).link_prev = prev;
   uint32_t fl = c >> kSlBits;
-  sp.sl_bitmap[fl] &= ~(uint32_t(sp.heads[c] == 0) << (c & (kSlCount - 1)));
+  sp.sl_bitmap[fl] &= ~(uint32_t(*head == 0) << (c & (kSlCount - 1)));
   sp.fl_bitmap &= ~(uint32_t(sp.sl_bitmap[fl] == 0) << fl);
-  sp.free_blocks--;
 }
 
 // list_remove for b at the head of its list (what find_free and the stitch
 // path take).
 HBM_INLINE void Allocator::list_pop(Space& sp, uint32_t b) {
-  const Block& B = blocks_[b];
+  const Block& B = rec(b);
   uint32_t c = B.aux;
   uint32_t next = B.link_next;
   sp.heads[c] = next;
-  blocks_[next].link_prev = 0;
   uint32_t fl = c >> kSlBits;
   sp.sl_bitmap[fl] &= ~(uint32_t(next == 0) << (c & (kSlCount - 1)));
   sp.fl_bitmap &= ~(uint32_t(sp.sl_bitmap[fl] == 0) << fl);
-  sp.free_blocks--;
 }
 
 // The size find_free() looks up for a request of `pages`: rounded up so that
@@ -548,7 +583,7 @@ HBM_INLINE uint32_t Allocator::find_free(const Space& sp, uint32_t pages) const 
 HBM_INLINE uint32_t Allocator::find_fit(const Space& sp, uint32_t pages, uint32_t align) const {
   uint32_t b = find_free(sp, pages);
   if (b != 0 && align > 1) {
-    const Block& B = blocks_[b];
+    const Block& B = rec(b);
     uint64_t a = (uint64_t(B.start) + align - 1) & ~uint64_t(align - 1);
     if (a + pages > uint64_t(B.start) + B.size) b = find_free(sp, pages + align - 1);
   }
@@ -703,25 +738,28 @@ void Allocator::owner_maybe_drop(uint32_t s) {
 // the caller).
 HBM_INLINE uint32_t Allocator::place(Space& sp, uint32_t b, uint32_t pages, uint32_t align) {
   list_pop(sp, b);
-  uint32_t start = blocks_[b].start;
-  uint32_t end = start + blocks_[b].size;
+  uint32_t start = rec(b).start;
+  uint32_t end = start + rec(b).size;
   uint32_t a = (start + align - 1) & ~(align - 1);
   uint32_t u = b;
   if (a > start) {
-    blocks_[b].size = a - start;
+    rec(b).size = a - start;
     list_insert(sp, b);
+    sp.free_blocks++;
     u = record_new();
     link_after(b, u);
   }
-  Block& U = blocks_[u];
+  Block& U = rec(u);
   U.start = a;
   U.size = pages;
   if (a + pages < end) {
     uint32_t t = record_new();
-    blocks_[t].start = a + pages;
-    blocks_[t].size = end - (a + pages);
+    rec(t).start = a + pages;
+    rec(t).size = end - (a + pages);
     link_after(u, t);
     list_insert(sp, t);
+  } else {
+    sp.free_blocks--;
   }
   return u;
 }
@@ -730,7 +768,7 @@ HBM_INLINE uint32_t Allocator::place(Space& sp, uint32_t b, uint32_t pages, uint
 // neighbours, so the free map is what it was).
 void Allocator::undo_extents(uint32_t first) {
   for (uint32_t e = first; e != 0;) {
-    uint32_t next = blocks_[e].link_next;
+    uint32_t next = rec(e).link_next;
     free_block(sp_[kPhys], e);
     e = next;
   }
@@ -754,19 +792,21 @@ uint32_t Allocator::stitch(uint32_t pages, uint32_t align) {
     uint32_t fl = msb(ph.fl_bitmap);
     uint32_t e = ph.heads[(fl << kSlBits) | msb(ph.sl_bitmap[fl])];
     list_pop(ph, e);
-    Block& E = blocks_[e];
+    Block& E = rec(e);
     if (E.size > need) {
       uint32_t t = record_new();
-      blocks_[t].start = E.start + need;
-      blocks_[t].size = E.size - need;
+      rec(t).start = E.start + need;
+      rec(t).size = E.size - need;
       link_after(e, t);
       list_insert(ph, t);
       E.size = need;
+    } else {
+      ph.free_blocks--;
     }
     E.state = kExtentState;
     E.link_prev = last;
     E.link_next = 0;
-    if (last) blocks_[last].link_next = e;
+    if (last) rec(last).link_next = e;
     else first = e;
     last = e;
     need -= E.size;
@@ -777,12 +817,12 @@ uint32_t Allocator::stitch(uint32_t pages, uint32_t align) {
     return 0;
   }
   uint32_t u = place(rm, vb, pages, align);
-  uint64_t va = rm.base + (uint64_t(blocks_[u].start) << page_shift_);
+  uint64_t va = rm.base + (uint64_t(rec(u).start) << page_shift_);
   uint64_t off = 0;
-  for (uint32_t e = first; e != 0; e = blocks_[e].link_next) {
-    blocks_[e].aux = u;
-    uint64_t len = uint64_t(blocks_[e].size) << page_shift_;
-    if (!mapper_.map(mapper_.ctx, va + off, base_ + (uint64_t(blocks_[e].start) << page_shift_),
+  for (uint32_t e = first; e != 0; e = rec(e).link_next) {
+    rec(e).aux = u;
+    uint64_t len = uint64_t(rec(e).size) << page_shift_;
+    if (!mapper_.map(mapper_.ctx, va + off, base_ + (uint64_t(rec(e).start) << page_shift_),
                      len)) {
       if (off != 0) mapper_.unmap(mapper_.ctx, va, off);
       undo_extents(first);
@@ -791,8 +831,8 @@ uint32_t Allocator::stitch(uint32_t pages, uint32_t align) {
     }
     off += len;
   }
-  stitch_[u].extent_head = first;
-  stitch_[u].extent_count = n;
+  stitch_[u / kRecord].extent_head = first;
+  stitch_[u / kRecord].extent_count = n;
   c_.stitched++;
   c_.extents += n;
   c_.remap_used_pages += pages;
@@ -805,23 +845,33 @@ uint32_t Allocator::stitch(uint32_t pages, uint32_t align) {
 // Turns b, a block of sp, into a free block merged with its free
 // neighbours, and lists it.
 HBM_INLINE uint32_t Allocator::free_block(Space& sp, uint32_t b) {
-  uint32_t p = blocks_[b].phys_prev;
-  if (blocks_[p].state == kFree) {
-    list_remove(sp, p);
-    blocks_[p].size += blocks_[b].size;
-    unlink(b);
-    record_release(b);
-    b = p;
-  }
-  uint32_t n = blocks_[b].phys_next;
-  if (blocks_[n].state == kFree) {
-    list_remove(sp, n);
-    blocks_[b].size += blocks_[n].size;
-    unlink(n);
-    record_release(n);
-  }
-  list_insert(sp, b);
-  return b;
+  Block& B = rec(b);
+  uint32_t p = B.phys_prev, n = B.phys_next;
+  bool pf = rec(p).state == kFree, nf = rec(n).state == kFree;
+  // Which neighbours merge is random on a random trace: both are taken
+  // without a branch, a neighbour that stays being the sink (record 0,
+  // unlisted from its own always-empty class, size 0).
+  uint32_t rp = select(pf, p, 0u), rn = select(nf, n, 0u);
+  list_remove(sp, rp);
+  list_remove(sp, rn);
+  uint32_t m = select(pf, p, b);
+  uint32_t nx = select(nf, rec(n).phys_next, n);
+  uint32_t size = B.size + rec(rp).size + rec(rn).size;
+  Block& M = rec(m);
+  M.phys_next = nx;
+  rec(nx).phys_prev = m;
+  M.size = size;
+  uint32_t rb = select(pf, b, 0u);
+  rec(rb).state = 0;
+  rec(rn).state = 0;
+  rec(rb).link_next = spare_head_;
+  spare_head_ = select(pf, b, spare_head_);
+  rec(rn).link_next = spare_head_;
+  spare_head_ = select(nf, n, spare_head_);
+  rec(0).link_next = 0;
+  sp.free_blocks += 1u - uint32_t(pf) - uint32_t(nf);
+  list_insert(sp, m);
+  return m;
 }
 
 // Splits the retired page out of the listed free block f that contains it;
@@ -829,25 +879,28 @@ HBM_INLINE uint32_t Allocator::free_block(Space& sp, uint32_t b) {
 uint32_t Allocator::carve_page(uint32_t f, uint32_t page) {
   Space& sp = sp_[kPhys];
   list_remove(sp, f);
-  uint32_t fs = blocks_[f].start;
-  uint32_t fe = fs + blocks_[f].size;
+  sp.free_blocks--;
+  uint32_t fs = rec(f).start;
+  uint32_t fe = fs + rec(f).size;
   uint32_t r = f;
   if (page > fs) {
-    blocks_[f].size = page - fs;
+    rec(f).size = page - fs;
     list_insert(sp, f);
+    sp.free_blocks++;
     r = record_new();
     link_after(f, r);
   }
-  blocks_[r].start = page;
-  blocks_[r].size = 1;
-  blocks_[r].state = kRetired;
+  rec(r).start = page;
+  rec(r).size = 1;
+  rec(r).state = kRetired;
   c_.retired_block_pages++;
   if (page + 1 >= fe) return 0;
   uint32_t t = record_new();
-  blocks_[t].start = page + 1;
-  blocks_[t].size = fe - page - 1;
+  rec(t).start = page + 1;
+  rec(t).size = fe - page - 1;
   link_after(r, t);
   list_insert(sp, t);
+  sp.free_blocks++;
   return t;
 }
 
@@ -862,7 +915,7 @@ void Allocator::carve_retired(uint32_t f, uint32_t start, uint32_t end) {
 // release() of a poisoned or a stitched allocation: what it frees keeps
 // none of its retired pages.
 void Allocator::release_special(uint32_t b) {
-  Block& B = blocks_[b];
+  Block& B = rec(b);
   bool poisoned = B.poisoned != 0;
   if (poisoned) c_.poisoned--;
   if (B.space == kRemap) {
@@ -876,19 +929,19 @@ void Allocator::release_special(uint32_t b) {
 // Returns a stitched allocation's extents to the identity window (carving
 // out its retired pages when poisoned), after unmapping its range.
 void Allocator::unstitch(uint32_t b, bool poisoned) {
-  const Block& B = blocks_[b];
+  const Block& B = rec(b);
   // Unmapped before any physical page can be handed out again.
   uint64_t va = sp_[kRemap].base + (uint64_t(B.start) << page_shift_);
   mapper_.unmap(mapper_.ctx, va, uint64_t(B.size) << page_shift_);
-  for (uint32_t e = stitch_[b].extent_head; e != 0;) {
-    uint32_t next = blocks_[e].link_next;
-    uint32_t es = blocks_[e].start, ee = es + blocks_[e].size;
+  for (uint32_t e = stitch_[b / kRecord].extent_head; e != 0;) {
+    uint32_t next = rec(e).link_next;
+    uint32_t es = rec(e).start, ee = es + rec(e).size;
     uint32_t f = free_block(sp_[kPhys], e);
     if (poisoned) carve_retired(f, es, ee);
     e = next;
   }
   c_.stitched--;
-  c_.extents -= stitch_[b].extent_count;
+  c_.extents -= stitch_[b / kRecord].extent_count;
   c_.remap_used_pages -= B.size;
   free_block(sp_[kRemap], b);
 }
@@ -896,13 +949,13 @@ void Allocator::unstitch(uint32_t b, bool poisoned) {
 // Releases the live allocation b, which starts at page start of sp (the
 // caller has both at hand).
 HBM_INLINE void Allocator::release(Space& sp, uint32_t b, uint32_t start, bool drop_owner) {
-  Block& B = blocks_[b];
+  Block& B = rec(b);
   uint32_t s = B.aux;
   Owner& o = owners_[s - 1];
   live_unmark(sp, start);
-  uint32_t* from = select(B.link_prev != 0, &blocks_[B.link_prev].link_next, &o.head);
+  uint32_t* from = select(o.head == b, &o.head, &rec(B.link_prev).link_next);
   *from = B.link_next;
-  blocks_[B.link_next].link_prev = B.link_prev;
+  rec(B.link_next).link_prev = B.link_prev;
   o.count--;
   o.used_pages -= B.size;
   o.category_pages[B.category] -= B.size;
@@ -926,16 +979,15 @@ uint32_t Allocator::place_special(uint32_t pages, uint32_t align) {
 // Makes the placed block u of sp a live allocation of owner slot s and
 // returns its device address.
 HBM_INLINE uint64_t Allocator::commit(Space& sp, uint32_t u, uint32_t s, Category category) {
-  Block& U = blocks_[u];
+  Block& U = rec(u);
   Owner& o = owners_[s - 1];
   uint32_t pages = U.size;
   U.state = kUsed;
   U.category = uint8_t(category);
   U.poisoned = 0;
   U.aux = s;
-  U.link_prev = 0;
   U.link_next = o.head;
-  blocks_[o.head].link_prev = u;
+  rec(o.head).link_prev = u;
   o.head = u;
   o.count++;
   o.used_pages += pages;
@@ -948,10 +1000,39 @@ HBM_INLINE uint64_t Allocator::commit(Space& sp, uint32_t u, uint32_t s, Categor
   return sp.base + (uint64_t(U.start) << page_shift_);
 }
 
-// The identity window comes first: one free block, device address =
-// physical. Only when none holds the request is it stitched from several.
+// The common path, checked and done with nothing else in the way: no
+// alignment beyond the page, an owner in its home hash slot with room in
+// its quota, one free block of the identity window. Whatever it does not
+// take (errors included) goes to allocate_general, which takes every
+// step again in full. total_bytes_ is 0 until init() succeeds, so the size
+// test also stands for ready_; an owner kAnyOwner is never in the table.
 Error Allocator::allocate(uint32_t owner, Category category, uint64_t size, uint64_t alignment,
                           uint64_t* addr_out) {
+  if (size - 1 < total_bytes_ && alignment <= page_bytes_ && (alignment & (alignment - 1)) == 0 &&
+      uint32_t(category) < kCategoryCount && addr_out != nullptr &&
+      live() < limits_.max_allocations) [[likely]] {
+    uint32_t s = owner_hash_[owner_home(owner)];
+    if (s != 0) [[likely]] {
+      const Owner& o = owners_[s - 1];
+      uint32_t pages = uint32_t((size + page_bytes_ - 1) >> page_shift_);
+      if (o.id == owner &&
+          (o.quota == kNoQuota || (o.used_pages + pages) << page_shift_ <= o.quota)) [[likely]] {
+        uint32_t u = find_free(sp_[kPhys], pages);
+        if (u != 0) [[likely]] {
+          u = place(sp_[kPhys], u, pages, 1);
+          *addr_out = commit(sp_[kPhys], u, s, category);
+          return Error::kOk;
+        }
+      }
+    }
+  }
+  return allocate_general(owner, category, size, alignment, addr_out);
+}
+
+// The identity window comes first: one free block, device address =
+// physical. Only when none holds the request is it stitched from several.
+Error Allocator::allocate_general(uint32_t owner, Category category, uint64_t size,
+                                  uint64_t alignment, uint64_t* addr_out) {
   if (!ready_) [[unlikely]] return Error::kNotInitialised;
   if (uint32_t(category) >= kCategoryCount || owner == kAnyOwner || size - 1 >= total_bytes() ||
       addr_out == nullptr || (alignment != 0 && (!is_pow2(alignment) || alignment > kMaxAlignment)))
@@ -993,7 +1074,7 @@ Error Allocator::allocate(uint32_t owner, Category category, uint64_t size, uint
     owner_maybe_drop(s);
     return Error::kNoMemory;
   }
-  *addr_out = commit(sp_[blocks_[u].space], u, s, category);
+  *addr_out = commit(sp_[rec(u).space], u, s, category);
   return Error::kOk;
 }
 
@@ -1003,13 +1084,32 @@ HBM_INLINE Error Allocator::free_in(Space& sp, uint64_t addr, uint32_t owner) {
   uint32_t p = uint32_t((addr - sp.base) >> page_shift_);
   if (!live_at(sp, p)) [[unlikely]] return Error::kNoSuchAllocation;
   uint32_t b = sp.start_record[p];
-  if (owner != kAnyOwner && owners_[blocks_[b].aux - 1].id != owner) [[unlikely]]
+  if (owner != kAnyOwner && owners_[rec(b).aux - 1].id != owner) [[unlikely]]
     return Error::kNotOwner;
   release(sp, b, p, true);
   return Error::kOk;
 }
 
+// The common path: a live, unpoisoned allocation of the identity window.
+// Anything else goes to free_general (total_bytes_ is 0 before init()).
 Error Allocator::free(uint64_t addr, uint32_t owner) {
+  Space& sp = sp_[kPhys];
+  uint64_t off = addr - base_;
+  if (off < total_bytes_ && (off & (page_bytes_ - 1)) == 0) [[likely]] {
+    uint32_t p = uint32_t(off >> page_shift_);
+    if (live_at(sp, p)) [[likely]] {
+      uint32_t b = sp.start_record[p];
+      const Block& B = rec(b);
+      if ((owner == kAnyOwner || owners_[B.aux - 1].id == owner) && B.poisoned == 0) [[likely]] {
+        release(sp, b, p, true);
+        return Error::kOk;
+      }
+    }
+  }
+  return free_general(addr, owner);
+}
+
+Error Allocator::free_general(uint64_t addr, uint32_t owner) {
   if (!ready_) [[unlikely]] return Error::kNotInitialised;
   if (addr - base_ < total_bytes()) [[likely]] return free_in(sp_[kPhys], addr, owner);
   if (!in_remap_window(addr)) return Error::kOutOfRange;
@@ -1024,7 +1124,7 @@ Error Allocator::free_all(uint32_t owner, uint32_t* freed_out) {
   if (s != 0) {
     while (owners_[s - 1].head != 0) {
       uint32_t b = owners_[s - 1].head;
-      release(sp_[blocks_[b].space], b, blocks_[b].start, false);
+      release(sp_[rec(b).space], b, rec(b).start, false);
       n++;
     }
     owner_maybe_drop(s);
@@ -1050,7 +1150,7 @@ Error Allocator::remove_owner(uint32_t owner) {
   uint32_t s = owner_find(owner);
   if (s == 0) return Error::kOk;
   for (uint32_t b = owners_[s - 1].head; b != 0; b = owners_[s - 1].head)
-    release(sp_[blocks_[b].space], b, blocks_[b].start, false);
+    release(sp_[rec(b).space], b, rec(b).start, false);
   owner_erase(owner);
   return Error::kOk;
 }
@@ -1074,18 +1174,18 @@ Error Allocator::owner_usage(uint32_t owner, OwnerUsage* out) const {
 }
 
 uint64_t Allocator::block_addr(uint32_t b) const {
-  return sp_[blocks_[b].space].base + (uint64_t(blocks_[b].start) << page_shift_);
+  return sp_[rec(b).space].base + (uint64_t(rec(b).start) << page_shift_);
 }
 
 void Allocator::fill_info(uint32_t b, AllocationInfo* out) const {
-  const Block& B = blocks_[b];
+  const Block& B = rec(b);
   out->addr = block_addr(b);
   out->bytes = uint64_t(B.size) << page_shift_;
   out->owner = owners_[B.aux - 1].id;
   out->category = Category(B.category);
   out->poisoned = B.poisoned != 0;
   out->stitched = B.space == kRemap;
-  out->extents = B.space == kRemap ? stitch_[b].extent_count : 1;
+  out->extents = B.space == kRemap ? stitch_[b / kRecord].extent_count : 1;
 }
 
 // The record of the live allocation that holds all of [addr, addr + len),
@@ -1097,7 +1197,7 @@ uint32_t Allocator::live_record(uint64_t addr, uint64_t len) const {
   uint32_t q = live_at_or_before(sp, uint32_t((addr - sp.base) >> page_shift_));
   if (q == kNone) return 0;
   uint32_t b = sp.start_record[q];
-  uint64_t end = sp.base + (uint64_t(blocks_[b].start + blocks_[b].size) << page_shift_);
+  uint64_t end = sp.base + (uint64_t(rec(b).start + rec(b).size) << page_shift_);
   return addr + len > end ? 0 : b;
 }
 
@@ -1153,7 +1253,7 @@ Error Allocator::extents(uint64_t addr, Extent* out, uint32_t cap, uint32_t* cou
   if (!ready_) return Error::kNotInitialised;
   uint32_t b = live_record(addr, 1);
   if (b == 0 || block_addr(b) != addr) return Error::kNoSuchAllocation;
-  const Block& B = blocks_[b];
+  const Block& B = rec(b);
   uint32_t n = 0;
   if (B.space == kPhys) {
     if (cap >= 1 && out != nullptr)
@@ -1161,8 +1261,8 @@ Error Allocator::extents(uint64_t addr, Extent* out, uint32_t cap, uint32_t* cou
     n = 1;
   } else {
     uint64_t off = 0;
-    for (uint32_t e = stitch_[b].extent_head; e != 0; e = blocks_[e].link_next, ++n) {
-      uint64_t len = uint64_t(blocks_[e].size) << page_shift_;
+    for (uint32_t e = stitch_[b / kRecord].extent_head; e != 0; e = rec(e).link_next, ++n) {
+      uint64_t len = uint64_t(rec(e).size) << page_shift_;
       if (n < cap && out != nullptr) out[n] = Extent{addr + off, block_addr(e), len};
       off += len;
     }
@@ -1183,8 +1283,8 @@ Error Allocator::translate(uint64_t addr, uint64_t* phys_out) const {
   uint32_t b = live_record(addr, 1);
   if (b == 0) return Error::kNotFound;
   uint64_t off = addr - block_addr(b);
-  for (uint32_t e = stitch_[b].extent_head; e != 0; e = blocks_[e].link_next) {
-    uint64_t len = uint64_t(blocks_[e].size) << page_shift_;
+  for (uint32_t e = stitch_[b / kRecord].extent_head; e != 0; e = rec(e).link_next) {
+    uint64_t len = uint64_t(rec(e).size) << page_shift_;
     if (off < len) {
       *phys_out = block_addr(e) + off;
       return Error::kOk;
@@ -1226,9 +1326,9 @@ uint32_t Allocator::locate(uint32_t page) const {
   const Space& sp = sp_[kPhys];
   uint32_t q = live_at_or_before(sp, page);
   uint32_t b = q == kNone ? 0 : sp.start_record[q];
-  if (b != 0 && page < blocks_[b].start + blocks_[b].size) return b;
-  uint32_t c = b != 0 ? blocks_[b].phys_next : kHead;
-  while (c != 0 && page >= blocks_[c].start + blocks_[c].size) c = blocks_[c].phys_next;
+  if (b != 0 && page < rec(b).start + rec(b).size) return b;
+  uint32_t c = b != 0 ? rec(b).phys_next : kHead;
+  while (c != 0 && page >= rec(c).start + rec(c).size) c = rec(c).phys_next;
   return c;
 }
 
@@ -1250,17 +1350,17 @@ Error Allocator::retire_page(uint64_t addr, RetireOutcome* out) {
   if (i < retired_count_ && retired_[i] == p) return Error::kAlreadyRetired;
   if (retired_count_ >= limits_.max_retired_pages) return Error::kTooManyRetired;
   uint32_t b = locate(p);
-  if (b == 0 || blocks_[b].state == kRetired) return Error::kInconsistent;
+  if (b == 0 || rec(b).state == kRetired) return Error::kInconsistent;
   RetireOutcome outcome;
-  if (blocks_[b].state == kExtentState) b = blocks_[b].aux;  // the stitched allocation
-  if (blocks_[b].state == kUsed) {
-    if (!blocks_[b].poisoned) {
-      blocks_[b].poisoned = 1;
+  if (rec(b).state == kExtentState) b = rec(b).aux;  // the stitched allocation
+  if (rec(b).state == kUsed) {
+    if (!rec(b).poisoned) {
+      rec(b).poisoned = 1;
       c_.poisoned++;
     }
     outcome.was_allocated = true;
     outcome.allocation_addr = block_addr(b);
-    outcome.owner = owners_[blocks_[b].aux - 1].id;
+    outcome.owner = owners_[rec(b).aux - 1].id;
   } else {
     carve_page(b, p);
   }
@@ -1314,8 +1414,8 @@ void Allocator::stats(Stats* out) const {
     uint32_t fl = msb(sp.fl_bitmap);
     uint32_t sl = msb(sp.sl_bitmap[fl]);
     uint32_t largest = 0;
-    for (uint32_t b = sp.heads[(fl << kSlBits) | sl]; b != 0; b = blocks_[b].link_next)
-      if (blocks_[b].size > largest) largest = blocks_[b].size;
+    for (uint32_t b = sp.heads[(fl << kSlBits) | sl]; b != 0; b = rec(b).link_next)
+      if (rec(b).size > largest) largest = rec(b).size;
     return largest;
   };
   uint64_t largest = largest_of(ph);
@@ -1331,8 +1431,8 @@ void Allocator::stats(Stats* out) const {
       if (((ph.fl_bitmap >> fl) & 1) == 0) continue;
       for (int sl = 31; sl >= 0 && taken < budget; --sl)
         for (uint32_t b = ph.heads[(fl << kSlBits) | sl]; b != 0 && taken < budget;
-             b = blocks_[b].link_next, ++taken)
-          gathered += blocks_[b].size;
+             b = rec(b).link_next, ++taken)
+          gathered += rec(b).size;
     }
     uint64_t window = largest_of(rm);
     uint64_t stitched = gathered < window ? gathered : window;
@@ -1377,11 +1477,11 @@ void Allocator::stats(Stats* out) const {
 
 void Allocator::for_each_block(void (*fn)(const BlockInfo&, void*), void* ctx) const {
   if (!ready_) return;
-  for (uint32_t b = kHead; b != 0; b = blocks_[b].phys_next) {
+  for (uint32_t b = kHead; b != 0; b = rec(b).phys_next) {
     BlockInfo info;
-    info.addr = base_ + (uint64_t(blocks_[b].start) << page_shift_);
-    info.bytes = uint64_t(blocks_[b].size) << page_shift_;
-    info.state = BlockState(blocks_[b].state);
+    info.addr = base_ + (uint64_t(rec(b).start) << page_shift_);
+    info.bytes = uint64_t(rec(b).size) << page_shift_;
+    info.state = BlockState(rec(b).state);
     fn(info, ctx);
   }
 }
@@ -1397,14 +1497,14 @@ Error Allocator::audit_space(uint32_t w, uint64_t* used_pages, uint32_t* used,
   const Space& sp = sp_[w];
   uint64_t expect = 0, free_sum = 0, retired_pages = 0, extent_pages = 0;
   uint32_t free_blocks = 0, steps = 0, prev = 0, live = 0;
-  for (uint32_t b = sp.head; b != 0; prev = b, b = blocks_[b].phys_next) {
-    const Block& B = blocks_[b];
+  for (uint32_t b = sp.head; b != 0; prev = b, b = rec(b).phys_next) {
+    const Block& B = rec(b);
     if (++steps > block_capacity_ || B.phys_prev != prev || B.start != expect || B.size == 0 ||
         B.space != w)
       return kBad;
     expect += B.size;
     if (B.state == kFree) {
-      if (prev != 0 && blocks_[prev].state == kFree) return kBad;
+      if (prev != 0 && rec(prev).state == kFree) return kBad;
       free_sum += B.size;
       free_blocks++;
     } else if (B.state == kUsed) {
@@ -1422,9 +1522,10 @@ Error Allocator::audit_space(uint32_t w, uint64_t* used_pages, uint32_t* used,
           uint32_t i = retired_lower_bound(B.start);
           found = i < retired_count_ && retired_[i] < B.start + B.size;
         } else {
-          for (uint32_t e = stitch_[b].extent_head; e != 0 && !found; e = blocks_[e].link_next) {
-            uint32_t i = retired_lower_bound(blocks_[e].start);
-            found = i < retired_count_ && retired_[i] < blocks_[e].start + blocks_[e].size;
+          for (uint32_t e = stitch_[b / kRecord].extent_head; e != 0 && !found;
+               e = rec(e).link_next) {
+            uint32_t i = retired_lower_bound(rec(e).start);
+            found = i < retired_count_ && retired_[i] < rec(e).start + rec(e).size;
           }
         }
         if (!found) return kBad;
@@ -1438,8 +1539,8 @@ Error Allocator::audit_space(uint32_t w, uint64_t* used_pages, uint32_t* used,
       retired_pages++;
     } else if (B.state == kExtentState && w == kPhys) {
       uint32_t u = B.aux;
-      if (u == 0 || u >= block_capacity_ || blocks_[u].space != kRemap ||
-          blocks_[u].state != kUsed)
+      if (u == 0 || u % kRecord != 0 || u / kRecord >= block_capacity_ || rec(u).space != kRemap ||
+          rec(u).state != kUsed)
         return kBad;
       extent_pages += B.size;
     } else {
@@ -1459,9 +1560,10 @@ Error Allocator::audit_space(uint32_t w, uint64_t* used_pages, uint32_t* used,
       uint32_t c = (fl << kSlBits) | sl;
       if (((sp.sl_bitmap[fl] >> sl) & 1) != (sp.heads[c] != 0)) return kBad;
       uint32_t lp = 0;
-      for (uint32_t b = sp.heads[c]; b != 0; lp = b, b = blocks_[b].link_next) {
-        const Block& B = blocks_[b];
-        if (++listed > free_blocks || B.state != kFree || B.space != w || B.link_prev != lp ||
+      for (uint32_t b = sp.heads[c]; b != 0; lp = b, b = rec(b).link_next) {
+        const Block& B = rec(b);
+        if (++listed > free_blocks || B.state != kFree || B.space != w ||
+            (lp != 0 && B.link_prev != lp) ||
             B.aux != c || size_class(B.size) != c)
           return kBad;
         listed_pages += B.size;
@@ -1495,7 +1597,7 @@ Error Allocator::audit() const {
   if (remap_pages_ != 0) {
     e = audit_space(kRemap, &used_pages, &used, &poisoned, cat_pages, cat_count);
     if (e != Error::kOk) return e;
-  } else if (blocks_[kRemapHead].size != 0 || c_.stitched != 0) {
+  } else if (rec(kRemapHead).size != 0 || c_.stitched != 0) {
     return kBad;
   }
   if (used_pages != this->used_pages() || used != live() || poisoned != c_.poisoned) return kBad;
@@ -1504,20 +1606,20 @@ Error Allocator::audit() const {
   // Stitched allocations: extents chained in order, each an extent block
   // naming it, at most kMaxExtents, covering exactly its pages.
   uint32_t stitched = 0, extents = 0;
-  for (uint32_t b = sp_[kRemap].head; remap_pages_ != 0 && b != 0; b = blocks_[b].phys_next) {
-    const Block& B = blocks_[b];
+  for (uint32_t b = sp_[kRemap].head; remap_pages_ != 0 && b != 0; b = rec(b).phys_next) {
+    const Block& B = rec(b);
     if (B.state != kUsed) continue;
     stitched++;
     uint64_t pages = 0;
     uint32_t n = 0, lp = 0;
-    for (uint32_t x = stitch_[b].extent_head; x != 0; lp = x, x = blocks_[x].link_next) {
-      const Block& X = blocks_[x];
+    for (uint32_t x = stitch_[b / kRecord].extent_head; x != 0; lp = x, x = rec(x).link_next) {
+      const Block& X = rec(x);
       if (++n > kMaxExtents || X.state != kExtentState || X.space != kPhys || X.aux != b ||
           X.link_prev != lp)
         return kBad;
       pages += X.size;
     }
-    if (n == 0 || n != stitch_[b].extent_count || pages != B.size) return kBad;
+    if (n == 0 || n != stitch_[b / kRecord].extent_count || pages != B.size) return kBad;
     extents += n;
   }
   if (stitched != c_.stitched || extents != c_.extents || extents > limits_.max_extents)
@@ -1532,9 +1634,10 @@ Error Allocator::audit() const {
     if (owner_find(o.id) != s) return kBad;
     uint64_t pages = 0, cp[kCategoryCount] = {};
     uint32_t n = 0, lp = 0;
-    for (uint32_t b = o.head; b != 0; lp = b, b = blocks_[b].link_next) {
-      const Block& B = blocks_[b];
-      if (++n > o.count || B.state != kUsed || B.aux != s || B.link_prev != lp) return kBad;
+    for (uint32_t b = o.head; b != 0; lp = b, b = rec(b).link_next) {
+      const Block& B = rec(b);
+      if (++n > o.count || B.state != kUsed || B.aux != s || (lp != 0 && B.link_prev != lp))
+        return kBad;
       if (lookup(block_addr(b), page_bytes_, nullptr) != Error::kOk) return kBad;
       pages += B.size;
       cp[B.category] += B.size;
@@ -1551,9 +1654,9 @@ Error Allocator::audit() const {
     if (i > 0 && retired_[i] <= retired_[i - 1]) return kBad;
     uint32_t b = locate(retired_[i]);
     if (b == 0) return kBad;
-    const Block& B = blocks_[b];
+    const Block& B = rec(b);
     bool ok = B.state == kRetired || (B.state == kUsed && B.poisoned) ||
-              (B.state == kExtentState && blocks_[B.aux].poisoned);
+              (B.state == kExtentState && rec(B.aux).poisoned);
     if (!ok) return kBad;
   }
   return Error::kOk;
