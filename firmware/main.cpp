@@ -302,6 +302,8 @@ void init_services(const hal::ivshmem::SharedMemory& bar2) {
   b.bar2 = reinterpret_cast<uint8_t*>(uintptr_t(bar2.cpu_base));
   b.bar2_size = bar2.size;
   b.gic = &g_gic;
+  b.v2m = &g_v2m;
+  b.msi_first_free = g_have_doorbell ? g_doorbell.vector_count() : 0;
   b.timer_intid = g_platform.virt_timer_intid;
   b.ecam = &g_ecam;
   b.topology = &g_topology;

@@ -6,7 +6,8 @@
 // sources, include/ and test/) and one row here (firmware/README.md).
 //
 // The order is the boot order users see in the log, and it carries the
-// dependencies: DMA derives the HBM range the HBM service manages and
+// dependencies: the engines are found and reset before anything could use
+// them (the HBM service programs their MPU); DMA derives the HBM range the HBM service manages and
 // polices; power reads DMA's totals and takes the links' reports;
 // collectives register with the links; jobs come up after every mapping
 // their executors use. The control service is first so a turn serves the
@@ -15,6 +16,7 @@
 #include "fw/collectives_service.h"
 #include "fw/ctrl_service.h"
 #include "fw/dma_service.h"
+#include "fw/engines_service.h"
 #include "fw/hbm_service.h"
 #include "fw/jobs_service.h"
 #include "fw/links_service.h"
@@ -27,6 +29,7 @@ namespace {
 
 Service* const kServices[] = {
     &ctrl::service(),
+    &engines::service(),
     &dma::service(),
     &hbm::service(),
     &power::service(),

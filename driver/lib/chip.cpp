@@ -244,6 +244,7 @@ bool Chip::prepare(std::string* err) {
   p.uart_log = dir_ + "/uart.log";
   p.vectors = kVectorCount;
   p.engine_vectors = vtrn::engine::kVectorCount;
+  p.copy_engine = opts_.copy_engine;
   p.gdb = opts_.gdb;
   p.gdb_port = opts_.gdb_port;
   std::vector<std::string> argv;
@@ -398,8 +399,14 @@ void Chip::on_ready() {
   }
   if (hif_.header().capabilities & kCapDma) {
     DmaEngine::Hooks hooks;
-    hooks.ring_chip = [this] {
-      if (!test_mode_) ivshmem_.notify_chip(kVectorDma);
+    const bool engines = (hif_.header().capabilities & kCapDmaEngines) != 0;
+    hooks.ring_chip = [this, engines] {
+      if (test_mode_) return;
+      if (engines) {
+        hw_link_.ring_doorbell();
+      } else {
+        ivshmem_.notify_chip(kVectorDma);
+      }
     };
     // vtrnd's loop watches and drains the kVectorDma eventfd itself; the
     // engine never sleeps on it here.
@@ -409,9 +416,10 @@ void Chip::on_ready() {
       return;
     }
     dma_.arm_irq(true);
-    DRV_LOGI("%s: DMA: %u queues of depth %u, HBM [0x%llx, +%llu MiB), window %llu KiB", label_.c_str(),
+    DRV_LOGI("%s: DMA: %u queues of depth %u, HBM [0x%llx, +%llu MiB), window %llu KiB, served by %s", label_.c_str(),
              dma_.queue_count(), dma_.depth(), (unsigned long long)dma_.hbm_base(),
-             (unsigned long long)(dma_.hbm_size() >> 20), (unsigned long long)(dma_.window_size() >> 10));
+             (unsigned long long)(dma_.hbm_size() >> 20), (unsigned long long)(dma_.window_size() >> 10),
+             engines ? "the DMA engines" : "the firmware");
   }
   if (boot_timer_ != 0) loop_->cancel_timer(boot_timer_);
   boot_timer_ = 0;

@@ -51,6 +51,7 @@ bool build_qemu_argv(const char* tmpl, const std::string& qemu, const QemuParams
       {"ram_fd", std::to_string(p.ram_fd)},
       {"engines_sock", p.engines_sock},
       {"engine_vectors", std::to_string(p.engine_vectors)},
+      {"copy_engine", p.copy_engine},
   };
   argv->clear();
   argv->push_back(qemu);

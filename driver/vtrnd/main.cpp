@@ -35,6 +35,8 @@ constexpr const char* kUsage =
     "  --firmware ELF        firmware image (default $VTRN_FIRMWARE or " VTRN_DEFAULT_FIRMWARE ")\n"
     "  --qemu BIN            QEMU binary (default $VTRN_QEMU or qemu-system-aarch64 on PATH)\n"
     "  --vtrn-hw BIN         the board's engines process (default $VTRN_HW or " VTRN_DEFAULT_HW ")\n"
+    "  --copy-engine E       who serves the host DMA queues: cpu (the firmware, default) or\n"
+    "                        engines (the chip's DMA engines); also VTRN_COPY_ENGINE\n"
     "  --gdb                 give chip N a gdbstub on 127.0.0.1:BASE+N\n"
     "  --gdb-port BASE       first gdb port (default 1234; 0: any free port per chip, shown\n"
     "                        by vtrn ls; implies --gdb)\n"
@@ -79,7 +81,7 @@ int main(int argc, char** argv) {
   enum { kBoard = 1000, kChips, kFirmware, kQemu, kGdb, kGdbPort, kBootTimeout, kRuntimeDir,
          kForeground, kVerbose, kHelp, kAllowRawDma, kMetricsPort,
          kWatchdogMs, kNoAutoReset, kResetLimit, kResetWindowMs };  // the last four: recovery
-  constexpr int kHbmQuotaMib = 1100, kHbmDmaUnchecked = 1101, kVtrnHw = 1200;  // clear of the enum above
+  constexpr int kHbmQuotaMib = 1100, kHbmDmaUnchecked = 1101, kVtrnHw = 1200, kCopyEngine = 1201;  // clear of the enum above
   static const option kOptions[] = {
       {"board", required_argument, nullptr, kBoard},
       {"chips", required_argument, nullptr, kChips},
@@ -99,12 +101,16 @@ int main(int argc, char** argv) {
       {"hbm-quota-mib", required_argument, nullptr, kHbmQuotaMib},
       {"hbm-dma-unchecked", no_argument, nullptr, kHbmDmaUnchecked},
       {"vtrn-hw", required_argument, nullptr, kVtrnHw},
+      {"copy-engine", required_argument, nullptr, kCopyEngine},
       {"verbose", no_argument, nullptr, kVerbose},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0},
   };
   std::string board_file = VTRN_DEFAULT_BOARD_DTB;
   std::string firmware, qemu_flag, runtime_dir, vtrn_hw;
+  std::string copy_engine = getenv("VTRN_COPY_ENGINE") != nullptr && getenv("VTRN_COPY_ENGINE")[0] != '\0'
+                                ? getenv("VTRN_COPY_ENGINE")
+                                : "cpu";
   uint32_t chips = 0, gdb_port = 0, boot_timeout = 10000;
   bool gdb = false, gdb_port_given = false;
   uint32_t watchdog_ms = 0, reset_limit = 3, reset_window_ms = 60000;
@@ -190,6 +196,7 @@ int main(int argc, char** argv) {
         break;
       case kHbmDmaUnchecked: hbm_dma_unchecked = true; break;
       case kVtrnHw: vtrn_hw = optarg; break;
+      case kCopyEngine: copy_engine = optarg; break;
       case kVerbose: drv::set_log_level(drv::LogLevel::kDebug); break;
       case kHelp: fputs(kUsage, stdout); return 0;
       default:
@@ -198,6 +205,8 @@ int main(int argc, char** argv) {
     }
   }
   if (optind < argc) return usage_error(std::string("unexpected argument ") + argv[optind]);
+  if (copy_engine != "cpu" && copy_engine != "engines")
+    return usage_error("--copy-engine " + copy_engine + ": expected cpu or engines");
   if (gdb && !gdb_port_given) gdb_port = 1234;
 
   std::string err;
@@ -222,6 +231,7 @@ int main(int argc, char** argv) {
     vtrn_hw = env != nullptr && env[0] != '\0' ? env : VTRN_DEFAULT_HW;
   }
   opts.vtrn_hw = vtrn_hw;
+  opts.copy_engine = copy_engine;
   drv::BoardSpec board;
   if (!drv::load_board(board_file, chips, "dtc", &board, &err)) {
     DRV_LOGE("%s", err.c_str());

@@ -256,6 +256,7 @@ bool Daemon::start(std::string* err) {
     co.gdb = opts_.gdb;
     co.gdb_port = opts_.gdb && opts_.gdb_base_port ? opts_.gdb_base_port + bc.id : 0;
     co.boot_timeout_ms = opts_.boot_timeout_ms;
+    co.copy_engine = opts_.copy_engine;
     co.watchdog_ms = opts_.watchdog_ms;
     co.watchdog = opts_.watchdog;
     co.auto_recover = opts_.auto_recover;

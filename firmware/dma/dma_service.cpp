@@ -14,9 +14,11 @@
 // descriptor's cost. A hardware engine would come in through DmaCopier.
 #include "fw/dma_service.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "fw/arch.h"
+#include "fw/engines_service.h"
 #include "fw/exceptions.h"
 #include "fw/log.h"
 #include "fw/mmu.h"
@@ -114,21 +116,123 @@ void DmaService::init(const Boot& boot) {
   map_.policy = nullptr;
   region_ = reinterpret_cast<vtrn::dma::DmaRegionHeader*>(boot.bar2 + dma->offset);
 
-  // Region table, then the capability; READY (a release store) publishes both.
+  if (platform::bootarg_is(boot.platform->bootargs, "vtrn.copy_engine", "engines")) {
+    engines_mode_ = start_engines(dma->offset, window->offset, window->size, queues, depth);
+  }
+
+  // Region table, then the capabilities; READY (a release store) publishes them.
   memcpy(header->regions, h.regions, sizeof h.regions);
   header->region_count = h.region_count;
-  header->capabilities = header->capabilities | kCapDma;
+  header->capabilities = header->capabilities | kCapDma | (engines_mode_ ? kCapDmaEngines : 0);
   enabled_ = true;
+  char engine[64];
+  if (engines_mode_) {
+    snprintf(engine, sizeof engine, "%u DMA engines (host queue q on engine q %% %u)", unsigned(hw_count_),
+             unsigned(hw_count_));
+  } else {
+    snprintf(engine, sizeof engine, "cpu (hal_copy_memcpy)");
+  }
   log(kLogInfo,
       "dma: %u queues x %u descriptors, HBM %llu MiB at 0x%llx, host window %llu KiB at "
-      "bar2+0x%llx, copy engine: cpu (hal_copy_memcpy)",
+      "bar2+0x%llx, copy engine: %s",
       unsigned(queues), unsigned(depth), (unsigned long long)(hbm_.size >> 20),
       (unsigned long long)hbm_.base, (unsigned long long)(window->size >> 10),
-      (unsigned long long)window->offset);
+      (unsigned long long)window->offset, engine);
+}
+
+bool DmaService::start_engines(uint64_t dma_offset, uint64_t window_offset, uint64_t window_size,
+                               uint32_t queues, uint32_t depth) {
+  engines::EnginesService& eng = engines::service();
+  if (!eng.present() || eng.region().dma_engines() == 0) {
+    log(kLogWarn, "dma: vtrn.copy_engine=engines but the chip has no DMA engines: copy engine: cpu");
+    return false;
+  }
+  hal::copy::EngineRegion& region = eng.region();
+  const uint32_t n = region.dma_engines() < queues ? region.dma_engines() : queues;
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t mask = 0;
+    for (uint32_t q = i; q < queues; q += n) mask |= 1u << q;
+    vtrn::engine::DmaConfig c{};
+    c.host_queue_mask = mask;
+    c.dma_region_offset = dma_offset;
+    c.queue_count = queues;
+    c.depth = depth;
+    c.host_window_offset = window_offset;
+    c.host_window_size = window_size;
+    c.hbm_base = hbm_.base;
+    c.hbm_size = hbm_.size;
+    c.host_irq_armed = 0;
+    uint32_t st = vtrn::engine::kEngineOk;
+    hw_config_[i] = c;
+    hal::copy::HwEngine& e = hw_[i];
+    const bool ok = e.init(region, i) == hal::Status::kOk && e.configure(c) == hal::Status::kOk &&
+                    engines::wait_ack(
+                        region, [&e, &st] { return e.config_done(&st); },
+                        uint16_t(vtrn::engine::kVectorDma0 + i), 2'000'000'000ull) &&
+                    st == vtrn::engine::kEngineOk;
+    if (!ok) {
+      log(kLogErr, "dma: DMA engine %u refused the host queues (status 0x%x): copy engine: cpu", unsigned(i),
+          unsigned(st));
+      // Nothing keeps serving a queue this service is about to serve.
+      (void)region.begin_reset();
+      (void)engines::wait_ack(
+          region, [&region] { return region.reset_done(); }, vtrn::engine::kVectorControl, 2'000'000'000ull);
+      return false;
+    }
+  }
+  hw_count_ = n;
+  return true;
+}
+
+bool DmaService::host_work_waiting() const {
+  const uint8_t* queues = reinterpret_cast<const uint8_t*>(region_) + vtrn::dma::kDmaQueuesOffset;
+  for (uint32_t q = 0; q < sched_.queue_count(); ++q) {
+    const auto* ctl = reinterpret_cast<const vtrn::dma::QueueControl*>(
+        queues + uint64_t(q) * vtrn::dma::queue_stride(sched_.depth()));
+    if (__atomic_load_n(&ctl->sq_prod.value, __ATOMIC_ACQUIRE) != __atomic_load_n(&ctl->sq_cons.value, __ATOMIC_ACQUIRE))
+      return true;
+  }
+  return false;
+}
+
+void DmaService::pause_engines(bool paused) {
+  engines_paused_ = paused;
+  hal::copy::EngineRegion& region = engines::service().region();
+  for (uint32_t i = 0; i < hw_count_; ++i) {
+    vtrn::engine::DmaConfig c = hw_config_[i];
+    c.flags = paused ? vtrn::engine::kDmaConfigPaused : 0;
+    uint32_t st = 0;
+    hal::copy::HwEngine& e = hw_[i];
+    if (e.configure(c) != hal::Status::kOk ||
+        !engines::wait_ack(
+            region, [&e, &st] { return e.config_done(&st); }, uint16_t(vtrn::engine::kVectorDma0 + i),
+            1'000'000'000ull) ||
+        st != vtrn::engine::kEngineOk) {
+      log(kLogErr, "dma: DMA engine %u did not %s its host queues (status 0x%x)", unsigned(i),
+          paused ? "pause" : "resume", unsigned(st));
+    }
+  }
+  log(kLogDebug, "dma: host queues %s on the DMA engines", paused ? "paused" : "resumed");
 }
 
 Vectors DmaService::poll(Turn&) {
   if (!enabled_) return 0;
+  if (engines_mode_) {
+    // The engines serve only in D0; work they did keeps the device awake,
+    // and descriptors waiting in a paused queue wake it, as on the CPU path.
+    const bool active = power::device_active();
+    if (active == engines_paused_) pause_engines(!active);
+    uint64_t units = 0;
+    hal::copy::EngineRegion& region = engines::service().region();
+    for (uint32_t i = 0; i < hw_count_; ++i) units += __atomic_load_n(&region.dma(i)->stats.units, __ATOMIC_RELAXED);
+    if (units != engines_units_) {
+      engines_units_ = units;
+      power::note_activity();
+    } else if (engines_paused_ && host_work_waiting()) {
+      power::note_activity();
+    }
+    return 0;
+  }
   // Queued descriptors are a resume trigger; a pass runs only in D0.
   if (!sched_.wants_run(irq::count())) return 0;
   power::note_activity();
@@ -140,10 +244,31 @@ Vectors DmaService::poll(Turn&) {
 }
 
 bool DmaService::has_work() {
-  return enabled_ && power::device_active() && sched_.wants_run(irq::count());
+  return enabled_ && !engines_mode_ && power::device_active() && sched_.wants_run(irq::count());
 }
 
 void DmaService::fill_telemetry(Telemetry* t) const {
+  if (engines_mode_) {
+    // The engines' own counters (a seqlock each: copied while seq is even
+    // and unchanged, a few tries at most).
+    hal::copy::EngineRegion& region = engines::service().region();
+    for (uint32_t i = 0; i < hw_count_; ++i) {
+      const vtrn::engine::EngineStats* s = &region.dma(i)->stats;
+      for (int tries = 0; tries < 8; ++tries) {
+        const uint32_t s0 = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+        vtrn::engine::EngineStats copy;
+        memcpy(&copy, s, sizeof copy);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if ((s0 & 1) != 0 || __atomic_load_n(&s->seq, __ATOMIC_RELAXED) != s0) continue;
+        t->dma_descriptors += copy.descriptors;
+        t->dma_completions += copy.units;
+        t->dma_bytes += copy.bytes;
+        t->dma_busy_ns += copy.busy_ns;
+        break;
+      }
+    }
+    return;
+  }
   const Totals& d = sched_.totals();
   t->dma_descriptors = d.descriptors;
   t->dma_completions = d.completions;

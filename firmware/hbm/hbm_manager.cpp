@@ -107,14 +107,18 @@ Status Manager::alloc(uint64_t owner, uint32_t category, uint64_t bytes, uint64_
   uint32_t key = 0;
   if (!owner_key(owner, &key) || category >= vtrn::hbm::kCategoryCount)
     return Status::kBadArgument;
-  return a_.allocate(key, vtrn::hbm::Category(category), bytes, align, addr);
+  const Status s = a_.allocate(key, vtrn::hbm::Category(category), bytes, align, addr);
+  if (s == Status::kOk) ++layout_generation_;
+  return s;
 }
 
 Status Manager::free(uint64_t owner, uint64_t addr) {
   if (!ready_) return Status::kNotInitialised;
   uint32_t key = 0;
   if (!owner_key(owner, &key)) return Status::kBadArgument;
-  return a_.free(addr, key);
+  const Status s = a_.free(addr, key);
+  if (s == Status::kOk) ++layout_generation_;
+  return s;
 }
 
 uint64_t Manager::free_owner(uint64_t owner, uint32_t* allocations) {
@@ -125,6 +129,7 @@ uint64_t Manager::free_owner(uint64_t owner, uint32_t* allocations) {
   if (a_.owner_usage(key, &u) != Status::kOk) return 0;  // unknown owner: nothing held
   uint32_t n = 0;
   if (a_.free_all(key, &n) != Status::kOk) return 0;
+  ++layout_generation_;
   // Forget the quota too: owner slots are a bounded table and this owner's
   // lifespan is over (a reconnecting client gets a new id).
   (void)a_.remove_owner(key);
@@ -200,6 +205,7 @@ Status Manager::inject_ecc(uint64_t addr, bool uncorrectable, EccRecord* out) {
     ++ecc_uncorrectable_;
     vtrn::hbm::RetireOutcome o;
     r.result = a_.retire_page(addr, &o);
+    ++layout_generation_;
     r.page_retired = r.result == Status::kOk;
     if (r.page_retired && o.was_allocated) {
       r.allocation_poisoned = true;
@@ -276,6 +282,7 @@ Error Manager::serve_alloc(const Vtrn__Ctrl__HbmAllocRequest& r, Vtrn__Ctrl__Hbm
   if (r.set_quota) s = a_.set_quota(key, r.quota_bytes);
   uint64_t addr = 0;
   if (s == Status::kOk) s = a_.allocate(key, vtrn::hbm::Category(r.category), r.bytes, r.align, &addr);
+  if (s == Status::kOk) ++layout_generation_;
   body.result = uint32_t(s);
   if (s == Status::kOk) {
     vtrn::hbm::AllocationInfo info;
@@ -299,6 +306,7 @@ Error Manager::serve_free(const Vtrn__Ctrl__HbmFreeRequest& r, Vtrn__Ctrl__HbmFr
   vtrn::hbm::AllocationInfo info;
   const bool known = a_.lookup(r.addr, 1, &info) == Status::kOk && info.addr == r.addr;
   const Status s = a_.free(r.addr, key);
+  if (s == Status::kOk) ++layout_generation_;
   body.result = uint32_t(s);
   if (known) {
     body.bytes = info.bytes;
@@ -452,6 +460,7 @@ Error Manager::serve_import(const Vtrn__Ctrl__HbmImportRetiredRequest& r,
     pages[i] = base_ + off;
   }
   const Status s = a_.import_retired(pages, uint32_t(r.n_offsets));
+  if (s == Status::kOk) ++layout_generation_;
   dma_unchecked_ = r.dma_unchecked;
   b.result = uint32_t(s);
   vtrn::hbm::Stats st;

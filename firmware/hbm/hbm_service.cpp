@@ -17,6 +17,7 @@
 
 #include "fw/ctrl_service.h"
 #include "fw/dma_service.h"
+#include "fw/engines_service.h"
 #include "fw/host_interface.h"
 #include "fw/log.h"
 #include "fw/mmu.h"
@@ -112,6 +113,10 @@ void HbmService::init(const Boot& boot) {
   // stitched allocations' device addresses.
   dma::service().set_hbm_policy(&policy_);
   dma::service().set_remap_window(kRemapBase, window);
+  // And the engines reach only allocations (none yet) from the start.
+  engines::service().sync_mpu(allocator(), dma_unchecked());
+  mpu_layout_ = layout_generation();
+  mpu_unchecked_ = dma_unchecked();
   log(kLogInfo,
       "hbm: %u stacks x %llu MiB (%u ch each) at 0x%llx, %u KiB pages, metadata %zu KiB; "
       "limits %u allocations, %u owners, %u retired pages; remap window 0x%llx + %llu MiB",
@@ -120,6 +125,13 @@ void HbmService::init(const Boot& boot) {
       unsigned(kLimits.max_allocations), unsigned(kLimits.max_owners),
       unsigned(kLimits.max_retired_pages), (unsigned long long)kRemapBase,
       (unsigned long long)(window >> 20));
+}
+
+void HbmService::served(uint64_t) {
+  if (layout_generation() == mpu_layout_ && dma_unchecked() == mpu_unchecked_) return;
+  engines::service().sync_mpu(allocator(), dma_unchecked());
+  mpu_layout_ = layout_generation();
+  mpu_unchecked_ = dma_unchecked();
 }
 
 Vectors HbmService::poll(Turn&) {

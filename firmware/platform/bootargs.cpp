@@ -65,4 +65,19 @@ vtrn::Error parse_bootargs(const char* args, uint32_t* chip_id, uint64_t* board_
   return Error();
 }
 
+bool bootarg_is(const char* args, const char* key, const char* value) {
+  const size_t klen = strlen(key), vlen = strlen(value);
+  const char* s = args;
+  while (*s) {
+    while (*s == ' ' || *s == '\t') ++s;
+    const char* word = s;
+    while (*s && *s != ' ' && *s != '\t') ++s;
+    const size_t wlen = size_t(s - word);
+    if (wlen == klen + 1 + vlen && strncmp(word, key, klen) == 0 && word[klen] == '=' &&
+        strncmp(word + klen + 1, value, vlen) == 0)
+      return true;
+  }
+  return false;
+}
+
 }  // namespace fw::platform

@@ -82,10 +82,30 @@ void DmaEngine::on_descriptor_error(const Descriptor& d, Status status) {
   errors_.post(r);
 }
 
+namespace {
+
+// The same host queues, window and HBM range (flags and generation aside).
+bool same_queues(const engine::DmaConfig& a, const engine::DmaConfig& b) {
+  return a.host_queue_mask == b.host_queue_mask && a.dma_region_offset == b.dma_region_offset &&
+         a.queue_count == b.queue_count && a.depth == b.depth && a.host_window_offset == b.host_window_offset &&
+         a.host_window_size == b.host_window_size && a.hbm_base == b.hbm_base && a.hbm_size == b.hbm_size;
+}
+
+}  // namespace
+
 void DmaEngine::apply_config() {
   engine::DmaConfig c;
   memcpy(&c, &blk_->config, sizeof c);
   config_seen_ = c.config_gen;
+  if (host_mask_ != 0 && same_queues(c, applied_)) {
+    // Only the pause bit (or nothing) changed: the queues and their chains
+    // in flight stay as they are.
+    paused_ = (c.flags & engine::kDmaConfigPaused) != 0;
+    applied_ = c;
+    blk_->config_status = engine::kEngineOk;
+    __atomic_store_n(&blk_->config_ack, config_seen_, __ATOMIC_RELEASE);
+    return;
+  }
   uint32_t field = engine::kFieldNone;
   const uint64_t stride = queue_stride(c.depth);
   if (c.host_queue_mask != 0) {
@@ -111,6 +131,8 @@ void DmaEngine::apply_config() {
 
   if (field != engine::kFieldNone) {
     host_mask_ = 0;
+    paused_ = false;
+    applied_ = engine::DmaConfig{};
     map_ = AddressMap{};
     engine::ErrorRecord r{};
     r.code = engine::kEngineBadConfig;
@@ -129,6 +151,8 @@ void DmaEngine::apply_config() {
     map_.hbm_size = c.hbm_size;
     map_.policy = &mpu_;
     host_mask_ = c.host_queue_mask;
+    paused_ = (c.flags & engine::kDmaConfigPaused) != 0;
+    applied_ = c;
     for (uint32_t q = 0; q < kMaxQueues; ++q) {
       host_[q] = Queue();
       if (!(host_mask_ & (1u << q))) continue;
@@ -169,7 +193,7 @@ bool DmaEngine::has_work() const {
   if (halted_) return false;
   if (fw_queue_.has_work()) return true;
   for (uint32_t q = 0; q < kMaxQueues; ++q) {
-    if ((host_mask_ & (1u << q)) && host_[q].has_work()) return true;
+    if (!paused_ && (host_mask_ & (1u << q)) && host_[q].has_work()) return true;
   }
   return false;
 }
@@ -238,7 +262,7 @@ DmaPass DmaEngine::run_pass() {
   };
   serve(fw_queue_, engine::kQueueFirmware);
   for (uint32_t q = 0; q < kMaxQueues; ++q) {
-    if (host_mask_ & (1u << q)) serve(host_[q], q);
+    if (!paused_ && (host_mask_ & (1u << q))) serve(host_[q], q);
   }
   // Every chain of this pass was checked against this generation or a
   // newer one: an older table can no longer matter to anything in flight.

@@ -362,6 +362,41 @@ void test_dma_serves_the_hosts_bar2_queues_and_interrupts_the_host(void**) {
   assert_true(host.q[1].reset_done());
 }
 
+void test_dma_paused_host_queues_keep_their_chains_and_resume_where_they_were(void**) {
+  Rig r;
+  HostSide host(r);
+  DmaEngine e(r.mem, 0, r.props, r.sig, r.log, fake_clock);
+  configure(r, 0, 0x1);
+  e.run_pass();
+  assert_int_equal(r.mem.dma(0)->config_status, kEngineOk);
+  // Two chains of two descriptors; the first descriptor of the second chain
+  // is consumed before the pause only if the engine ignores it.
+  dma::Descriptor d[4];
+  for (uint32_t i = 0; i < 4; ++i)
+    d[i] = dma::Descriptor{i * 64u, kHbmBase + 0x20000 + i * 64u, 64,
+                           dma::kDescSrcHost | (i % 2 == 0 ? uint32_t(dma::kDescFirst) : uint32_t(dma::kDescLast)),
+                           10u + i};
+  r.mem.dma(0)->config.flags = kDmaConfigPaused;
+  configure(r, 0, 0x1);  // the same queues, paused
+  e.run_pass();
+  assert_int_equal(r.mem.dma(0)->config_ack, 2);
+  assert_int_equal(r.mem.dma(0)->config_status, kEngineOk);
+  assert_true(host.q[0].submit(d, 4));
+  assert_false(e.has_work());
+  DmaPass p = e.run_pass();
+  assert_int_equal(p.descriptors, 0);
+  assert_int_equal(r.mem.bar2[kDmaRegion + dma::kDmaQueuesOffset + offsetof(dma::QueueControl, sq_cons)], 0);
+  r.mem.dma(0)->config.flags = 0;
+  configure(r, 0, 0x1);  // resumed: nothing was lost or restarted
+  e.run_pass();
+  dma::Completion got[2];
+  assert_int_equal(host.q[0].reap(got, 2), 2);
+  assert_int_equal(got[0].cookie, 11);
+  assert_int_equal(got[1].cookie, 13);
+  assert_int_equal(got[0].status, dma::kOk);
+  assert_int_equal(host.q[0].device_error(), dma::kQueueOk);
+}
+
 void test_dma_interrupts_the_host_for_each_long_chain_as_it_completes(void**) {
   // Three 1 MiB chains, the first two flagged: one pass moves all three,
   // and the host hears of each flagged one on its own (not once at the end
@@ -730,6 +765,7 @@ int main() {
       cmocka_unit_test(test_dma_bad_address_and_malformed_descriptors_keep_their_statuses),
       cmocka_unit_test(test_dma_unconfigured_engine_reaches_nothing),
       cmocka_unit_test(test_dma_serves_the_hosts_bar2_queues_and_interrupts_the_host),
+      cmocka_unit_test(test_dma_paused_host_queues_keep_their_chains_and_resume_where_they_were),
       cmocka_unit_test(test_dma_interrupts_the_host_for_each_long_chain_as_it_completes),
       cmocka_unit_test(test_dma_config_refusals_name_the_field),
       cmocka_unit_test(test_dma_injected_fault_halts_before_consuming_and_reset_recovers),

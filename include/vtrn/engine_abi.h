@@ -40,7 +40,7 @@ namespace vtrn::engine {
 
 inline constexpr uint32_t kMagic = 0x4e455456;  // "VTEN" read as little-endian bytes
 inline constexpr uint16_t kAbiMajor = 1;
-inline constexpr uint16_t kAbiMinor = 0;
+inline constexpr uint16_t kAbiMinor = 1;  // 1.1: DmaConfig::flags (kDmaConfigPaused)
 
 // PCI placement and the ivshmem peers of the engine function.
 inline constexpr uint32_t kEnginePciDevice = 2;     // 00:02.0 (host interface: 00:01.0)
@@ -251,7 +251,14 @@ struct DmaConfig {
   uint64_t hbm_base;            // the DMA-reachable HBM range (chip physical)
   uint64_t hbm_size;
   uint32_t host_irq_armed;      // 1 = kVectorDma0 + i on host-queue activity (for accounting)
-  uint32_t reserved[5];
+  uint32_t flags;               // DmaConfigFlags (ABI 1.1; 0 before)
+  uint32_t reserved[4];
+};
+enum DmaConfigFlags : uint32_t {
+  // The host queues are not served (the device is in D3hot) but keep their
+  // state, chains in flight included: a config that differs from the one
+  // in force only in this bit pauses or resumes them.
+  kDmaConfigPaused = 1u << 0,
 };
 static_assert(sizeof(DmaConfig) == 80);
 

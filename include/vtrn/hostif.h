@@ -64,6 +64,11 @@ enum Capability : uint64_t {
   kCapJobs = 1u << 6,    // job queue region + NeuronCore executors
   kCapLinks = 1u << 7,   // link ports: kRegionLinks valid
   kCapPower = 1u << 8,   // power/thermal: kRegionPower valid
+  // With kCapDma: the chip's DMA engines serve the host queues. The host
+  // rings the engines' doorbell (the eventfd vtrn-hw watches) after
+  // publishing descriptors or a reset request, not kVectorDma; completions
+  // still interrupt it on kVectorDma.
+  kCapDmaEngines = 1u << 9,
 };
 
 // Region types in the region table.

@@ -76,6 +76,7 @@ uint64_t now_ns() { return ticks_to_ns(now_ticks()); }
 
 namespace irq {
 uint64_t count() { return 0; }
+void register_handler(uint32_t, IrqHandler, void*) {}
 }  // namespace irq
 
 namespace mmu {

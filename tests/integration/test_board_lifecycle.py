@@ -131,6 +131,15 @@ class BootedBoard(h.BoardTestCase):
             self.assertRegex(line, r"^[0-7] \d+ ")
         self.assertTrue(any("ready" in l.lower() for l in doc["lines"]), doc["lines"])
 
+    def test_logs_show_each_chip_found_and_reset_its_engines(self):
+        # vtrn-dev2: vtrn,dma-engines = 2 per chip, one tensor engine per NeuronCore (4).
+        for chip in (0, 1):
+            with self.subTest(chip=chip):
+                lines = self.s.vtrn_json("logs", chip)["lines"]
+                found = [l for l in lines if "engines: 2 DMA" in l and "4 tensor" in l and "MPU 256 windows" in l]
+                self.assertEqual(len(found), 1, lines)
+                self.assertFalse([l for l in lines if "the cores do all the work" in l], lines)
+
     def test_logs_tail_limits_the_lines(self):
         doc = self.s.vtrn_json("logs", 1, "--tail", 2)
         self.assertEqual(len(doc["lines"]), 2, doc["lines"])

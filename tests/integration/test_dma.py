@@ -53,6 +53,9 @@ def totals(stats):
 class DmaIntegrity(h.BoardTestCase):
     session_name = "dma"
     up_args = ("--chips", 2)
+
+    def test_host_queues_are_served_by_the_copy_engine_asked_for(self):
+        self.assertEqual(h.copy_engine_problems(self.s, (0, 1)), [])
     up_env = {"VTRN_ALLOW_RAW_DMA": "0"}
 
     @classmethod

@@ -53,6 +53,9 @@ REGION = 16 * MiB  # the allocation the in-HBM cases use, per chip
 class DmaHostileInput(h.BoardTestCase):
     session_name = "dmahostile"
     up_args = ("--chips", 2)
+
+    def test_host_queues_are_served_by_the_copy_engine_asked_for(self):
+        self.assertEqual(h.copy_engine_problems(self.s, (0, 1)), [])
     up_env = {"VTRN_ALLOW_RAW_DMA": "1"}
 
     @classmethod

@@ -178,6 +178,25 @@ def mapped_memfds(pid):
     return sorted(found.values())
 
 
+def copy_engine_problems(session, chips):
+    """Which engine serves each chip's host DMA queues must be the one
+    VTRN_COPY_ENGINE asked for (default cpu), as the firmware's boot log
+    says; returns the mismatches (a test run that meant to exercise the DMA
+    engines must not pass on the CPU copier)."""
+    want = os.environ.get("VTRN_COPY_ENGINE", "cpu") or "cpu"
+    problems = []
+    for chip in chips:
+        lines = session.vtrn_json("logs", chip)["lines"]
+        said = [l for l in lines if "copy engine: " in l]
+        if not said:
+            problems.append(f"chip {chip}: no 'copy engine:' line in its log")
+            continue
+        got = "engines" if "DMA engines" in said[-1] else "cpu"
+        if got != want:
+            problems.append(f"chip {chip}: copy engine {got}, VTRN_COPY_ENGINE={want}: {said[-1]}")
+    return problems
+
+
 def shm_files_of(pid):
     """/dev/shm entries named for pid (the link service's region directory
     vtrn-links-<uid>-<vtrnd pid>); chip RAM and BAR2 are memfds and never

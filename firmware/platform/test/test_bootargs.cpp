@@ -29,6 +29,17 @@ Parsed parse(const char* args) {
   return p;
 }
 
+void test_bootarg_is_matches_whole_words_only(void**) {
+  const char* a = "vtrn.chip=1 vtrn.copy_engine=engines  x=1";
+  assert_true(fw::platform::bootarg_is(a, "vtrn.copy_engine", "engines"));
+  assert_false(fw::platform::bootarg_is(a, "vtrn.copy_engine", "cpu"));
+  assert_false(fw::platform::bootarg_is(a, "vtrn.copy_engine", "engine"));
+  assert_false(fw::platform::bootarg_is("vtrn.copy_engine=enginesX", "vtrn.copy_engine", "engines"));
+  assert_false(fw::platform::bootarg_is("xvtrn.copy_engine=engines", "vtrn.copy_engine", "engines"));
+  assert_true(fw::platform::bootarg_is("vtrn.copy_engine=cpu", "vtrn.copy_engine", "cpu"));
+  assert_false(fw::platform::bootarg_is("", "vtrn.copy_engine", "cpu"));
+}
+
 void test_bootargs_reads_all_three_keys(void**) {
   const Parsed p = parse("vtrn.chip=3 vtrn.board=0x40100000 vtrn.board_size=2758");
   assert_true(p.ok);
@@ -77,6 +88,7 @@ void test_bootargs_rejects_empty_vtrn_value(void**) {
 int main() {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bootargs_reads_all_three_keys),
+      cmocka_unit_test(test_bootarg_is_matches_whole_words_only),
       cmocka_unit_test(test_bootargs_ignores_unknown_words_and_extra_spaces),
       cmocka_unit_test(test_bootargs_names_the_missing_key),
       cmocka_unit_test(test_bootargs_rejects_non_numeric_value),

@@ -118,6 +118,12 @@ Status EngineRegion::next_error(ErrorRecord* out, uint32_t* lost) {
   return Status::kOk;
 }
 
+bool EngineRegion::errors_pending() const {
+  if (base_ == 0) return false;
+  const auto* eb = reinterpret_cast<const ErrorBlock*>(base_ + kErrorOffset);
+  return rd(&eb->prod) != error_cursor_;
+}
+
 Status EngineRegion::inject(uint32_t kind, uint32_t engine) {
   if (base_ == 0) return Status::kNotReady;
   if ((kind == kInjectDma && engine >= id_.dma_engines) || (kind == kInjectTensor && engine >= id_.tensor_engines) ||

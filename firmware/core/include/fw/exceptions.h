@@ -46,7 +46,7 @@ enum VectorKind : uint32_t {
 using IrqHandler = void (*)(uint32_t intid, void* ctx);
 
 namespace irq {
-inline constexpr uint32_t kMaxHandlers = 16;
+inline constexpr uint32_t kMaxHandlers = 48;  // host interface 4 + engine function 17 + timer + SGIs
 // The initialised GIC the IRQ vector acknowledges and completes through.
 void attach_gic(hal::gic::Gic* gic);
 // Binds `intid` to `fn`; panics (kPanicPlatform) when the table is full.

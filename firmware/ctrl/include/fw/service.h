@@ -41,7 +41,8 @@ struct Chip;
 }  // namespace vtrn::board
 namespace hal::gic {
 class Gic;
-}
+class Gicv2m;
+}  // namespace hal::gic
 namespace hal::pcie {
 class Ecam;
 struct Topology;
@@ -73,6 +74,8 @@ struct Boot {
   uint8_t* bar2 = nullptr;
   uint64_t bar2_size = 0;
   hal::gic::Gic* gic = nullptr;
+  const hal::gic::Gicv2m* v2m = nullptr;
+  uint32_t msi_first_free = 0;  // first GICv2m message the host interface did not take
   uint32_t timer_intid = 0;  // the virtual timer PPI
   const hal::pcie::Ecam* ecam = nullptr;
   const hal::pcie::Topology* topology = nullptr;

@@ -31,6 +31,7 @@
 #include "fw/dma_sched.h"
 #include "fw/service.h"
 #include "hal/copy_dma.h"
+#include "hal/copy_engine.h"
 #include "vtrn/hostif.h"
 
 namespace fw::dma {
@@ -59,6 +60,16 @@ class DmaService final : public Service, private Observer {
  private:
   void on_latched(uint32_t queue, vtrn::dma::QueueError error) override;
   void on_reset(uint32_t queue) override;
+  // Hands the host queues to the chip's DMA engines (queue q to engine
+  // q % engines). False, with the engines reset and the reason logged,
+  // when they are absent or refuse the configuration.
+  bool start_engines(uint64_t dma_offset, uint64_t window_offset, uint64_t window_size, uint32_t queues,
+                     uint32_t depth);
+  // The device left or entered D0: the engines resume or pause the host
+  // queues (kDmaConfigPaused), keeping what is in flight.
+  void pause_engines(bool paused);
+  // Some host queue holds descriptors nobody consumed yet (BAR2 indexes).
+  [[nodiscard]] bool host_work_waiting() const;
 
   Scheduler sched_;
   vtrn::dma::AddressMap map_;
@@ -68,6 +79,14 @@ class DmaService final : public Service, private Observer {
   // directly (see dma_service.cpp).
   hal::copy::CpuDmaCopier copier_;
   bool enabled_ = false;
+  // With vtrn.copy_engine=engines: the DMA engines serve the host queues
+  // and this service only configured them (no pass runs here).
+  hal::copy::HwEngine hw_[vtrn::engine::kMaxDmaEngines];
+  uint32_t hw_count_ = 0;
+  bool engines_mode_ = false;
+  bool engines_paused_ = false;
+  vtrn::engine::DmaConfig hw_config_[vtrn::engine::kMaxDmaEngines] = {};
+  uint64_t engines_units_ = 0;  // chains the engines completed, at the last look
 };
 
 DmaService& service();

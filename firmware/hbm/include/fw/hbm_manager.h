@@ -148,6 +148,9 @@ class Manager : public Service {
 
   [[nodiscard]] Totals totals() const;
   [[nodiscard]] const vtrn::hbm::Allocator& allocator() const { return a_; }
+  // Bumped by every change of what is allocated or retired (the engines'
+  // MPU table is rebuilt when it moved).
+  [[nodiscard]] uint64_t layout_generation() const { return layout_generation_; }
   [[nodiscard]] uint64_t base() const { return base_; }
   [[nodiscard]] uint64_t size() const { return a_.total_bytes(); }
 
@@ -161,6 +164,7 @@ class Manager : public Service {
   uint64_t base_ = 0;
   bool ready_ = false;
   bool dma_unchecked_ = false;
+  uint64_t layout_generation_ = 0;
   uint64_t ecc_uncorrectable_ = 0;
   EccRecord ecc_[kEccQueue];
   uint32_t ecc_head_ = 0;  // next to take

@@ -38,9 +38,14 @@ class HbmService final : public Manager {
   void init(const Boot& boot) override;
   Vectors poll(Turn& turn) override;
   void fill_telemetry(vtrn::hostif::Telemetry* t) const override;
+  // After a request that changed the allocations or retired pages: the
+  // engines' MPU follows before the response goes out (fw/engines_service.h).
+  void served(uint64_t now_ns) override;
 
  private:
   DmaPolicy policy_;
+  uint64_t mpu_layout_ = 0;  // layout_generation() the MPU was last built from
+  bool mpu_unchecked_ = false;
 };
 
 HbmService& service();

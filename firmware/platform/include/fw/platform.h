@@ -130,5 +130,7 @@ void parse(uint64_t address, Platform* out);
 // or bad key. Portable (no libfdt), kept separate for that reason.
 vtrn::Error parse_bootargs(const char* args, uint32_t* chip_id, uint64_t* board_address,
                            uint64_t* board_size);
+// True when the word `key`=`value` is in `args` (e.g. vtrn.copy_engine=engines).
+bool bootarg_is(const char* args, const char* key, const char* value);
 
 }  // namespace fw::platform

@@ -67,6 +67,8 @@ class EngineRegion {
   // A reader that fell more than kErrorRecords behind skips to the oldest
   // record still there (*lost counts the skipped ones).
   Status next_error(vtrn::engine::ErrorRecord* out, uint32_t* lost);
+  // True when next_error() has a record (one index read).
+  [[nodiscard]] bool errors_pending() const;
   // Fault injection (engine_abi.h ControlBlock); injected() once it fired.
   Status inject(uint32_t kind, uint32_t engine);
   [[nodiscard]] bool injected() const;

@@ -87,6 +87,8 @@ class DmaEngine final : private dma::ErrorHook {
   dma::Queue fw_queue_;
   dma::Queue host_[dma::kMaxQueues];
   uint32_t host_mask_ = 0;
+  bool paused_ = false;             // kDmaConfigPaused: host queues kept, not served
+  engine::DmaConfig applied_{};     // the host-queue config in force (host_mask_ != 0)
   uint32_t config_seen_ = 0;
   uint32_t inject_seen_ = 0;
   bool halted_ = false;

@@ -38,6 +38,8 @@ class ChipHwLink {
   [[nodiscard]] uint64_t ram_bytes() const { return ram_bytes_; }
   [[nodiscard]] int doorbell_fd() const { return doorbell_.get(); }
   [[nodiscard]] const std::string& engines_socket() const { return socket_; }
+  // Host -> DMA engines after publishing descriptors or a queue reset.
+  void ring_doorbell() const;
 
  private:
   UniqueFd ram_;
