@@ -13,6 +13,7 @@ host_pkgs=(
   nlohmann-json3-dev gdb-multiarch clang libclang-rt-14-dev python3
   libopenblas-dev
   protobuf-compiler python3-protobuf python3-numpy python3-pytest
+  prometheus python3-prometheus-client graphviz
 )
 # libfdt-dev is not Multi-Arch: same, so its arm64 build cannot sit beside the
 # native one. The firmware needs only the static archives and headers, so the

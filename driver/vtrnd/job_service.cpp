@@ -693,6 +693,7 @@ void JobService::end(Job& j, Vtrn__Api__JobState st, const std::string& reason) 
   }
   cs.latencies.push_back(j.end_ns - j.submit_ns);
   if (cs.latencies.size() > kLatencyWindow) cs.latencies.pop_front();
+  cs.c.latency.add(j.end_ns - j.submit_ns);
   if (st == VTRN__API__JOB_STATE__JOB_STATE_DONE) {
     DRV_LOGI("chip %u: job %llu DONE in %.3f ms", j.chip, (unsigned long long)j.id,
              double(j.end_ns - j.submit_ns) / 1e6);

@@ -84,11 +84,31 @@ struct JobServiceOptions {
   uint32_t dma_piece_bytes = 2u << 20;
 };
 
+// Submit-to-end latency of every job that ended since vtrnd started, as a
+// cumulative histogram (the exporter's vtrn_job_latency_seconds): counts[i]
+// holds the jobs that took at most kBoundsNs[i], the last one every job.
+struct JobLatencyHistogram {
+  static constexpr uint64_t kBoundsNs[] = {
+      1'000'000,     2'500'000,     5'000'000,      10'000'000,     25'000'000,
+      50'000'000,    100'000'000,   250'000'000,    500'000'000,    1'000'000'000,
+      2'500'000'000, 5'000'000'000, 10'000'000'000, 30'000'000'000, 60'000'000'000};
+  static constexpr size_t kBuckets = sizeof kBoundsNs / sizeof kBoundsNs[0];
+  uint64_t counts[kBuckets] = {};
+  uint64_t count = 0;
+  uint64_t sum_ns = 0;
+  void add(uint64_t ns) {
+    for (size_t i = 0; i < kBuckets; ++i) counts[i] += ns <= kBoundsNs[i] ? 1 : 0;
+    ++count;
+    sum_ns += ns;
+  }
+};
+
 // Per-chip figures for Telemetry.
 struct JobCounters {
   uint64_t submitted = 0, done = 0, failed = 0, cancelled = 0, timed_out = 0, rejected = 0;
   uint32_t staging = 0, queued = 0, running = 0;
   uint64_t p50_ns = 0, p90_ns = 0, p99_ns = 0;
+  JobLatencyHistogram latency;
 };
 
 class JobService {

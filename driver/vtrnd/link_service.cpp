@@ -314,7 +314,11 @@ void LinkService::stop() {
 }
 
 bool LinkService::read_chip(Chip* chip, abi::LinksBlock* out, std::string* err) const {
-  const uint8_t* bar2 = chip->links_block();
+  return read_links_block(*chip, out, err);
+}
+
+bool read_links_block(const Chip& chip, abi::LinksBlock* out, std::string* err) {
+  const uint8_t* bar2 = chip.links_block();
   if (bar2 == nullptr) {
     *err = "chip not ready";
     return false;

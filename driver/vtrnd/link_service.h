@@ -72,6 +72,12 @@ class ShmFileMedium final : public LinkMedium {
   uint8_t* map_ = nullptr;
 };
 
+// The chip's link status block (vtrn/links_abi.h) copied under its seqlock
+// and checked (magic, version, geometry); false + *err when the chip is not
+// READY or the block is invalid. The one reader of that block in vtrnd (the
+// link service and the metrics exporter).
+bool read_links_block(const Chip& chip, vtrn::links::LinksBlock* out, std::string* err);
+
 class LinkService {
  public:
   using ReplyFn = drv::ReplyFn;

@@ -11,6 +11,7 @@
 
 #include <charconv>
 
+#include "link_service.h"
 #include "power_service.h"
 #include "vtrn/drv/log.h"
 #include "vtrn/power.h"
@@ -27,17 +28,22 @@ class Exposition {
  public:
   void add(const char* name, const char* type, const char* help, const std::string& labels,
            double value) {
-    auto it = index_.find(name);
-    if (it == index_.end()) {
-      it = index_.emplace(name, families_.size()).first;
-      families_.push_back(Family{name, type, help, {}});
+    sample(family(name, type, help), name, labels, value);
+  }
+  // A histogram series: cumulative buckets (le = each bound, then +Inf),
+  // _sum and _count, all in seconds.
+  void histogram(const char* name, const char* help, const std::string& labels,
+                 const uint64_t* bounds_ns, const uint64_t* counts, size_t buckets, uint64_t count,
+                 double sum_s) {
+    Family& f = family(name, "histogram", help);
+    const std::string sep = labels.empty() ? "" : ",";
+    for (size_t i = 0; i < buckets; ++i) {
+      sample(f, std::string(name) + "_bucket",
+             labels + sep + "le=\"" + number(double(bounds_ns[i]) / 1e9) + "\"", double(counts[i]));
     }
-    std::string line = name;
-    if (!labels.empty()) line += "{" + labels + "}";
-    line += ' ';
-    line += number(value);
-    line += '\n';
-    families_[it->second].samples += line;
+    sample(f, std::string(name) + "_bucket", labels + sep + "le=\"+Inf\"", double(count));
+    sample(f, std::string(name) + "_sum", labels, sum_s);
+    sample(f, std::string(name) + "_count", labels, double(count));
   }
   std::string text() const {
     std::string out;
@@ -53,6 +59,22 @@ class Exposition {
   struct Family {
     std::string name, type, help, samples;
   };
+  Family& family(const char* name, const char* type, const char* help) {
+    auto it = index_.find(name);
+    if (it == index_.end()) {
+      it = index_.emplace(name, families_.size()).first;
+      families_.push_back(Family{name, type, help, {}});
+    }
+    return families_[it->second];
+  }
+  static void sample(Family& f, const std::string& name, const std::string& labels, double value) {
+    std::string line = name;
+    if (!labels.empty()) line += "{" + labels + "}";
+    line += ' ';
+    line += number(value);
+    line += '\n';
+    f.samples += line;
+  }
   static std::string number(double v) {
     char buf[64];
     auto r = std::to_chars(buf, buf + sizeof buf, v);
@@ -63,6 +85,19 @@ class Exposition {
 };
 
 std::string lbl(uint32_t chip) { return "chip=\"" + std::to_string(chip) + "\""; }
+// A label value as the exposition format wants it: \\, \" and \n escaped.
+std::string escaped(const std::string& v) {
+  std::string out;
+  for (char ch : v) {
+    if (ch == '\\' || ch == '"') out += '\\';
+    if (ch == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += ch;
+  }
+  return out;
+}
 std::string lbl(uint32_t chip, const char* key, const std::string& value) {
   return lbl(chip) + "," + key + "=\"" + value + "\"";
 }
@@ -135,8 +170,10 @@ void render_power(Exposition& e, uint32_t chip, const vp::PowerTelemetry& p) {
         c, p.power_mw / 1e3);
   e.add("vtrn_chip_power_average_watts", "gauge", "Modeled chip power, low-pass filtered.", c,
         p.power_average_mw / 1e3);
-  e.add("vtrn_chip_power_cap_watts", "gauge", "Host power cap (0 = none).", c,
-        p.power_cap_mw / 1e3);
+  if (p.power_cap_mw != 0) {
+    e.add("vtrn_chip_power_cap_watts", "gauge", "Host power cap (absent: no cap).", c,
+          p.power_cap_mw / 1e3);
+  }
   const struct {
     const char* name;
     uint32_t mw;
@@ -162,7 +199,10 @@ void render_power(Exposition& e, uint32_t chip, const vp::PowerTelemetry& p) {
   e.add("vtrn_chip_voltage_volts", "gauge", "Voltage of the current operating point.", c,
         p.voltage_mv / 1e3);
   e.add("vtrn_chip_pstate", "gauge", "Current operating point (0 = fastest).", c, p.pstate);
-  e.add("vtrn_chip_pstate_limit", "gauge", "Host pstate limit (0 = none).", c, p.pstate_limit);
+  if (p.pstate_limit != 0) {
+    e.add("vtrn_chip_pstate_limit", "gauge", "Host pstate limit (absent: no limit).", c,
+          p.pstate_limit);
+  }
   e.add("vtrn_chip_pstate_changes_total", "counter", "Operating-point changes.", c,
         p.pstate_changes);
   static constexpr struct {
@@ -185,22 +225,30 @@ void render_power(Exposition& e, uint32_t chip, const vp::PowerTelemetry& p) {
         lbl(chip, "limiter", "power_cap"), double(p.power_cap_ns) * kNs);
   e.add("vtrn_chip_clock_limited_seconds_total", "counter", "Time the clock was held down, by limiter.",
         lbl(chip, "limiter", "host"), double(p.host_limit_ns) * kNs);
-  for (uint32_t s = 0; s < vp::kDeviceStateCount; ++s) {
+  // One vocabulary in both families: D0, D3hot, and "transition" for the
+  // two ways between them (quiescing, resuming), which the firmware's
+  // residency counters do not tell apart.
+  const char* now = p.device_state == 0 ? "D0" : p.device_state == 2 ? "D3hot" : "transition";
+  const struct {
+    const char* state;
+    uint64_t ns;
+  } dev[] = {{"D0", p.d0_ns}, {"D3hot", p.d3hot_ns}, {"transition", p.transition_ns}};
+  for (const auto& d : dev) {
     e.add("vtrn_chip_device_power_state", "gauge", "1 for the device power state the chip is in.",
-          lbl(chip, "state", power_device_state_name(s)), p.device_state == s ? 1 : 0);
+          lbl(chip, "state", d.state), strcmp(now, d.state) == 0 ? 1 : 0);
   }
-  e.add("vtrn_chip_device_state_seconds_total", "counter", "Residency per device power state.",
-        lbl(chip, "state", "D0"), double(p.d0_ns) * kNs);
-  e.add("vtrn_chip_device_state_seconds_total", "counter", "Residency per device power state.",
-        lbl(chip, "state", "D3hot"), double(p.d3hot_ns) * kNs);
-  e.add("vtrn_chip_device_state_seconds_total", "counter", "Residency per device power state.",
-        lbl(chip, "state", "transition"), double(p.transition_ns) * kNs);
+  for (const auto& d : dev) {
+    e.add("vtrn_chip_device_state_seconds_total", "counter", "Residency per device power state.",
+          lbl(chip, "state", d.state), double(d.ns) * kNs);
+  }
   e.add("vtrn_chip_d3hot_entries_total", "counter", "Entries into D3hot.", c, p.d3hot_entries);
   e.add("vtrn_chip_autosuspends_total", "counter", "Runtime autosuspends started.", c,
         p.autosuspend_count);
-  e.add("vtrn_chip_autosuspend_delay_seconds", "gauge", "Idle time before autosuspend (0 = off).",
-        c, p.autosuspend_delay_ms / 1e3);
-  e.add("vtrn_chip_power_refresh_seconds", "gauge",
+  if (p.autosuspend_delay_ms != 0) {
+    e.add("vtrn_chip_autosuspend_delay_seconds", "gauge",
+          "Idle time before autosuspend (absent: autosuspend off).", c, p.autosuspend_delay_ms / 1e3);
+  }
+  e.add("vtrn_chip_power_refresh_duration_seconds", "gauge",
         "Firmware time of the last telemetry and governor refresh.", c, double(p.refresh_ns) * kNs);
   e.add("vtrn_chip_power_refresh_seconds_total", "counter",
         "Firmware time spent in telemetry and governor refreshes.", c,
@@ -247,16 +295,65 @@ void render_power(Exposition& e, uint32_t chip, const vp::PowerTelemetry& p) {
   }
 }
 
+void render_links(Exposition& e, uint32_t chip, const vtrn::links::LinksBlock& b) {
+  namespace abi = vtrn::links;
+  for (uint32_t i = 0; i < b.header.port_count && i < abi::kMaxPorts; ++i) {
+    const abi::PortStatus& s = b.ports[i];
+    if ((s.flags & abi::kPortWired) == 0) continue;
+    const std::string port = std::to_string(s.index);
+    const struct {
+      const char* kind;
+      uint64_t n;
+    } errs[] = {{"crc", s.crc_errors},
+                {"sequence", s.seq_errors},
+                {"replay_timeout", s.replay_timeouts},
+                {"transport", s.transport_errors},
+                {"protocol", s.protocol_errors},
+                {"tx_dropped", s.tx_dropped},
+                {"injected_bit", s.injected_bit_errors}};
+    for (const auto& k : errs) {
+      e.add("vtrn_link_errors_total", "counter", "Link port errors by kind.",
+            lbl(chip, "port", port, "kind", k.kind), double(k.n));
+    }
+    e.add("vtrn_link_replays_total", "counter", "Frames replayed after a NAK or timeout.",
+          lbl(chip, "port", port), double(s.replays));
+    e.add("vtrn_link_retrains_total", "counter", "Retrains (entries into Recovery).",
+          lbl(chip, "port", port), double(s.retrains));
+    e.add("vtrn_link_downs_total", "counter", "Times the link went down after being up.",
+          lbl(chip, "port", port), double(s.link_downs));
+    e.add("vtrn_link_transmit_bytes_total", "counter", "Payload bytes sent on the port.",
+          lbl(chip, "port", port), double(s.tx_bytes));
+    e.add("vtrn_link_receive_bytes_total", "counter", "Payload bytes received on the port.",
+          lbl(chip, "port", port), double(s.rx_bytes));
+  }
+}
+
+void render_jobs(Exposition& e, uint32_t chip, const JobCounters& j) {
+  const JobLatencyHistogram& h = j.latency;
+  e.histogram("vtrn_job_latency_seconds",
+              "Submit-to-end latency of jobs that ended since vtrnd started, any end.", lbl(chip),
+              JobLatencyHistogram::kBoundsNs, h.counts, JobLatencyHistogram::kBuckets, h.count,
+              double(h.sum_ns) * kNs);
+}
+
 }  // namespace
 
 ChipMetrics collect_chip_metrics(Chip& chip) {
   ChipMetrics m;
   m.id = chip.id();
   m.ready = chip.state() == VTRN__API__CHIP_STATE__CHIP_STATE_READY;
+  const ChipStatus st = chip.status();
+  m.resets = st.reset.count;
+  if (st.info.valid) {
+    m.fw_version = st.info.fw_version;
+    m.build_id = st.info.build_id;
+    m.board = st.info.board_model;
+  }
   if (!m.ready) return m;
   m.have_telemetry = chip.telemetry(&m.telemetry);
   std::string why;
   m.have_power = chip.power_telemetry(&m.power, &why);
+  m.have_links = read_links_block(chip, &m.links, &why);
   return m;
 }
 
@@ -266,10 +363,28 @@ std::string render_metrics(const std::vector<ChipMetrics>& chips) {
     e.add("vtrn_chip_up", "gauge", "1 when the chip is READY.", lbl(m.id), m.ready ? 1 : 0);
   }
   for (const ChipMetrics& m : chips) {
+    if (m.fw_version.empty()) continue;
+    e.add("vtrn_chip_info", "gauge", "Firmware and board of the chip (always 1).",
+          lbl(m.id) + ",fw_version=\"" + escaped(m.fw_version) + "\",build_id=\"" +
+              escaped(m.build_id) + "\",board=\"" + escaped(m.board) + "\"",
+          1);
+  }
+  for (const ChipMetrics& m : chips) {
+    e.add("vtrn_chip_resets_total", "counter",
+          "Chip resets since vtrnd started (watchdog, panic, QEMU exit, manual).", lbl(m.id),
+          double(m.resets));
+  }
+  for (const ChipMetrics& m : chips) {
     if (m.have_telemetry) render_telemetry(e, m.id, m.telemetry);
   }
   for (const ChipMetrics& m : chips) {
+    if (m.have_jobs) render_jobs(e, m.id, m.jobs);
+  }
+  for (const ChipMetrics& m : chips) {
     if (m.have_power) render_power(e, m.id, m.power);
+  }
+  for (const ChipMetrics& m : chips) {
+    if (m.have_links) render_links(e, m.id, m.links);
   }
   return e.text();
 }
@@ -313,7 +428,7 @@ void MetricsServer::on_accept() {
     int fd = accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;  // EAGAIN, or a transient error: the next event retries
     UniqueFd owned(fd);
-    if (conns_.size() >= kMaxConnections) continue;  // closed at once: scrapers retry
+    if (conns_.size() >= kMaxConnections) evict_one();
     const uint64_t id = next_id_++;
     Conn& c = conns_[id];
     c.fd = std::move(owned);
@@ -325,6 +440,33 @@ void MetricsServer::on_accept() {
     });
     loop_->add(c.fd.get(), EPOLLIN, [this, id](uint32_t ev) { on_event(id, ev); });
   }
+}
+
+// Room for a new connection: the oldest that has not sent a whole request
+// yet (ids grow with time, so the first such in the map is the oldest),
+// else the oldest of all. A scraper's connection lives for one exchange, so
+// whatever has been open longest without asking is the one to go.
+void MetricsServer::evict_one() {
+  for (auto& [id, c] : conns_) {
+    if (!c.responding) {
+      close_conn(id);
+      return;
+    }
+  }
+  if (!conns_.empty()) close_conn(conns_.begin()->first);
+}
+
+// After an answer to a request that was not read to its end (431): stop
+// writing, keep reading and discarding until the peer closes or the
+// connection's timer fires. Closing with unread bytes would send a reset,
+// and the peer could lose the answer before reading it.
+void MetricsServer::drain(uint64_t id) {
+  auto it = conns_.find(id);
+  if (it == conns_.end()) return;
+  Conn& c = it->second;
+  c.draining = true;
+  (void)shutdown(c.fd.get(), SHUT_WR);
+  loop_->modify(c.fd.get(), EPOLLIN);
 }
 
 void MetricsServer::close_conn(uint64_t id) {
@@ -375,19 +517,30 @@ void MetricsServer::on_event(uint64_t id, uint32_t events) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return;
   Conn& c = it->second;
+  if (c.draining) {
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = read(c.fd.get(), buf, sizeof buf);
+      if (n > 0) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+      close_conn(id);  // EOF or error: the peer has what it needed
+      return;
+    }
+  }
   if (!c.responding) {
     if (events & (EPOLLERR | EPOLLHUP)) {
       close_conn(id);
       return;
     }
     char buf[2048];
+    bool too_big = false;
     for (;;) {
       const ssize_t n = read(c.fd.get(), buf, sizeof buf);
       if (n > 0) {
         c.in.append(buf, size_t(n));
-        if (c.in.size() > kMaxRequestBytes) {
-          close_conn(id);
-          return;
+        if (c.in.size() > kMaxRequestBytes && c.in.find("\r\n\r\n") == std::string::npos) {
+          too_big = true;
+          break;
         }
         continue;
       }
@@ -403,8 +556,18 @@ void MetricsServer::on_event(uint64_t id, uint32_t events) {
       }
       break;
     }
-    if (c.in.find("\r\n\r\n") == std::string::npos) return;
-    respond(c);
+    if (too_big) {
+      const std::string body = "request head larger than " + std::to_string(kMaxRequestBytes) + " bytes\n";
+      c.out = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; "
+              "charset=utf-8\r\nContent-Length: " +
+              std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+      c.in.clear();
+      c.half_read = true;
+    } else if (c.in.find("\r\n\r\n") == std::string::npos) {
+      return;
+    } else {
+      respond(c);
+    }
     c.responding = true;
     loop_->modify(c.fd.get(), EPOLLOUT);
   }
@@ -417,6 +580,10 @@ void MetricsServer::on_event(uint64_t id, uint32_t events) {
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
     break;
+  }
+  if (c.half_read && c.out_off == c.out.size()) {
+    drain(id);
+    return;
   }
   close_conn(id);
 }

@@ -312,7 +312,13 @@ bool Daemon::start(std::string* err) {
   if (opts_.metrics_port >= 0) {
     metrics_ = std::make_unique<MetricsServer>(&loop_, [this] {
       std::vector<ChipMetrics> m;
-      for (auto& c : chips_) m.push_back(collect_chip_metrics(*c));
+      for (auto& c : chips_) {
+        m.push_back(collect_chip_metrics(*c));
+        if (jobs_) {
+          m.back().jobs = jobs_->counters(c->id());
+          m.back().have_jobs = true;
+        }
+      }
       return render_metrics(m);
     });
     if (!metrics_->start(uint16_t(opts_.metrics_port), err)) return false;

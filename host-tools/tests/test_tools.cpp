@@ -1,16 +1,25 @@
 // Unit tests of the CLI's pure parts: latency statistics, unit formatting,
-// log line rendering, tables, and the native eventfd reference. No vtrnd.
+// log line rendering, tables, exit-code names and the --json error
+// document, the topology as DOT (rendered by Graphviz), and the native eventfd
+// reference. No vtrnd.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
+#include "cli_error.h"
 #include "native_pingpong.h"
 #include "render.h"
 #include "stats.h"
+#include "topo_dot.h"
 
 // Last: cmocka defines macros (fail) that collide with libstdc++ names.
 extern "C" {
@@ -90,6 +99,135 @@ void test_table_aligns_columns_to_widest_cell(void**) {
   assert_string_equal(t.render().c_str(), "A          LONGER\nwide cell  x\n");
 }
 
+void test_fixed_columns_keep_their_place_when_cells_change_width(void**) {
+  const std::vector<tools::FixedColumn> cols = {{"ID", 3, false}, {"NUM", 6, true}, {"TAIL", 4, false}};
+  assert_string_equal(tools::fixed_header(cols).c_str(), "ID     NUM TAIL\n");
+  assert_string_equal(tools::fixed_row(cols, {"0", "1.5W", "a"}).c_str(), "0     1.5W a\n");
+  assert_string_equal(tools::fixed_row(cols, {"12", "100.5W", "longer tail"}).c_str(),
+                      "12  100.5W longer tail\n");
+  // Too wide for its column: cut, marked, and the next column stays put.
+  assert_string_equal(tools::fixed_row(cols, {"1234", "12345678", "t"}).c_str(), "12+ 12345+ t\n");
+  // Missing cells render as "-".
+  assert_string_equal(tools::fixed_row(cols, {"7"}).c_str(), "7        - -\n");
+}
+
+void test_error_document_names_the_code_and_keeps_the_context(void**) {
+  const auto doc = nlohmann::json::parse(
+      tools::error_document(tools::Exit::kUnknownChip, "unknown chip 7 (board has chips 0-1)"));
+  assert_int_equal(doc.at("error").at("code").get<int>(), 4);
+  assert_string_equal(doc.at("error").at("name").get<std::string>().c_str(), "unknown_chip");
+  assert_string_equal(doc.at("error").at("message").get<std::string>().c_str(),
+                      "unknown chip 7 (board has chips 0-1)");
+  assert_int_equal(doc.size(), 1);
+  const std::string line =
+      tools::error_document(tools::Exit::kTimeout, "job 3 TIMED_OUT", {{"job", 3}, {"state", "TIMED_OUT"}});
+  assert_null(strchr(line.c_str(), '\n'));  // one line: JSON Lines streams stay line per document
+  const auto ctx = nlohmann::json::parse(line);
+  assert_int_equal(ctx.at("job").get<int>(), 3);
+  assert_string_equal(ctx.at("error").at("name").get<std::string>().c_str(), "timeout");
+}
+
+void test_every_exit_code_has_a_distinct_name(void**) {
+  std::set<std::string> names;
+  for (int c = 0; c <= 6; ++c) names.insert(tools::exit_name(tools::Exit(c)));
+  assert_int_equal(names.size(), 7);
+  assert_string_equal(tools::exit_name(tools::Exit::kNotRunning), "not_running");
+  assert_string_equal(tools::exit_name(tools::Exit::kChipNotReady), "chip_not_ready");
+}
+
+// An UltraServer-sized topology: 144 chips, each port p to switch p.
+nlohmann::json ultra_topology(uint32_t chips, uint32_t switches) {
+  nlohmann::json links = nlohmann::json::array();
+  uint32_t index = 0;
+  for (uint32_t s = 0; s < switches; ++s) {
+    for (uint32_t c = 0; c < chips; ++c) {
+      const bool down = s == 1 && c == 7;
+      links.push_back({{"index", index++},
+                       {"a", {{"kind", "chip"}, {"id", c}, {"port", s}, {"on_board", true},
+                              {"state", down ? "Disabled" : "L0"}, {"speed", down ? "-" : "32GT/s"},
+                              {"width", down ? 0 : 4}}},
+                       {"b", {{"kind", "switch"}, {"id", s}, {"port", c}, {"on_board", true},
+                              {"state", down ? "Disabled" : "L0"}, {"speed", down ? "-" : "32GT/s"},
+                              {"width", down ? 0 : 4}}}});
+    }
+  }
+  nlohmann::json sw = nlohmann::json::array();
+  for (uint32_t s = 0; s < switches; ++s) sw.push_back({{"id", s}, {"ports", chips}, {"ports_up", chips - (s == 1)}});
+  return {{"model", "vtrn-ultra144"}, {"chips", chips}, {"links_up", chips * switches - 1},
+          {"links", links}, {"switches", sw}};
+}
+
+size_t count_of(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+void test_topo_dot_draws_every_chip_switch_and_link_of_an_ultraserver(void**) {
+  const nlohmann::json topo = ultra_topology(144, 2);
+  nlohmann::json ports = nlohmann::json::array();
+  ports.push_back({{"chip", 3}, {"port", 0}, {"on_switch", false},
+                   {"counters", {{"crc_errors", 5}, {"seq_errors", 1}, {"replays", 9}}}});
+  const std::string dot = tools::topo_to_dot(topo, ports, {{"3", "READY"}, {"4", "FAILED"}});
+  assert_int_equal(dot.rfind("graph vtrn {\n", 0), 0);
+  assert_int_equal(dot.back(), '\n');
+  assert_int_equal(count_of(dot, "[shape=box"), 144);
+  assert_int_equal(count_of(dot, "[shape=hexagon"), 2);
+  assert_int_equal(count_of(dot, " -- "), 288);
+  assert_non_null(strstr(dot.c_str(), "chip143 [shape=box"));
+  assert_non_null(strstr(dot.c_str(), "chip0 -- switch0 [color=forestgreen"));
+  // The disabled link: red, dashed, no speed in its label.
+  assert_non_null(strstr(dot.c_str(), "chip7 -- switch1 [color=red3, penwidth=1, style=dashed"));
+  // Error counts: CRC + sequence (replays are recoveries, not errors).
+  assert_non_null(strstr(dot.c_str(), "label=\"L0 32GT/s x4\\n6 errors\""));
+  assert_non_null(strstr(dot.c_str(), "label=\"chip 4\\nFAILED\""));
+  assert_non_null(strstr(dot.c_str(), "label=\"switch 1\\n143/144 ports up\""));
+}
+
+// Graphviz lays out and renders all 146 nodes and 288 edges (Debian's
+// graphviz is a build dependency: scripts/install-deps.sh).
+void test_graphviz_renders_the_ultraserver_graph(void**) {
+  const std::string dot = tools::topo_to_dot(ultra_topology(144, 2), nlohmann::json::array(), nlohmann::json::object());
+  char dir[] = "/tmp/vtrn-topo-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  const std::string in = std::string(dir) + "/ultra.dot", out = std::string(dir) + "/ultra.svg";
+  FILE* f = fopen(in.c_str(), "w");
+  assert_non_null(f);
+  fputs(dot.c_str(), f);
+  fclose(f);
+  const std::string cmd = "dot -Tsvg -o " + out + " " + in;
+  const int rc = system(cmd.c_str());
+  std::string svg;
+  if (FILE* g = fopen(out.c_str(), "r")) {
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, g)) > 0) svg.append(buf, n);
+    fclose(g);
+  }
+  unlink(in.c_str());
+  unlink(out.c_str());
+  rmdir(dir);
+  assert_int_equal(rc, 0);
+  assert_int_equal(count_of(svg, "class=\"node\""), 146);
+  assert_int_equal(count_of(svg, "class=\"edge\""), 288);
+  assert_non_null(strstr(svg.c_str(), ">chip 143</text>"));
+}
+
+void test_topo_dot_quotes_what_vtrnd_sends(void**) {
+  nlohmann::json topo = ultra_topology(1, 1);
+  topo["model"] = "evil\" ]; x -- y; [\\";
+  const std::string dot = tools::topo_to_dot(topo, nlohmann::json::array(), nlohmann::json::object());
+  assert_non_null(strstr(dot.c_str(), "board evil\\\" ]; x -- y; [\\\\: 1 chips"));
+  assert_int_equal(count_of(dot, " -- "), 1 + 1);  // the link, and the text inside the quoted label
+}
+
+void test_link_state_colours(void**) {
+  assert_string_equal(tools::link_state_colour("L1"), "forestgreen");
+  assert_string_equal(tools::link_state_colour("Recovery"), "darkorange");
+  assert_string_equal(tools::link_state_colour("Disabled"), "red3");
+  assert_string_equal(tools::link_state_colour("Detect"), "grey55");
+}
+
 void test_native_pingpong_returns_one_sample_per_round_trip(void**) {
   std::vector<uint64_t> rtt;
   std::string err;
@@ -112,6 +250,13 @@ int main() {
       cmocka_unit_test(test_log_line_renders_like_dmesg),
       cmocka_unit_test(test_log_line_in_another_shape_passes_through),
       cmocka_unit_test(test_table_aligns_columns_to_widest_cell),
+      cmocka_unit_test(test_fixed_columns_keep_their_place_when_cells_change_width),
+      cmocka_unit_test(test_error_document_names_the_code_and_keeps_the_context),
+      cmocka_unit_test(test_every_exit_code_has_a_distinct_name),
+      cmocka_unit_test(test_topo_dot_draws_every_chip_switch_and_link_of_an_ultraserver),
+      cmocka_unit_test(test_graphviz_renders_the_ultraserver_graph),
+      cmocka_unit_test(test_topo_dot_quotes_what_vtrnd_sends),
+      cmocka_unit_test(test_link_state_colours),
       cmocka_unit_test(test_native_pingpong_returns_one_sample_per_round_trip),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);

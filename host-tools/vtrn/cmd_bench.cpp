@@ -72,9 +72,7 @@ void run_bench_ping(const BenchPingOptions& opts) {
   const Vtrn__Api__ChipSummary* target = nullptr;
   for (size_t i = 0; i < list->list->n_chips; ++i)
     if (list->list->chips[i]->id == opts.chip) target = list->list->chips[i];
-  if (target == nullptr)
-    throw CliError(Exit::kUnknownChip, "unknown chip " + std::to_string(opts.chip) + " (board has " +
-                                           describe_chip_range(list->list->n_chips) + ")");
+  if (target == nullptr) throw_unknown_chip(opts.chip, list->list->n_chips);
   if (target->state != VTRN__API__CHIP_STATE__CHIP_STATE_READY)
     throw CliError(Exit::kChipNotReady, "chip " + std::to_string(opts.chip) + " is " + state_name(target->state));
 

@@ -194,8 +194,15 @@ void run_collective(const CollectiveOptions& o) {
   const double alg = slowest ? s_bytes / (double(slowest) / 1e9) : 0;
   const double bus = alg * (allreduce ? 2 * (n - 1) / n : (n - 1) / n);
   const bool done = r.state == VTRN__API__JOB_STATE__JOB_STATE_DONE;
+  std::string failure;
+  if (!done) {
+    failure = o.op + " failed: " + std::string(r.reason);
+  } else if (!mismatches.empty()) {
+    failure = o.op + ": output differs from the host reference on ";
+    for (size_t i = 0; i < mismatches.size(); ++i) failure += (i ? ", " : "") + mismatches[i];
+  }
   if (o.json) {
-    print_json({{"op", o.op},
+    const nlohmann::json doc = {{"op", o.op},
                 {"bytes", o.bytes},
                 {"chips", chips},
                 {"seed", o.seed},
@@ -208,7 +215,9 @@ void run_collective(const CollectiveOptions& o) {
                 {"alg_bw_bytes_per_s", alg},
                 {"bus_bw_bytes_per_s", bus},
                 {"verified", done && mismatches.empty()},
-                {"per_chip", jchips}});
+                {"per_chip", jchips}};
+    if (!failure.empty()) throw CliError(Exit::kFailed, failure).with_context(doc);
+    print_json(doc);
   } else {
     std::cout << t.render();
     if (done) {
@@ -217,12 +226,7 @@ void run_collective(const CollectiveOptions& o) {
                 << gbps_text(bus) << (mismatches.empty() ? ", every chip verified\n" : "\n");
     }
   }
-  if (!done) throw CliError(Exit::kFailed, o.op + " failed: " + std::string(r.reason));
-  if (!mismatches.empty()) {
-    std::string m = o.op + ": output differs from the host reference on ";
-    for (size_t i = 0; i < mismatches.size(); ++i) m += (i ? ", " : "") + mismatches[i];
-    throw CliError(Exit::kFailed, m);
-  }
+  if (!failure.empty()) throw CliError(Exit::kFailed, failure);
 }
 
 }  // namespace

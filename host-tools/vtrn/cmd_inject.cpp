@@ -45,7 +45,7 @@ const Vtrn__Api__ChipSummary* find_summary(const Vtrn__Api__ListResponse& l, uin
 uint32_t resets_now(DaemonConnection& conn, uint32_t chip) {
   drv::ResponsePtr l = request_list(conn);
   const Vtrn__Api__ChipSummary* s = find_summary(*l->list, chip);
-  if (s == nullptr) throw CliError(Exit::kUnknownChip, "unknown chip " + std::to_string(chip));
+  if (s == nullptr) throw_unknown_chip(chip, l->list->n_chips);
   return s->resets;
 }
 
@@ -56,7 +56,7 @@ nlohmann::json wait_recovered(DaemonConnection& conn, const InjectOptions& o, ui
   for (;;) {
     drv::ResponsePtr l = request_list(conn);
     const Vtrn__Api__ChipSummary* s = find_summary(*l->list, o.chip);
-    if (s == nullptr) throw CliError(Exit::kUnknownChip, "unknown chip " + std::to_string(o.chip));
+    if (s == nullptr) throw_unknown_chip(o.chip, l->list->n_chips);
     const std::string reason = s->last_reset_reason ? s->last_reset_reason : "";
     if (s->resets > before && !s->recovering && s->state == VTRN__API__CHIP_STATE__CHIP_STATE_READY) break;
     if (s->state == VTRN__API__CHIP_STATE__CHIP_STATE_FAILED ||

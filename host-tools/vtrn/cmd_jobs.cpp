@@ -121,11 +121,14 @@ void print_job_detail(const json& j) {
 
 // The exit code of a job that ended: DONE is success, a timeout is kTimeout,
 // every other end is a failure.
-void throw_for_end(const Vtrn__Api__JobInfo& j) {
+// `context` is what --json would have printed: it goes into the error
+// document beside "error".
+void throw_for_end(const Vtrn__Api__JobInfo& j, json context = json::object()) {
   if (j.state == VTRN__API__JOB_STATE__JOB_STATE_DONE) return;
   const std::string what = "job " + std::to_string(j.id) + " " + vtrn::proto::job_state_name(j.state) +
                            (j.reason && j.reason[0] ? std::string(": ") + j.reason : "");
-  throw CliError(j.state == VTRN__API__JOB_STATE__JOB_STATE_TIMED_OUT ? Exit::kTimeout : Exit::kFailed, what);
+  throw CliError(j.state == VTRN__API__JOB_STATE__JOB_STATE_TIMED_OUT ? Exit::kTimeout : Exit::kFailed, what)
+      .with_context(std::move(context));
 }
 
 // Submit.
@@ -272,8 +275,10 @@ void run_submit(const SubmitOptions& o) {
       }
     }
   }
+  const json doc = {{"job", s.job}, {"outputs", written}};
+  if (o.wait && o.json) throw_for_end(*s.resp->job_submit->job, doc);
   if (o.json) {
-    print_json({{"job", s.job}, {"outputs", written}});
+    print_json(doc);
   } else {
     print_job_detail(s.job);
     for (const auto& w : written)
@@ -410,10 +415,7 @@ void run_kernel(const RunOptions& o) {
     doc["k"] = o.k;
     doc["dtype"] = dtype_name(dt);
   }
-  if (info.state != VTRN__API__JOB_STATE__JOB_STATE_DONE) {
-    if (o.json) print_json(doc);
-    throw_for_end(info);
-  }
+  if (info.state != VTRN__API__JOB_STATE__JOB_STATE_DONE) throw_for_end(info, o.json ? doc : json::object());
   if (s.outputs.size() != 1) throw CliError(Exit::kFailed, "vtrnd returned " + std::to_string(s.outputs.size()) + " outputs, expected 1");
   const std::vector<uint8_t>& out = s.outputs[0].second;
   const uint64_t want = spec.buffers.back().bytes;
@@ -473,7 +475,10 @@ void run_kernel(const RunOptions& o) {
   doc["check"] = check;
   doc["gflops"] = run_ns > 0 ? flops / run_ns : 0.0;
   doc["end_to_end_gflops"] = info.latency_ns ? flops / double(info.latency_ns) : 0.0;
+  const std::string mismatch = "chip result does not match the host reference (" +
+                               std::to_string(check["bad"].get<uint64_t>()) + " elements)";
   if (o.json) {
+    if (!ok) throw CliError(Exit::kFailed, mismatch).with_context(doc);
     print_json(doc);
   } else {
     std::string what = o.kernel + " " + std::to_string(o.m) + "x" + std::to_string(o.n);
@@ -491,9 +496,7 @@ void run_kernel(const RunOptions& o) {
     std::cout << ", " << check["bad"].get<uint64_t>() << " of " << check["elements"].get<uint64_t>()
               << " elements outside -> " << (ok ? "verified" : "MISMATCH") << "\n";
   }
-  if (!ok)
-    throw CliError(Exit::kFailed, "chip result does not match the host reference (" +
-                                      std::to_string(check["bad"].get<uint64_t>()) + " elements)");
+  if (!ok) throw CliError(Exit::kFailed, mismatch);
 }
 
 // List, show, wait, cancel.
@@ -568,6 +571,7 @@ void run_id(const IdOptions& o, IdVerb verb) {
                                                         : r->job_cancel->job;
   if (j == nullptr) throw CliError(Exit::kFailed, "vtrnd answered without the job");
   const json doc = job_json(*j);
+  if (verb == IdVerb::kWait && o.json) throw_for_end(*j, doc);
   if (o.json) {
     print_json(doc);
   } else {

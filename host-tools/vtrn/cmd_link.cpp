@@ -1,12 +1,23 @@
 // `vtrn link ls|retrain|inject|send` and `vtrn topo`: the board's
 // chip-to-chip links through vtrnd.
 //
+// `topo --dot` prints the same snapshot as a Graphviz graph (topo_dot.h),
+// `--svg FILE` renders it with Graphviz's dot.
+//
 // ls and topo are snapshots of what each chip's firmware last published in
 // its BAR2 link block (vtrnd reads it, this process only renders); retrain,
 // inject and send are ctrl requests to the chip that owns the port, answered
 // with the port's state right after the action. Training and recovery happen
 // afterwards, over milliseconds: poll `vtrn link ls` to watch them.
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <memory>
@@ -17,6 +28,9 @@
 #include "commands.h"
 #include "daemon.h"
 #include "render.h"
+#include "topo_dot.h"
+
+extern char** environ;
 
 namespace tools {
 namespace {
@@ -103,6 +117,19 @@ nlohmann::json port_json(const Vtrn__Api__LinkPortStatus& p) {
   return j;
 }
 
+// The ports of one chip, or of every chip (all_chips), with the switches'
+// ports too when asked.
+drv::ResponsePtr request_link_list(DaemonConnection& conn, bool all_chips, uint32_t chip, bool switches) {
+  Vtrn__Api__LinkListRequest body = VTRN__API__LINK_LIST_REQUEST__INIT;
+  body.all_chips = all_chips;
+  body.chip = chip;
+  body.switches = switches;
+  Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
+  req.body_case = VTRN__API__REQUEST__BODY_LINK_LIST;
+  req.link_list = &body;
+  return conn.call(&req, VTRN__API__RESPONSE__BODY_LINK_LIST);
+}
+
 struct LinkLsOptions {
   std::string chip;
   bool switches = false;
@@ -111,14 +138,8 @@ struct LinkLsOptions {
 
 void run_link_ls(const LinkLsOptions& o) {
   DaemonConnection conn = DaemonConnection::open();
-  Vtrn__Api__LinkListRequest body = VTRN__API__LINK_LIST_REQUEST__INIT;
-  body.all_chips = o.chip.empty();
-  body.chip = o.chip.empty() ? 0 : uint32_t(std::stoul(o.chip));
-  body.switches = o.switches;
-  Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
-  req.body_case = VTRN__API__REQUEST__BODY_LINK_LIST;
-  req.link_list = &body;
-  drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_LINK_LIST);
+  drv::ResponsePtr resp =
+      request_link_list(conn, o.chip.empty(), o.chip.empty() ? 0 : uint32_t(std::stoul(o.chip)), o.switches);
   const Vtrn__Api__LinkListResponse& l = *resp->link_list;
   nlohmann::json ports = nlohmann::json::array();
   Table t({"chip", "port", "state", "speed", "width", "peer", "reason", "tx", "rx", "crc", "replays",
@@ -201,12 +222,7 @@ struct PingCounters {
 };
 
 PingCounters read_ping_counters(DaemonConnection& conn, uint32_t chip, uint32_t port) {
-  Vtrn__Api__LinkListRequest body = VTRN__API__LINK_LIST_REQUEST__INIT;
-  body.chip = chip;
-  Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
-  req.body_case = VTRN__API__REQUEST__BODY_LINK_LIST;
-  req.link_list = &body;
-  drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_LINK_LIST);
+  drv::ResponsePtr resp = request_link_list(conn, false, chip, false);
   for (size_t i = 0; i < resp->link_list->n_ports; ++i) {
     const Vtrn__Api__LinkPortStatus& p = *resp->link_list->ports[i];
     if (p.chip != chip || p.port != port) continue;
@@ -274,7 +290,64 @@ void run_link_inject(const ControlOptions& o) {
 
 struct TopoOptions {
   bool json = false;
+  bool dot = false;
+  std::string svg;  // render to this file with Graphviz
 };
+
+// `dot -Tsvg -o FILE` fed `graph` on stdin (no shell: FILE is passed as is).
+// Graphviz's first complaint becomes the error line.
+void render_svg(const std::string& graph, const std::string& file) {
+  int in[2], err[2];
+  if (pipe2(in, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
+    throw CliError(Exit::kFailed, std::string("pipe: ") + strerror(errno));
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, err[1], STDERR_FILENO);
+  const char* dot = getenv("VTRN_DOT") != nullptr ? getenv("VTRN_DOT") : "dot";
+  std::vector<char*> argv = {const_cast<char*>(dot), const_cast<char*>("-Tsvg"), const_cast<char*>("-o"),
+                             const_cast<char*>(file.c_str()), nullptr};
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, dot, &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(in[0]);
+  close(err[1]);
+  if (rc != 0) {
+    close(in[1]);
+    close(err[0]);
+    throw CliError(Exit::kFailed, std::string("cannot run ") + dot + " (Graphviz, Debian package graphviz): " +
+                                      strerror(rc));
+  }
+  // A graph of a few hundred KiB fits no pipe: write it all while dot reads
+  // (dot reads the whole graph before it writes anything to stderr). A dot
+  // that gives up early must not kill this process with SIGPIPE.
+  signal(SIGPIPE, SIG_IGN);
+  size_t off = 0;
+  while (off < graph.size()) {
+    const ssize_t n = write(in[1], graph.data() + off, graph.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    off += size_t(n);
+  }
+  close(in[1]);
+  std::string complaint;
+  char buf[512];
+  for (;;) {
+    const ssize_t n = read(err[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    complaint.append(buf, size_t(n));
+  }
+  close(err[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    const std::string first = complaint.substr(0, complaint.find('\n'));
+    throw CliError(Exit::kFailed, std::string(dot) + " could not render " + file +
+                                      (first.empty() ? "" : ": " + first));
+  }
+}
 
 void run_topo(const TopoOptions& o) {
   DaemonConnection conn = DaemonConnection::open();
@@ -311,12 +384,35 @@ void run_topo(const TopoOptions& o) {
                         {"lanes", s.lanes},
                         {"ports_up", s.ports_up}});
   }
+  const nlohmann::json doc = {{"model", tr.model},
+                              {"chips", tr.chips},
+                              {"links_up", tr.links_up},
+                              {"links", links},
+                              {"switches", switches}};
+  if (o.dot || !o.svg.empty()) {
+    // Error counts per chip port and each chip's state, for the picture.
+    drv::ResponsePtr lr = request_link_list(conn, true, 0, false);
+    nlohmann::json ports = nlohmann::json::array();
+    for (size_t i = 0; i < lr->link_list->n_ports; ++i) ports.push_back(port_json(*lr->link_list->ports[i]));
+    drv::ResponsePtr ls = request_list(conn);
+    nlohmann::json states = nlohmann::json::object();
+    for (size_t i = 0; i < ls->list->n_chips; ++i)
+      states[std::to_string(ls->list->chips[i]->id)] = state_name(ls->list->chips[i]->state);
+    const std::string graph = topo_to_dot(doc, ports, states);
+    if (!o.svg.empty()) render_svg(graph, o.svg);
+    if (o.dot) {
+      fputs(graph.c_str(), stdout);
+    } else if (o.json) {
+      print_json({{"svg", o.svg}, {"bytes", graph.size()}, {"chips", tr.chips}, {"links", tr.n_links},
+                  {"switches", tr.n_switches}});
+    } else {
+      printf("wrote %s (%u chips, %zu links, %zu switches)\n", o.svg.c_str(), unsigned(tr.chips), tr.n_links,
+             tr.n_switches);
+    }
+    return;
+  }
   if (o.json) {
-    print_json({{"model", tr.model},
-                {"chips", tr.chips},
-                {"links_up", tr.links_up},
-                {"links", links},
-                {"switches", switches}});
+    print_json(doc);
     return;
   }
   printf("board %s: %u chips, %zu links (%u up), %zu switches\n", tr.model, unsigned(tr.chips),
@@ -392,7 +488,11 @@ void add_link_commands(CLI::App& app, Action* action) {
 
   auto tp = std::make_shared<TopoOptions>();
   CLI::App* t = app.add_subcommand("topo", "The board's topology with live link states");
-  t->add_flag("--json", tp->json, "Print one JSON document instead of text");
+  auto* js = t->add_flag("--json", tp->json, "Print one JSON document instead of text");
+  auto* dot = t->add_flag("--dot", tp->dot,
+                          "Print the topology as a Graphviz DOT graph: live link states, speeds, error counts");
+  t->add_option("--svg", tp->svg, "Render the graph to FILE as SVG with Graphviz's dot");
+  dot->excludes(js);
   t->callback([tp, action] { *action = [tp] { run_topo(*tp); }; });
 }
 

@@ -8,13 +8,20 @@
 // drains, then D3hot).
 //
 // top: a live view of every chip, one line each, from the same telemetry
-// request `vtrn telemetry` makes. It fits an 80-column terminal; on a tty it
-// redraws with a plain ANSI home+clear (no alternate screen, no curses), and
-// when stdout is not a tty it prints each frame as plain lines. --once prints
-// one frame and exits (scripts, tests). DMA throughput needs two frames, so
-// the first shows "-" there.
+// request `vtrn telemetry` makes, in fixed-width columns with a unit on every
+// number, fitting an 80-column terminal. On a terminal it draws on the
+// alternate screen with plain ANSI codes (no curses) and reads keys in raw
+// mode: q quits (exit 0), Ctrl-C exits 130; either way, and when vtrnd stops
+// (exit 3, as `telemetry --interval`), the terminal is put back as it was.
+// When stdout is not a terminal it prints each frame as plain lines. --once
+// or --count N print that many frames and exit (scripts, tests). DMA
+// throughput needs two frames, so the first shows "-" there.
+#include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -228,6 +235,7 @@ void run_power(const PowerOptions& o) {
 
 struct TopOptions {
   double interval_s = 1.0;
+  uint64_t count = 0;  // stop after this many frames (0: until q)
   bool once = false;
   bool json = false;
 };
@@ -243,19 +251,39 @@ std::string fixed_unit(double v, int decimals, const char* unit) {
   return buf;
 }
 
-// One frame: a header line and one row per chip (READY or not).
+// Widths fit every value the formatters below produce up to 999.9 C,
+// 99999 W, 9999999 J, 99999 MHz, 999 GB/s; fixed_row() cuts anything wider.
+const std::vector<FixedColumn> kTopColumns = {
+    {"CHIP", 4, false},  {"STATE", 8, false},  {"DEV", 9, false},  {"TEMP", 6, true},
+    {"POWER", 6, true},  {"ENERGY", 8, true},  {"P", 2, true},     {"FREQ", 8, true},
+    {"CORE%", 5, true},  {"DMA/s", 9, true},   {"LIMIT", 5, false}};
+
+std::string energy_text(double j) {
+  if (j < 1000) return fixed_unit(j, 1, "J");
+  if (j < 1e7) return fixed_unit(j, 0, "J");
+  return fixed_unit(j / 1e3, 0, "kJ");
+}
+
+std::string rate_text(double bytes_per_s) {
+  const double mb = bytes_per_s / 1e6;
+  if (mb < 10) return fixed_unit(mb, 2, "MB/s");
+  if (mb < 10000) return fixed_unit(mb, 0, "MB/s");
+  return fixed_unit(mb / 1000, 1, "GB/s");
+}
+
+// One frame: a title line, the column header and one row per chip (READY or
+// not).
 std::string render_top(const nlohmann::json& list, const nlohmann::json& chips,
-                       std::map<uint32_t, Prev>* prev, double interval_s) {
+                       std::map<uint32_t, Prev>* prev, double interval_s, bool interactive) {
   std::map<uint32_t, const nlohmann::json*> by_id;
   for (const auto& c : chips) by_id[c.at("chip").get<uint32_t>()] = &c;
-  Table t({"CHIP", "STATE", "DEV", "TEMP", "POWER", "ENERGY", "P", "FREQ", "CORE%", "DMA/s",
-           "LIMIT"});
+  std::string rows;
   for (const auto& s : list.at("chips")) {
     const uint32_t id = s.at("id").get<uint32_t>();
+    std::vector<std::string> cells{std::to_string(id), s.at("state").get<std::string>()};
     auto it = by_id.find(id);
     if (it == by_id.end()) {
-      t.add({std::to_string(id), s.at("state").get<std::string>(), "-", "-", "-", "-", "-", "-",
-             "-", "-", "-"});
+      rows += fixed_row(kTopColumns, cells);
       continue;
     }
     const nlohmann::json& c = *it->second;
@@ -264,48 +292,170 @@ std::string render_top(const nlohmann::json& list, const nlohmann::json& chips,
     std::string rate = "-";
     auto p = prev->find(id);
     if (p != prev->end() && up > p->second.uptime_ns && dma >= p->second.dma_bytes) {
-      const double mbps = double(dma - p->second.dma_bytes) / (double(up - p->second.uptime_ns) * 1e-9) / 1e6;
-      rate = mbps >= 1000 ? fixed_unit(mbps / 1000, 1, "G") : fixed_unit(mbps, 0, "M");
+      rate = rate_text(double(dma - p->second.dma_bytes) / (double(up - p->second.uptime_ns) * 1e-9));
     }
     (*prev)[id] = Prev{up, dma};
     if (!c.contains("power")) {
-      t.add({std::to_string(id), s.at("state").get<std::string>(), "-", "-", "-", "-", "-", "-",
-             "-", rate, "-"});
+      cells.resize(9, "-");
+      cells.push_back(rate);
+      rows += fixed_row(kTopColumns, cells);
       continue;
     }
     const nlohmann::json& pw = c.at("power");
-    std::string util;
-    for (const auto& k : pw.at("cores")) {
-      util += (util.empty() ? "" : " ") +
-              std::to_string(k.at("utilization_permille").get<uint32_t>() / 10);
-    }
+    // The mean over the chip's NeuronCores: one fixed-width number however
+    // many cores the board gives a chip (per core: `vtrn telemetry`).
+    uint64_t permille = 0;
+    const size_t cores = pw.at("cores").size();
+    for (const auto& k : pw.at("cores")) permille += k.at("utilization_permille").get<uint32_t>();
+    const std::string util = cores ? fixed_unit(double(permille) / double(cores) / 10.0, 0, "%") : "-";
     const uint32_t f = pw.at("frequency_mhz").get<uint32_t>();
-    t.add({std::to_string(id), s.at("state").get<std::string>(),
-           pw.at("device_state").get<std::string>(), fixed_unit(pw.at("temperature_c").get<double>(), 1, "C"),
-           fixed_unit(pw.at("power_w").get<double>(), 1, "W"),
-           fixed_unit(pw.at("energy_j").get<double>(), pw.at("energy_j").get<double>() < 1000 ? 1 : 0, "J"),
-           std::to_string(pw.at("pstate").get<uint32_t>()), f ? std::to_string(f) : "off",
-           util.empty() ? "-" : util, rate, short_reasons(pw)});
+    cells.push_back(pw.at("device_state").get<std::string>());
+    cells.push_back(fixed_unit(pw.at("temperature_c").get<double>(), 1, "C"));
+    const double w = pw.at("power_w").get<double>();
+    cells.push_back(fixed_unit(w, w < 1000 ? 1 : 0, "W"));
+    cells.push_back(energy_text(pw.at("energy_j").get<double>()));
+    cells.push_back(std::to_string(pw.at("pstate").get<uint32_t>()));
+    cells.push_back(f ? std::to_string(f) + "MHz" : "off");
+    cells.push_back(util);
+    cells.push_back(rate);
+    cells.push_back(short_reasons(pw));
+    rows += fixed_row(kTopColumns, cells);
   }
   char when[16];
   const time_t now = time(nullptr);
   struct tm tmv;
   localtime_r(&now, &tmv);
   strftime(when, sizeof when, "%H:%M:%S", &tmv);
-  char head[96];
-  snprintf(head, sizeof head, "vtrn top  %s  %zu chips  every %.1f s  %s\n",
-           list.at("board").get<std::string>().c_str(), list.at("chips").size(), interval_s, when);
-  return std::string(head) + t.render();
+  char head[160];
+  snprintf(head, sizeof head, "vtrn top  %s  %zu chips  every %.1f s  %s%s\n",
+           list.at("board").get<std::string>().c_str(), list.at("chips").size(), interval_s, when,
+           interactive ? "  (q quits)" : "");
+  return std::string(head) + fixed_header(kTopColumns) + rows;
 }
 
-void run_top(const TopOptions& o) {
-  const bool tty = isatty(STDOUT_FILENO) == 1;
+// The terminal while `top` runs interactively: input in raw mode (keys
+// arrive one at a time, unechoed; Ctrl-C arrives as a byte, not a signal),
+// output on the alternate screen with the cursor hidden. Everything is put
+// back by the destructor (q, an error such as vtrnd stopping) and by the
+// signal handler (SIGINT/SIGTERM/SIGHUP from elsewhere), which uses only
+// async-signal-safe calls and exits 128 + signal.
+class TopTerminal {
+ public:
+  TopTerminal(bool raw_input, bool screen) {
+    if (screen) {
+      screen_ = true;
+      write_all(kEnter);
+    }
+    if (raw_input && tcgetattr(STDIN_FILENO, &saved_) == 0) {
+      termios raw = saved_;
+      raw.c_lflag &= ~tcflag_t(ICANON | ECHO | ISIG | IEXTEN);
+      raw.c_iflag &= ~tcflag_t(IXON | ICRNL);
+      raw.c_cc[VMIN] = 0;
+      raw.c_cc[VTIME] = 0;
+      raw_ = tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw) == 0;
+    }
+    active_ = this;
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  }
+  ~TopTerminal() {
+    struct sigaction sa {};
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+    restore();
+    active_ = nullptr;
+  }
+  TopTerminal(const TopTerminal&) = delete;
+  TopTerminal& operator=(const TopTerminal&) = delete;
+
+  bool raw() const { return raw_; }
+
+ private:
+  static constexpr const char* kEnter = "\033[?1049h\033[?25l";  // alternate screen, hide cursor
+  static constexpr const char* kLeave = "\033[?25h\033[?1049l";
+  static void write_all(const char* s) {
+    size_t n = strlen(s);
+    while (n > 0) {
+      const ssize_t w = write(STDOUT_FILENO, s, n);
+      if (w <= 0) return;
+      s += w;
+      n -= size_t(w);
+    }
+  }
+  void restore() {
+    if (raw_) tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_);
+    if (screen_) write_all(kLeave);
+    raw_ = screen_ = false;
+  }
+  static void on_signal(int sig) {
+    if (active_ != nullptr) active_->restore();
+    _exit(128 + sig);
+  }
+  static inline TopTerminal* volatile active_ = nullptr;
+  termios saved_{};
+  bool raw_ = false;
+  bool screen_ = false;
+};
+
+enum class Key { kNone, kQuit, kInterrupt };
+
+// Waits until `deadline` for a key on stdin (when it is a terminal in raw
+// mode); q quits at once, Ctrl-C interrupts, anything else is ignored.
+Key wait_for_key(bool keys, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    const auto left = deadline - std::chrono::steady_clock::now();
+    const int ms = int(std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(left).count() + 1));
+    if (!keys) {
+      std::this_thread::sleep_until(deadline);
+      return Key::kNone;
+    }
+    pollfd pfd{STDIN_FILENO, POLLIN, 0};
+    const int r = poll(&pfd, 1, ms);
+    if (r == 0) return Key::kNone;
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      std::this_thread::sleep_until(deadline);
+      return Key::kNone;
+    }
+    char buf[32];
+    const ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+    if (n <= 0) {  // the terminal went away: stop reading it, keep drawing
+      std::this_thread::sleep_until(deadline);
+      return Key::kNone;
+    }
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buf[i] == 'q' || buf[i] == 'Q') return Key::kQuit;
+      if (buf[i] == 0x03) return Key::kInterrupt;
+    }
+  }
+}
+
+// A refresh may not hang the view: a vtrnd that does not answer within this
+// ends `top` with exit 6 and the terminal restored.
+constexpr int kTopCallTimeoutMs = 10000;
+
+// Exit 130 as a shell reports Ctrl-C; the terminal is restored first (the
+// TopTerminal in run_top() is destroyed as this unwinds).
+struct TopInterrupted {};
+
+void run_top_frames(const TopOptions& o, bool interactive, bool keys) {
+  const uint64_t frames = o.once ? 1 : o.count;
   std::map<uint32_t, Prev> prev;
   const auto period = std::chrono::microseconds(int64_t(o.interval_s * 1e6));
   auto next = std::chrono::steady_clock::now();
-  for (;;) {
+  for (uint64_t n = 0; frames == 0 || n < frames; ++n) {
+    if (n > 0) {
+      next += period;
+      const Key k = wait_for_key(keys, next);
+      if (k == Key::kQuit) return;
+      if (k == Key::kInterrupt) throw TopInterrupted{};
+    }
     DaemonConnection conn = DaemonConnection::open();
-    drv::ResponsePtr lr = request_list(conn);
+    drv::ResponsePtr lr = request_list(conn, kTopCallTimeoutMs);
     const nlohmann::json list = to_json(*lr->list);
     drv::ResponsePtr tr = request_telemetry(conn, -1);
     nlohmann::json chips = nlohmann::json::array();
@@ -318,16 +468,29 @@ void run_top(const TopOptions& o) {
     if (o.json) {
       std::cout << nlohmann::json{{"board", list.at("board")}, {"chips", chips}}.dump() << "\n";
     } else {
-      const std::string frame = render_top(list, chips, &prev, o.interval_s);
-      // Home + clear screen: plain VT100, works in any terminal emulator.
-      if (tty && !o.once) std::cout << "\033[H\033[2J";
-      std::cout << frame;
-      if (!tty && !o.once) std::cout << "\n";
+      const std::string frame = render_top(list, chips, &prev, o.interval_s, keys);
+      if (interactive) {
+        // Home, the frame, clear to the end: plain VT100. Only input is raw;
+        // output processing (\n -> \r\n) stays on.
+        std::cout << "\033[H" << frame << "\033[J";
+      } else {
+        if (n > 0) std::cout << "\n";
+        std::cout << frame;
+      }
     }
     std::cout.flush();
-    if (o.once) return;
-    next += period;
-    std::this_thread::sleep_until(next);
+  }
+}
+
+void run_top(const TopOptions& o) {
+  const bool interactive = !o.json && !o.once && isatty(STDOUT_FILENO) == 1;
+  const bool keys = interactive && isatty(STDIN_FILENO) == 1;
+  try {
+    TopTerminal term(keys, interactive);
+    run_top_frames(o, interactive, keys && term.raw());
+  } catch (const TopInterrupted&) {
+    std::cout.flush();
+    throw CliError(Exit::kInterrupted, "interrupted");
   }
 }
 
@@ -360,9 +523,9 @@ void add_power_commands(CLI::App& app, Action* action) {
     auto o = std::make_shared<TopOptions>();
     CLI::App* sub = app.add_subcommand("top", "Live view of every chip: temperature, power, "
                                               "energy, operating point, core use, DMA rate");
-    sub->add_option("--interval", o->interval_s, "Seconds between refreshes")
-        ->check(CLI::Range(0.1, 3600.0));
-    sub->add_flag("--once", o->once, "Print one frame and exit");
+    add_interval_options(sub, &o->interval_s, &o->count, "refresh every INTERVAL (default 1)",
+                         /*count_needs_interval=*/false);
+    sub->add_flag("--once", o->once, "Print one frame and exit (as --count 1)");
     sub->add_flag("--json", o->json, "One JSON object per line per refresh instead of a table");
     sub->callback([o, action] { *action = [o] { run_top(*o); }; });
   }

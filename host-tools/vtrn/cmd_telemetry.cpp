@@ -1,10 +1,11 @@
-// `vtrn telemetry [CHIP] [--json] [--watch INTERVAL [--count N]]`: the
+// `vtrn telemetry [CHIP] [--json] [--interval S [--count N]]`: the
 // telemetry block each chip's firmware refreshes every period, as vtrnd last
 // read it, with the power/thermal block (kRegionPower) under "power". All
-// chips when CHIP is omitted; the table has one column per chip. --watch
-// repeats every INTERVAL seconds: tables separated by a blank line, or with
-// --json one compact JSON object per line (JSON Lines), each stamped with
-// the host's wall clock, until interrupted or N samples were printed.
+// chips when CHIP is omitted; the table has one column per chip. --interval
+// (alias --watch; `vtrn top` takes the same two) repeats every S seconds:
+// tables separated by a blank line, or with --json one compact JSON object
+// per line (JSON Lines), each stamped with the host's wall clock, until
+// interrupted, vtrnd stops (exit 3) or N samples were printed.
 #include <stdio.h>
 
 #include <chrono>
@@ -25,7 +26,7 @@ struct TelemetryOptions {
   int32_t chip = -1;
   bool json = false;
   double watch_s = 0;   // 0: print once
-  uint64_t count = 0;   // with --watch: stop after this many samples (0 = never)
+  uint64_t count = 0;   // with --interval: stop after this many samples (0 = never)
 };
 
 std::string render_telemetry(const nlohmann::json& chips) {
@@ -220,12 +221,9 @@ void add_telemetry_command(CLI::App& app, Action* action) {
   CLI::App* sub = app.add_subcommand("telemetry", "Show chip telemetry (every chip when CHIP is omitted)");
   sub->add_option("chip", opts->chip, "Chip id")->check(chip_id_validator());
   sub->add_flag("--json", opts->json, "Print one JSON document instead of a table");
-  CLI::Option* watch = sub->add_option("--watch", opts->watch_s,
-                  "Repeat every INTERVAL seconds (with --json: one JSON object per line)")
-      ->check(CLI::Range(0.05, 3600.0));
-  sub->add_option("--count", opts->count, "With --watch: stop after N samples (default: never)")
-      ->check(CLI::Range(uint64_t(1), uint64_t(1) << 40))
-      ->needs(watch);
+  add_interval_options(sub, &opts->watch_s, &opts->count,
+                       "repeat every INTERVAL (with --json: one JSON object per line)",
+                       /*count_needs_interval=*/true);
   sub->callback([opts, action] { *action = [opts] { run_telemetry(*opts); }; });
 }
 

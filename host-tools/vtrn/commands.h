@@ -6,7 +6,10 @@
 // throwing CliError.
 #pragma once
 
+#include <stdint.h>
+
 #include <functional>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -24,6 +27,20 @@ inline CLI::Validator chip_id_validator() {
         return {};
       },
       "CHIP", "chip id");
+}
+
+// The refresh options `vtrn top` and `vtrn telemetry` share:
+// -i/--interval SECONDS (--watch is the same option, the name `telemetry`
+// had first) and --count N. `count_needs_interval`: --count without
+// --interval is a usage error (telemetry, which otherwise prints once).
+inline CLI::Option* add_interval_options(CLI::App* sub, double* interval_s, uint64_t* count,
+                                         const std::string& what, bool count_needs_interval) {
+  CLI::Option* interval = sub->add_option("-i,--interval,--watch", *interval_s, "Seconds: " + what)
+                              ->check(CLI::Range(0.05, 3600.0));
+  CLI::Option* n = sub->add_option("--count", *count, "Stop after N samples (default: never)")
+                       ->check(CLI::Range(uint64_t(1), uint64_t(1) << 40));
+  if (count_needs_interval) n->needs(interval);
+  return interval;
 }
 
 void add_up_command(CLI::App& app, Action* action);

@@ -26,28 +26,38 @@ Exit exit_for_status(Vtrn__Api__Status status) {
   }
 }
 
-// The exit status of a transport failure follows its code.
+// The exit status of a transport failure follows its code. A vtrnd that
+// closes the connection in the middle of a command has stopped (vtrn down,
+// a crash): the same condition, and exit code, as one that was never
+// running, for every command (`top`, `telemetry --interval`, a wait).
 [[noreturn]] void throw_transport(const drv::Error& err) {
   switch (err.code()) {
     case drv::Code::kTimeout: throw CliError(Exit::kTimeout, err.detail());
     case drv::Code::kNotRunning: throw CliError(Exit::kNotRunning, err.detail());
+    case drv::Code::kClosed: throw CliError(Exit::kNotRunning, "vtrnd stopped (it closed the connection)");
     default: throw CliError(Exit::kFailed, err.detail());
   }
 }
 
-// The chip a request names, or -1.
+// The chip a request names, or -1: the body's field called "chip", found
+// through the protobuf-c descriptors, so every request that names a chip
+// (info, mem, link, power, reset, jobs, ...) gets the same unknown-chip
+// message without a list to keep up to date here.
 int64_t requested_chip(const Vtrn__Api__Request& req) {
-  switch (req.body_case) {
-    case VTRN__API__REQUEST__BODY_INFO: return req.info->chip;
-    case VTRN__API__REQUEST__BODY_PING: return req.ping->chip;
-    case VTRN__API__REQUEST__BODY_LOGS: return req.logs->chip;
-    case VTRN__API__REQUEST__BODY_TELEMETRY: return req.telemetry->chip;
-    case VTRN__API__REQUEST__BODY_DMA_WRITE: return req.dma_write->chip;
-    case VTRN__API__REQUEST__BODY_DMA_READ: return req.dma_read->chip;
-    case VTRN__API__REQUEST__BODY_DMA_COPY: return req.dma_copy->chip;
-    case VTRN__API__REQUEST__BODY_DMA_BENCH: return req.dma_bench->chip;
-    case VTRN__API__REQUEST__BODY_DMA_STATS: return req.dma_stats->chip;
-    case VTRN__API__REQUEST__BODY_DMA_RESET: return req.dma_reset->chip;
+  const ProtobufCFieldDescriptor* body =
+      protobuf_c_message_descriptor_get_field(&vtrn__api__request__descriptor, unsigned(req.body_case));
+  if (body == nullptr || body->type != PROTOBUF_C_TYPE_MESSAGE) return -1;
+  const auto* msg = *reinterpret_cast<const ProtobufCMessage* const*>(
+      reinterpret_cast<const uint8_t*>(&req) + body->offset);
+  if (msg == nullptr) return -1;
+  const ProtobufCFieldDescriptor* chip = protobuf_c_message_descriptor_get_field_by_name(msg->descriptor, "chip");
+  if (chip == nullptr || chip->label == PROTOBUF_C_LABEL_REPEATED) return -1;
+  const uint8_t* at = reinterpret_cast<const uint8_t*>(msg) + chip->offset;
+  switch (chip->type) {
+    case PROTOBUF_C_TYPE_UINT32: return *reinterpret_cast<const uint32_t*>(at);
+    case PROTOBUF_C_TYPE_INT32: return *reinterpret_cast<const int32_t*>(at);
+    case PROTOBUF_C_TYPE_UINT64: return int64_t(*reinterpret_cast<const uint64_t*>(at));
+    case PROTOBUF_C_TYPE_INT64: return *reinterpret_cast<const int64_t*>(at);
     default: return -1;
   }
 }
@@ -59,6 +69,11 @@ void expect_body(const Vtrn__Api__Response& resp, Vtrn__Api__Response__BodyCase 
 }
 
 }  // namespace
+
+void throw_unknown_chip(int64_t chip, size_t chip_count) {
+  throw CliError(Exit::kUnknownChip,
+                 "unknown chip " + std::to_string(chip) + " (board has " + describe_chip_range(chip_count) + ")");
+}
 
 std::string describe_chip_range(size_t chip_count) {
   if (chip_count == 0) return "no chips";
@@ -94,8 +109,7 @@ void DaemonConnection::throw_for_status(int64_t chip, const Vtrn__Api__Response&
       drv::Result<drv::ResponsePtr> list_resp = client_.call(&list_req, kCallTimeoutMs);
       if (list_resp.ok() && list_resp.value()->status == VTRN__API__STATUS__STATUS_OK &&
           list_resp.value()->body_case == VTRN__API__RESPONSE__BODY_LIST) {
-        message = "unknown chip " + std::to_string(chip) + " (board has " +
-                  describe_chip_range(list_resp.value()->list->n_chips) + ")";
+        throw_unknown_chip(chip, list_resp.value()->list->n_chips);
       }
     }
   }

@@ -74,5 +74,8 @@ drv::ResponsePtr request_shutdown(DaemonConnection& conn);
 
 // "chips 0-1", "chip 0", "no chips".
 std::string describe_chip_range(size_t chip_count);
+// CliError(kUnknownChip, "unknown chip 7 (board has chips 0-1)"): the one
+// wording of that error, whoever finds it.
+[[noreturn]] void throw_unknown_chip(int64_t chip, size_t chip_count);
 
 }  // namespace tools

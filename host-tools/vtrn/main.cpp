@@ -1,6 +1,9 @@
 // vtrn: the command-line client of vtrnd. Parses the command line (CLI11),
 // runs the one chosen subcommand, and turns every failure into one stderr
-// line "vtrn: <problem>" plus a documented exit code (cli_error.h).
+// line "vtrn: <problem>" plus a documented exit code (cli_error.h); with
+// --json, also the error document on stdout.
+#include <string.h>
+
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -8,7 +11,32 @@
 #include "cli_error.h"
 #include "commands.h"
 
+namespace {
+
+// --json anywhere before a "--": looked up in argv rather than in the parsed
+// options so that a command line CLI11 rejects still gets its error as JSON.
+bool json_requested(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--") == 0) return false;
+    if (strcmp(argv[i], "--json") == 0) return true;
+  }
+  return false;
+}
+
+int fail(bool json, tools::Exit code, const std::string& message,
+         const std::vector<std::string>& details = {},
+         const nlohmann::json& context = nlohmann::json::object()) {
+  std::cout.flush();
+  if (json) std::cout << tools::error_document(code, message, context) << std::endl;
+  std::cerr << "vtrn: " << message << "\n";
+  for (const auto& line : details) std::cerr << "  " << line << "\n";
+  return int(code);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  const bool json = json_requested(argc, argv);
   CLI::App app{"vtrn: bring a virtual vtrn board up and down and talk to its chips through vtrnd",
                "vtrn"};
   app.footer(tools::kExitCodeHelp);
@@ -42,21 +70,15 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "vtrn: " << e.what() << " (see vtrn --help)\n";
-    return int(tools::Exit::kUsage);
+    return fail(json, tools::Exit::kUsage, std::string(e.what()) + " (see vtrn --help)");
   }
 
   try {
     if (action) action();
   } catch (const tools::CliError& e) {
-    std::cout.flush();
-    std::cerr << "vtrn: " << e.what() << "\n";
-    for (const auto& line : e.details()) std::cerr << "  " << line << "\n";
-    return int(e.code());
+    return fail(json, e.code(), e.what(), e.details(), e.context());
   } catch (const std::exception& e) {
-    std::cout.flush();
-    std::cerr << "vtrn: " << e.what() << "\n";
-    return int(tools::Exit::kFailed);
+    return fail(json, tools::Exit::kFailed, e.what());
   }
   return int(tools::Exit::kOk);
 }

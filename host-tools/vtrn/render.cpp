@@ -34,6 +34,31 @@ std::string Table::render() const {
   return out;
 }
 
+std::string fixed_row(const std::vector<FixedColumn>& columns, const std::vector<std::string>& cells) {
+  std::string line;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    std::string cell = i < cells.size() ? cells[i] : std::string("-");
+    const size_t w = columns[i].width;
+    const bool last = i + 1 == columns.size();
+    if (!last && cell.size() > w) cell = cell.substr(0, w - 1) + "+";
+    if (i > 0) line += ' ';
+    if (last) {
+      line += columns[i].right && cell.size() < w ? std::string(w - cell.size(), ' ') + cell : cell;
+    } else if (columns[i].right) {
+      line += std::string(w - cell.size(), ' ') + cell;
+    } else {
+      line += cell + std::string(w - cell.size(), ' ');
+    }
+  }
+  return line + "\n";
+}
+
+std::string fixed_header(const std::vector<FixedColumn>& columns) {
+  std::vector<std::string> cells;
+  for (const auto& c : columns) cells.emplace_back(c.header);
+  return fixed_row(columns, cells);
+}
+
 std::string state_name(Vtrn__Api__ChipState state) { return vtrn::proto::chip_state_name(state); }
 
 std::string wait_name(Vtrn__Api__WaitMode mode) {

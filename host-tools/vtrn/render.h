@@ -30,6 +30,19 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
+// Rows of fixed-width columns for views that redraw in place (`vtrn top`):
+// a column keeps its position however its cells change from frame to
+// frame. Numbers align right, words left, one space apart; the last column
+// is not padded. A cell wider than its column is cut and ends in '+', so
+// one wild value cannot move the rest of the row.
+struct FixedColumn {
+  const char* header;
+  size_t width;
+  bool right;  // align right (numbers with units)
+};
+std::string fixed_row(const std::vector<FixedColumn>& columns, const std::vector<std::string>& cells);
+std::string fixed_header(const std::vector<FixedColumn>& columns);
+
 // "READY", "FAILED", ... (the proto name without its CHIP_STATE_ prefix).
 std::string state_name(Vtrn__Api__ChipState state);
 // "block" / "spin".

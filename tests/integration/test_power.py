@@ -63,7 +63,8 @@ def parse_prometheus(text):
     """Strict reader of the text exposition format 0.0.4: HELP and TYPE once
     per family and before its samples, samples of a family contiguous, valid
     metric and label names, quoted label values, float values, no duplicate
-    series, counters named *_total. Returns {name: {"type", "samples": {labels: value}}}."""
+    series, counters named *_total. Returns {name: {"type", "samples": {labels: value}}};
+    a histogram's samples are keyed with ("__name__", "<name>_bucket|_sum|_count") first."""
     name_re = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*$")
     label_re = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
     families, current, closed = {}, None, set()
@@ -92,6 +93,10 @@ def parse_prometheus(text):
         m = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$", line)
         assert m, f"line {n}: not a sample: {line!r}"
         name, labels, value = m.group(1), m.group(2) or "", m.group(3)
+        series = name
+        if current is not None and families[current]["type"] == "histogram" and name in (
+                current + "_bucket", current + "_sum", current + "_count"):
+            name = current
         assert name == current, f"line {n}: sample of {name} outside its family block ({current})"
         pairs = ()
         if labels:
@@ -103,6 +108,8 @@ def parse_prometheus(text):
         v = float(value)  # raises on garbage; NaN/Inf spelled as Prometheus does are accepted
         f = families[name]
         assert f["type"] is not None, f"line {n}: sample before TYPE"
+        if f["type"] == "histogram":  # _bucket, _sum and _count share labels: key by series name too
+            pairs = (("__name__", series),) + pairs
         assert pairs not in f["samples"], f"line {n}: duplicate series"
         f["samples"][pairs] = v
     for name, f in families.items():
