@@ -12,7 +12,11 @@ set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
 
 # -mno-outline-atomics: outline atomics call getauxval, which bare metal lacks.
 # -mstrict-align: the MMU may be off, and device memory faults on unaligned access.
-set(_vtrn_fw_flags "--specs=picolibc.specs -ffreestanding -mcpu=cortex-a53 -mstrict-align -mno-outline-atomics -fno-common -ffunction-sections -fdata-sections")
+# -fno-asynchronous-unwind-tables -fno-unwind-tables: the call-frame info goes
+# to .debug_frame, which the image keeps for gdb, instead of .eh_frame, which
+# boot/firmware.ld discards (nothing unwinds at run time: no exceptions). gdb
+# needs it to walk and to end a backtrace (boot/start.S marks the outermost frames).
+set(_vtrn_fw_flags "--specs=picolibc.specs -ffreestanding -mcpu=cortex-a53 -mstrict-align -mno-outline-atomics -fno-common -ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables -fno-unwind-tables")
 set(CMAKE_C_FLAGS_INIT "${_vtrn_fw_flags}")
 set(CMAKE_CXX_FLAGS_INIT "${_vtrn_fw_flags} -fno-exceptions -fno-rtti -fno-threadsafe-statics -fno-use-cxa-atexit")
 set(CMAKE_ASM_FLAGS_INIT "-mcpu=cortex-a53")

@@ -343,6 +343,11 @@ bool may_sleep(uint32_t ticks_seen) {
 }  // namespace fw
 
 extern "C" [[noreturn]] void fw_main() {
+  // The outermost C frame: it never returns, so GCC keeps no return address
+  // and its CFI would say x30 still holds the caller's, which is a return
+  // address inside fw_main itself; gdb then unwinds fw_main forever. Marking
+  // x30 undefined ends the backtrace here (same in fw_secondary_main).
+  asm volatile(".cfi_undefined x30");
   using namespace fw;
   run_init_array();
   mmu::init_early(platform::kPlatformDtbAddress);

@@ -1002,8 +1002,6 @@ bool resize_into(const void* fdt, const ChipsWalk& w, int last_chip, uint32_t ch
   return true;
 }
 
-#undef VTRN_TRY
-
 }  // namespace
 
 Error parse_board(const void* fdt, size_t size, Board* out) {

@@ -594,7 +594,9 @@ bool Chip::recovery_allowed() const {
 }
 
 uint32_t Chip::watchdog_ms() const {
-  if (!opts_.watchdog || !hif_.up() || state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY) return 0;
+  // Off under a debugger too (recovery_allowed): a chip held at a breakpoint
+  // is not hung, and vtrn info says so instead of naming a timeout that never fires.
+  if (!opts_.watchdog || opts_.gdb || !hif_.up() || state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY) return 0;
   if (opts_.watchdog_ms != 0) return opts_.watchdog_ms;
   const uint64_t period = last_sample_.period_ms != 0 ? last_sample_.period_ms : 100;
   const uint64_t ms = std::max<uint64_t>(opts_.watchdog_min_ms, period * opts_.watchdog_periods);

@@ -11,10 +11,16 @@
 // function that changes the guard while its own canary is live fails its
 // check on return. Secondary cores are held off by QEMU's PSCI model until
 // core 0 starts them with CPU_ON at _secondary_start, below.
+// The CFI marks _start and _secondary_start as outermost frames (x30 has no
+// caller), so gdb's backtrace ends here instead of unwinding garbage; it goes
+// to .debug_frame like the C code's (see cmake/aarch64-baremetal.cmake).
+    .cfi_sections .debug_frame
     .section .text.boot, "ax"
     .global _start
     .type _start, %function
 _start:
+    .cfi_startproc
+    .cfi_undefined x30
     msr     daifset, #0xf
     // TPIDR_EL1 holds the core index (fw::smp::this_core); core 0 here.
     msr     tpidr_el1, xzr
@@ -101,6 +107,7 @@ _start:
     stp     xzr, xzr, [x1], #16
     b       .Lzero
 1:  ret
+    .cfi_endproc
     .size _start, . - _start
     .ltorg
 
@@ -113,6 +120,8 @@ _start:
     .global _secondary_start
     .type _secondary_start, %function
 _secondary_start:
+    .cfi_startproc
+    .cfi_undefined x30
     msr     daifset, #0xf
     mov     x19, x0
     ldp     x1, x2, [x19, #0]
@@ -137,4 +146,5 @@ _secondary_start:
     bl      fw_secondary_main
 1:  wfi
     b       1b
+    .cfi_endproc
     .size _secondary_start, . - _secondary_start

@@ -252,6 +252,7 @@ bool all_reported() {
 
 // C entry of a secondary core (from _secondary_start, on its own stacks).
 extern "C" [[noreturn]] void fw_secondary_main(fw::smp::SecondaryBoot* boot) {
+  asm volatile(".cfi_undefined x30");  // outermost frame: see fw_main
   using namespace fw;
   const uint32_t core = uint32_t(boot->core);
   mmu::enable_this_core();

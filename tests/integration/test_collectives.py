@@ -155,7 +155,11 @@ class FourChipRingCollectives(BoardSession):
         try:
             self.s.vtrn_json("link", "retrain", 1, 0)
             self.s.vtrn_json("link", "inject", 2, 0, "--ber", "1e-5")
-            mid = port_counters(self.s)
+            # The link status block the counters come from is republished
+            # by the firmware after the port retrained: wait for it (a
+            # retrain that never happens fails here) instead of reading at once.
+            mid = h.wait_until("port 1/0's retrain in its counters", lambda: port_counters(self.s),
+                               lambda c: c[(1, 0)]["retrains"] > before[(1, 0)]["retrains"], 15.0, 0.05)
             out, err = p.communicate(timeout=120)
             end = port_counters(self.s)
         finally:
