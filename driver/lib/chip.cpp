@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "vtrn/drv/fw_call.h"
 #include "vtrn/drv/log.h"
 #include "vtrn/engine_abi.h"
 #include "vtrn/drv/qemu_launch.h"
@@ -442,17 +443,14 @@ void Chip::on_ready() {
   sample_telemetry();
   schedule_poll(kReadyPollNs);
   // Cache what the firmware says about itself for `vtrn ls`.
-  Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
   Vtrn__Ctrl__InfoRequest info = VTRN__CTRL__INFO_REQUEST__INIT;
-  req.body_case = VTRN__CTRL__REQUEST__BODY_INFO;
-  req.info = &info;
-  submit(req, 2000, false, [this](const CtrlResult& r) {
-    if (r.status != VTRN__API__STATUS__STATUS_OK || r.response == nullptr ||
-        r.response->body_case != VTRN__CTRL__RESPONSE__BODY_INFO) {
+  fw_call(*this, &Vtrn__Ctrl__Request::info, info, &Vtrn__Ctrl__Response::info, 2000,
+          [this](const FwReply<Vtrn__Ctrl__InfoResponse>& r) {
+    if (!r.ok()) {
       DRV_LOGW("%s: firmware Info after boot failed: %s", label_.c_str(), r.error.c_str());
       return;
     }
-    const Vtrn__Ctrl__InfoResponse* i = r.response->info;
+    const Vtrn__Ctrl__InfoResponse* i = r.body;
     info_.valid = true;
     info_.fw_version = printable(i->fw_version);
     info_.build_id = printable(i->build_id);
@@ -1154,19 +1152,17 @@ void Chip::stop(std::function<void()> done) {
   if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
     // Ask the firmware first: it answers, then powers off (PSCI SYSTEM_OFF).
     // Queue-wise this bypasses submit(), which refuses work once stopping.
-    Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
     Vtrn__Ctrl__ShutdownRequest sd = VTRN__CTRL__SHUTDOWN_REQUEST__INIT;
-    req.body_case = VTRN__CTRL__REQUEST__BODY_SHUTDOWN;
-    req.shutdown = &sd;
+    const Vtrn__Ctrl__Request req = fw_request(&Vtrn__Ctrl__Request::shutdown, sd);
     Op op;
     op.payload.resize(protobuf_c_message_get_packed_size(&req.base));
     protobuf_c_message_pack(&req.base, op.payload.data());
     op.timeout_ms = uint32_t(kStopGraceNs / kMs);
     op.spin = false;
-    op.done = [this](const CtrlResult& r) {
-      if (r.status != VTRN__API__STATUS__STATUS_OK)
-        DRV_LOGW("%s: firmware shutdown: %s", label_.c_str(), r.error.c_str());
-    };
+    op.done = fw_answer(id(), sd.base.descriptor, &Vtrn__Ctrl__Response::shutdown,
+                        FwDone<Vtrn__Ctrl__ShutdownResponse>([this](const FwReply<Vtrn__Ctrl__ShutdownResponse>& r) {
+                          if (!r.ok()) DRV_LOGW("%s: firmware shutdown: %s", label_.c_str(), r.error.c_str());
+                        }));
     ops_.push_front(std::move(op));
     pump();
     stop_timer_ = loop_->add_timer_in(kStopGraceNs, quit_phase);

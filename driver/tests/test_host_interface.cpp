@@ -280,7 +280,7 @@ drv::ChipOptions test_options() {
   return o;
 }
 
-void submit_ping(drv::Chip& chip, uint32_t timeout_ms, drv::Chip::CtrlResult* out, bool* done) {
+void submit_ping(drv::Chip& chip, uint32_t timeout_ms, drv::CtrlResult* out, bool* done) {
   Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
   Vtrn__Ctrl__PingRequest ping = VTRN__CTRL__PING_REQUEST__INIT;
   uint8_t data[3] = {1, 2, 3};
@@ -288,7 +288,7 @@ void submit_ping(drv::Chip& chip, uint32_t timeout_ms, drv::Chip::CtrlResult* ou
   ping.payload.len = 3;
   req.body_case = VTRN__CTRL__REQUEST__BODY_PING;
   req.ping = &ping;
-  chip.submit(req, timeout_ms, false, [out, done](const drv::Chip::CtrlResult& r) {
+  chip.submit(req, timeout_ms, false, [out, done](const drv::CtrlResult& r) {
     *out = r;
     out->response = nullptr;  // only valid inside the callback
     *done = true;
@@ -324,7 +324,7 @@ void test_chip_ping_matches_response_and_measures_rtt(void** state) {
   chip.poll_for_test();
   f->fw.serve();
   chip.poll_for_test();
-  drv::Chip::CtrlResult r;
+  drv::CtrlResult r;
   bool done = false;
   submit_ping(chip, 1000, &r, &done);
   assert_false(done);
@@ -345,13 +345,13 @@ void test_chip_times_out_and_drops_the_late_response(void** state) {
   f->fw.serve();
   chip.poll_for_test();
 
-  drv::Chip::CtrlResult r1;
+  drv::CtrlResult r1;
   bool done1 = false;
   submit_ping(chip, 20, &r1, &done1);
   while (!done1) loop.run_once(100);  // nobody serves: the timer fires
   assert_int_equal(r1.status, VTRN__API__STATUS__STATUS_TIMEOUT);
 
-  drv::Chip::CtrlResult r2;
+  drv::CtrlResult r2;
   bool done2 = false;
   submit_ping(chip, 1000, &r2, &done2);
   f->fw.serve();  // answers the stale request first, then the new one
@@ -367,7 +367,7 @@ void test_chip_refuses_requests_before_ready(void** state) {
   drv::EventLoop loop;
   drv::Chip chip(&loop, test_options());
   chip.attach_for_test(f->bar2, kBar2);
-  drv::Chip::CtrlResult r;
+  drv::CtrlResult r;
   bool done = false;
   submit_ping(chip, 1000, &r, &done);
   assert_true(done);
@@ -383,7 +383,7 @@ void test_chip_panic_fails_pending_request_with_reason(void** state) {
   chip.poll_for_test();
   f->fw.serve();
   chip.poll_for_test();
-  drv::Chip::CtrlResult r;
+  drv::CtrlResult r;
   bool done = false;
   submit_ping(chip, 1000, &r, &done);
   auto* p = reinterpret_cast<PanicRecord*>(f->bar2 + kPanicOffset);
@@ -411,7 +411,7 @@ void test_chip_fails_on_corrupted_response(void** state) {
   chip.poll_for_test();
   f->fw.serve();
   chip.poll_for_test();
-  drv::Chip::CtrlResult r;
+  drv::CtrlResult r;
   bool done = false;
   submit_ping(chip, 1000, &r, &done);
   f->fw.serve();

@@ -98,9 +98,9 @@ struct FakeJobChip final : drv::JobBackend {
     auto it = table.find(job_id);
     return it == table.end() ? 0 : it->second;
   }
-  void ctrl(uint32_t, const Vtrn__Ctrl__Request& req, uint32_t, CtrlDone done) override {
+  void ctrl(uint32_t, const Vtrn__Ctrl__Request& req, uint32_t, drv::CtrlDone done) override {
     if (!ready) {
-      later([done] { done(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, "chip 0 is BOOTING", nullptr); });
+      later([done] { done(drv::CtrlResult{VTRN__API__STATUS__STATUS_CHIP_NOT_READY, "chip 0 is BOOTING", nullptr, 0}); });
       return;
     }
     if (req.body_case == VTRN__CTRL__REQUEST__BODY_JOB_SUBMIT) {
@@ -113,7 +113,7 @@ struct FakeJobChip final : drv::JobBackend {
         Vtrn__Ctrl__Response r = VTRN__CTRL__RESPONSE__INIT;
         r.body_case = VTRN__CTRL__RESPONSE__BODY_JOB_SUBMIT;
         r.job_submit = &sr;
-        done(VTRN__API__STATUS__STATUS_OK, "", &r);
+        done(drv::CtrlResult{VTRN__API__STATUS__STATUS_OK, "", &r, 0});
       });
       return;
     }
@@ -126,11 +126,11 @@ struct FakeJobChip final : drv::JobBackend {
         Vtrn__Ctrl__Response r = VTRN__CTRL__RESPONSE__INIT;
         r.body_case = VTRN__CTRL__RESPONSE__BODY_JOB_CANCEL;
         r.job_cancel = &cr;
-        done(VTRN__API__STATUS__STATUS_OK, "", &r);
+        done(drv::CtrlResult{VTRN__API__STATUS__STATUS_OK, "", &r, 0});
       });
       return;
     }
-    later([done] { done(VTRN__API__STATUS__STATUS_CHIP_ERROR, "unsupported", nullptr); });
+    later([done] { done(drv::CtrlResult{VTRN__API__STATUS__STATUS_CHIP_ERROR, "unsupported", nullptr, 0}); });
   }
 };
 

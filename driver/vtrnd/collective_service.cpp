@@ -277,17 +277,14 @@ void CollectiveService::submit_all() {
     s.bytes = run->bytes;
     s.timeout_ms = run->timeout_ms;
     s.step_timeout_ms = run->step_timeout_ms;
-    Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
-    req.body_case = VTRN__CTRL__REQUEST__BODY_COLLECTIVE_SUBMIT;
-    req.collective_submit = &s;
-    backend_->ctrl(k.m.chip, req, 5'000,
-                   [this, run, &k](Vtrn__Api__Status st, const std::string& err, const Vtrn__Ctrl__Response* resp) {
+    fw_call(backend_->port(k.m.chip), &Vtrn__Ctrl__Request::collective_submit, s,
+            &Vtrn__Ctrl__Response::collective_submit, 5'000,
+                   [this, run, &k](const FwReply<Vtrn__Ctrl__CollectiveSubmitResponse>& r) {
                      if (run_.get() != run || k.ended) return;
-                     if (st != VTRN__API__STATUS__STATUS_OK || resp == nullptr ||
-                         resp->body_case != VTRN__CTRL__RESPONSE__BODY_COLLECTIVE_SUBMIT) {
+                     if (!r.ok()) {
                        rank_ended(k, VTRN__API__JOB_STATE__JOB_STATE_FAILED,
                                   "chip " + std::to_string(k.m.chip) + " refused the collective: " +
-                                      (err.empty() ? "no collective support" : err));
+                                      (r.error.empty() ? "no collective support" : r.error));
                        return;
                      }
                      k.submitted = true;

@@ -172,28 +172,23 @@ void HbmService::sync_retired(ChipHbm& ch) {
   ir.n_offsets = offs.size();
   ir.offsets = offs.data();
   ir.dma_unchecked = opts_.dma_unchecked;
-  Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
-  req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_IMPORT_RETIRED;
-  req.hbm_import_retired = &ir;
   const uint64_t epoch = ch.epoch;
   ChipHbm* p = &ch;
   std::weak_ptr<bool> alive = alive_;
-  ch.chip->submit(req, kCtrlTimeoutMs, false, [this, p, epoch, alive, chip_id](const Chip::CtrlResult& r) {
+  fw_call(*ch.chip, &Vtrn__Ctrl__Request::hbm_import_retired, ir, &Vtrn__Ctrl__Response::hbm_import_retired,
+          kCtrlTimeoutMs, [this, p, epoch, alive, chip_id](const FwReply<Vtrn__Ctrl__HbmImportRetiredResponse>& r) {
     if (auto a = alive.lock(); !a || !*a) return;
     if (p->epoch != epoch) return;  // the chip left READY meanwhile
     p->syncing = false;
-    if (r.status != VTRN__API__STATUS__STATUS_OK || r.response == nullptr ||
-        r.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_IMPORT_RETIRED) {
+    if (!r.ok()) {
       // HBM requests still go through and fail on their own merits; a
       // firmware without the HBM service answers each one UNSUPPORTED.
-      DRV_LOGW("chip %u: retired-page list not pushed: %s", chip_id,
-               r.error.empty() ? "unexpected answer" : r.error.c_str());
-    } else if (r.response->hbm_import_retired->result != 0) {
+      DRV_LOGW("chip %u: retired-page list not pushed: %s", chip_id, r.error.c_str());
+    } else if (r.body->result != 0) {
       DRV_LOGW("chip %u: firmware refused the retired-page list: %s", chip_id,
-               vtrn::hbm::error_name(vtrn::hbm::Error(r.response->hbm_import_retired->result)));
+               vtrn::hbm::error_name(vtrn::hbm::Error(r.body->result)));
     } else if (!p->retired.empty()) {
-      DRV_LOGI("chip %u: %u retired HBM pages in force", chip_id,
-               unsigned(r.response->hbm_import_retired->retired_pages));
+      DRV_LOGI("chip %u: %u retired HBM pages in force", chip_id, unsigned(r.body->retired_pages));
     }
     p->ready = true;
     std::vector<Waiter> w;
@@ -261,7 +256,7 @@ void HbmService::note_free(ChipHbm& ch, uint64_t addr) {
 
 void HbmService::ctrl_alloc(ChipHbm& ch, uint64_t owner, uint32_t category, uint64_t bytes,
                             uint64_t align, bool set_quota, uint64_t quota,
-                            std::function<void(const Chip::CtrlResult&)> done) {
+                            FwDone<Vtrn__Ctrl__HbmAllocResponse> done) {
   Vtrn__Ctrl__HbmAllocRequest ar = VTRN__CTRL__HBM_ALLOC_REQUEST__INIT;
   ar.owner = owner;
   ar.category = category;
@@ -269,10 +264,8 @@ void HbmService::ctrl_alloc(ChipHbm& ch, uint64_t owner, uint32_t category, uint
   ar.align = align;
   ar.set_quota = set_quota;
   ar.quota_bytes = quota;
-  Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
-  req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_ALLOC;
-  req.hbm_alloc = &ar;
-  ch.chip->submit(req, kCtrlTimeoutMs, false, std::move(done));
+  fw_call(*ch.chip, &Vtrn__Ctrl__Request::hbm_alloc, ar, &Vtrn__Ctrl__Response::hbm_alloc, kCtrlTimeoutMs,
+          std::move(done));
 }
 
 std::string HbmService::alloc_error(ChipHbm& ch, uint32_t result, uint64_t owner, uint64_t bytes,
@@ -311,12 +304,10 @@ void HbmService::alloc(Chip* chip, uint64_t owner, uint32_t category, uint64_t b
   when_ready(*ch, [this, ch, owner, category, bytes, align, done, alive] {
     const uint64_t epoch = ch->epoch;
     ctrl_alloc(*ch, owner, category, bytes, align, false, 0,
-               [this, ch, owner, bytes, align, done, alive, epoch](const Chip::CtrlResult& r) {
+               [this, ch, owner, bytes, align, done, alive, epoch](const FwReply<Vtrn__Ctrl__HbmAllocResponse>& r) {
                  if (auto a = alive.lock(); !a || !*a) return done(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, 0, "vtrnd is shutting down");
-                 if (r.status != VTRN__API__STATUS__STATUS_OK) return done(r.status, 0, r.error);
-                 if (r.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_ALLOC)
-                   return done(VTRN__API__STATUS__STATUS_INTERNAL, 0, "firmware answered HbmAlloc with another message");
-                 const Vtrn__Ctrl__HbmAllocResponse& b = *r.response->hbm_alloc;
+                 if (!r.ok()) return done(r.status, 0, r.error);
+                 const Vtrn__Ctrl__HbmAllocResponse& b = *r.body;
                  if (b.result != 0)
                    return done(b.result == uint32_t(vtrn::hbm::Error::kBadArgument) ? VTRN__API__STATUS__STATUS_BAD_REQUEST
                                                                                   : VTRN__API__STATUS__STATUS_CHIP_ERROR,
@@ -337,16 +328,12 @@ void HbmService::free(Chip* chip, uint64_t owner, uint64_t addr, FreeDone done) 
     Vtrn__Ctrl__HbmFreeRequest fr = VTRN__CTRL__HBM_FREE_REQUEST__INIT;
     fr.owner = owner;
     fr.addr = addr;
-    Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
-    req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_FREE;
-    req.hbm_free = &fr;
     const uint64_t epoch = ch->epoch;
-    ch->chip->submit(req, kCtrlTimeoutMs, false, [this, ch, addr, done, alive, epoch](const Chip::CtrlResult& r) {
+    fw_call(*ch->chip, &Vtrn__Ctrl__Request::hbm_free, fr, &Vtrn__Ctrl__Response::hbm_free, kCtrlTimeoutMs,
+            [this, ch, addr, done, alive, epoch](const FwReply<Vtrn__Ctrl__HbmFreeResponse>& r) {
       if (auto a = alive.lock(); !a || !*a) return done(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, "vtrnd is shutting down");
-      if (r.status != VTRN__API__STATUS__STATUS_OK) return done(r.status, r.error);
-      if (r.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_FREE)
-        return done(VTRN__API__STATUS__STATUS_INTERNAL, "firmware answered HbmFree with another message");
-      const uint32_t res = r.response->hbm_free->result;
+      if (!r.ok()) return done(r.status, r.error);
+      const uint32_t res = r.body->result;
       if (res != 0)
         return done(VTRN__API__STATUS__STATUS_BAD_REQUEST,
                     "chip " + std::to_string(ch->chip->id()) + ": cannot free " + hex(addr) + ": " +
@@ -375,15 +362,11 @@ void HbmService::free_owner(Chip* chip, uint64_t owner, FreeOwnerDone done) {
   when_ready(*ch, [this, ch, owner, done, alive] {
     Vtrn__Ctrl__HbmFreeOwnerRequest fr = VTRN__CTRL__HBM_FREE_OWNER_REQUEST__INIT;
     fr.owner = owner;
-    Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
-    req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_FREE_OWNER;
-    req.hbm_free_owner = &fr;
     const uint64_t epoch = ch->epoch;
-    ch->chip->submit(req, kCtrlTimeoutMs, false, [this, ch, owner, done, alive, epoch](const Chip::CtrlResult& r) {
+    fw_call(*ch->chip, &Vtrn__Ctrl__Request::hbm_free_owner, fr, &Vtrn__Ctrl__Response::hbm_free_owner,
+            kCtrlTimeoutMs, [this, ch, owner, done, alive, epoch](const FwReply<Vtrn__Ctrl__HbmFreeOwnerResponse>& r) {
       if (auto a = alive.lock(); !a || !*a) return done(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, 0, "vtrnd is shutting down");
-      if (r.status != VTRN__API__STATUS__STATUS_OK) return done(r.status, 0, r.error);
-      if (r.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_FREE_OWNER)
-        return done(VTRN__API__STATUS__STATUS_INTERNAL, 0, "firmware answered HbmFreeOwner with another message");
+      if (!r.ok()) return done(r.status, 0, r.error);
       if (ch->epoch == epoch) {
         for (auto it = ch->allocs.begin(); it != ch->allocs.end();) {
           it = it->second.owner == owner ? ch->allocs.erase(it) : std::next(it);
@@ -391,7 +374,7 @@ void HbmService::free_owner(Chip* chip, uint64_t owner, FreeOwnerDone done) {
         ch->owner_used.erase(owner);
         ch->quota_set.erase(owner);
       }
-      done(VTRN__API__STATUS__STATUS_OK, r.response->hbm_free_owner->bytes, "");
+      done(VTRN__API__STATUS__STATUS_OK, r.body->bytes, "");
     });
   }, fail);
 }
@@ -456,7 +439,7 @@ void HbmService::do_alloc(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Ap
     p->owner_pending[owner] += rounded;
     const uint64_t epoch = p->epoch;
     ctrl_alloc(*p, owner, category, bytes, align, set_quota, quota ? quota : kNoQuota,
-               [this, p, cid, id, owner, bytes, align, rounded, t0, alive, epoch, set_quota](const Chip::CtrlResult& r) {
+               [this, p, cid, id, owner, bytes, align, rounded, t0, alive, epoch, set_quota](const FwReply<Vtrn__Ctrl__HbmAllocResponse>& r) {
                  if (auto a = alive.lock(); !a || !*a) return;
                  if (p->epoch == epoch) {
                    auto it = p->owner_pending.find(owner);
@@ -465,10 +448,8 @@ void HbmService::do_alloc(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Ap
                      if (it->second == 0) p->owner_pending.erase(it);
                    }
                  }
-                 if (r.status != VTRN__API__STATUS__STATUS_OK) return reply_error(cid, id, r.status, r.error);
-                 if (r.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_ALLOC)
-                   return reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, "firmware answered HbmAlloc with another message");
-                 const Vtrn__Ctrl__HbmAllocResponse& b = *r.response->hbm_alloc;
+                 if (!r.ok()) return reply_error(cid, id, r.status, r.error);
+                 const Vtrn__Ctrl__HbmAllocResponse& b = *r.body;
                  if (set_quota && p->epoch == epoch) p->quota_set.insert(owner);
                  if (b.result != 0) {
                    if (b.result == uint32_t(vtrn::hbm::Error::kQuota)) ++p->quota_refusals;
@@ -505,16 +486,12 @@ void HbmService::do_free(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Api
     Vtrn__Ctrl__HbmFreeRequest fr = VTRN__CTRL__HBM_FREE_REQUEST__INIT;
     fr.addr = addr;
     fr.any_owner = true;
-    Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
-    req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_FREE;
-    req.hbm_free = &fr;
     const uint64_t epoch = p->epoch;
-    p->chip->submit(req, kCtrlTimeoutMs, false, [this, p, cid, id, addr, t0, alive, epoch](const Chip::CtrlResult& r) {
+    fw_call(*p->chip, &Vtrn__Ctrl__Request::hbm_free, fr, &Vtrn__Ctrl__Response::hbm_free, kCtrlTimeoutMs,
+            [this, p, cid, id, addr, t0, alive, epoch](const FwReply<Vtrn__Ctrl__HbmFreeResponse>& r) {
       if (auto a = alive.lock(); !a || !*a) return;
-      if (r.status != VTRN__API__STATUS__STATUS_OK) return reply_error(cid, id, r.status, r.error);
-      if (r.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_FREE)
-        return reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, "firmware answered HbmFree with another message");
-      const Vtrn__Ctrl__HbmFreeResponse& b = *r.response->hbm_free;
+      if (!r.ok()) return reply_error(cid, id, r.status, r.error);
+      const Vtrn__Ctrl__HbmFreeResponse& b = *r.body;
       if (b.result != 0)
         return reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
                            "chip " + std::to_string(p->chip->id()) + ": no allocation starts at " + hex(addr) + " (" +
@@ -534,19 +511,15 @@ void HbmService::do_stats(uint64_t cid, uint64_t id, ChipHbm& ch) {
   ChipHbm* p = &ch;
   when_ready(ch, [this, p, cid, id, alive] {
     Vtrn__Ctrl__HbmStatsRequest sr = VTRN__CTRL__HBM_STATS_REQUEST__INIT;
-    Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
-    req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_STATS;
-    req.hbm_stats = &sr;
-    p->chip->submit(req, kCtrlTimeoutMs, false, [this, p, cid, id, alive](const Chip::CtrlResult& r) {
+    fw_call(*p->chip, &Vtrn__Ctrl__Request::hbm_stats, sr, &Vtrn__Ctrl__Response::hbm_stats, kCtrlTimeoutMs,
+            [this, p, cid, id, alive](const FwReply<Vtrn__Ctrl__HbmStatsResponse>& r) {
       if (auto a = alive.lock(); !a || !*a) return;
-      if (r.status != VTRN__API__STATUS__STATUS_OK) return reply_error(cid, id, r.status, r.error);
-      if (r.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_STATS)
-        return reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, "firmware answered HbmStats with another message");
+      if (!r.ok()) return reply_error(cid, id, r.status, r.error);
       // Copied now: the ctrl response is valid during this callback only,
       // and the retired list needs a second round trip.
       auto s = std::make_shared<Vtrn__Api__HbmStatsResponse>();
       *s = VTRN__API__HBM_STATS_RESPONSE__INIT;
-      const Vtrn__Ctrl__HbmStatsResponse& b = *r.response->hbm_stats;
+      const Vtrn__Ctrl__HbmStatsResponse& b = *r.body;
       auto keep = std::make_shared<std::vector<std::vector<uint64_t>>>(3);
       auto keep32 = std::make_shared<std::vector<std::vector<uint32_t>>>(2);
       s->hbm_base = b.hbm_base;
@@ -588,15 +561,11 @@ void HbmService::do_stats(uint64_t cid, uint64_t id, ChipHbm& ch) {
       s->client_quota_bytes = opts_.client_quota_bytes;
       s->vtrnd_quota_refusals = p->quota_refusals;
       Vtrn__Ctrl__HbmRetiredRequest rr = VTRN__CTRL__HBM_RETIRED_REQUEST__INIT;
-      Vtrn__Ctrl__Request req2 = VTRN__CTRL__REQUEST__INIT;
-      req2.body_case = VTRN__CTRL__REQUEST__BODY_HBM_RETIRED;
-      req2.hbm_retired = &rr;
-      p->chip->submit(req2, kCtrlTimeoutMs, false, [this, p, cid, id, alive, s, keep, keep32](const Chip::CtrlResult& r2) {
+      fw_call(*p->chip, &Vtrn__Ctrl__Request::hbm_retired, rr, &Vtrn__Ctrl__Response::hbm_retired, kCtrlTimeoutMs,
+              [this, p, cid, id, alive, s, keep, keep32](const FwReply<Vtrn__Ctrl__HbmRetiredResponse>& r2) {
         if (auto a = alive.lock(); !a || !*a) return;
-        if (r2.status != VTRN__API__STATUS__STATUS_OK) return reply_error(cid, id, r2.status, r2.error);
-        if (r2.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_RETIRED)
-          return reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, "firmware answered HbmRetired with another message");
-        const Vtrn__Ctrl__HbmRetiredResponse& rb = *r2.response->hbm_retired;
+        if (!r2.ok()) return reply_error(cid, id, r2.status, r2.error);
+        const Vtrn__Ctrl__HbmRetiredResponse& rb = *r2.body;
         std::vector<uint64_t>& addrs = (*keep)[2];
         for (size_t i = 0; i < rb.n_offsets && i < kStoreMaxPages; ++i) addrs.push_back(s->hbm_base + rb.offsets[i]);
         s->n_category_bytes = (*keep)[0].size();
@@ -629,19 +598,15 @@ void HbmService::list_page(uint64_t cid, uint64_t id, ChipHbm& ch, uint64_t epoc
   Vtrn__Ctrl__HbmListRequest lr = VTRN__CTRL__HBM_LIST_REQUEST__INIT;
   lr.from_addr = from;
   lr.max = kListPage;
-  Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
-  req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_LIST;
-  req.hbm_list = &lr;
   std::weak_ptr<bool> alive = alive_;
   ChipHbm* p = &ch;
-  ch.chip->submit(req, kCtrlTimeoutMs, false, [this, p, cid, id, epoch, from, acc, alive](const Chip::CtrlResult& r) {
+  fw_call(*ch.chip, &Vtrn__Ctrl__Request::hbm_list, lr, &Vtrn__Ctrl__Response::hbm_list, kCtrlTimeoutMs,
+          [this, p, cid, id, epoch, from, acc, alive](const FwReply<Vtrn__Ctrl__HbmListResponse>& r) {
     if (auto a = alive.lock(); !a || !*a) return;
-    if (r.status != VTRN__API__STATUS__STATUS_OK) return reply_error(cid, id, r.status, r.error);
+    if (!r.ok()) return reply_error(cid, id, r.status, r.error);
     if (p->epoch != epoch)
       return reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, "chip was reset while listing");
-    if (r.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_LIST)
-      return reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, "firmware answered HbmList with another message");
-    const Vtrn__Ctrl__HbmListResponse& b = *r.response->hbm_list;
+    const Vtrn__Ctrl__HbmListResponse& b = *r.body;
     if (b.n_allocations > kListPage)
       return reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_ERROR, "firmware sent more list entries than asked for");
     uint64_t last = from;
@@ -682,15 +647,14 @@ void HbmService::do_inject(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__A
     Vtrn__Ctrl__HbmInjectEccRequest ir = VTRN__CTRL__HBM_INJECT_ECC_REQUEST__INIT;
     ir.addr = addr;
     ir.uncorrectable = unc;
-    Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
-    req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_INJECT_ECC;
-    req.hbm_inject_ecc = &ir;
-    p->chip->submit(req, kCtrlTimeoutMs, false, [this, p, cid, id, addr, alive](const Chip::CtrlResult& r) {
+    fw_call(*p->chip, &Vtrn__Ctrl__Request::hbm_inject_ecc, ir, &Vtrn__Ctrl__Response::hbm_inject_ecc, kCtrlTimeoutMs,
+            [this, p, cid, id, addr, alive](const FwReply<Vtrn__Ctrl__HbmInjectEccResponse>& r) {
       if (auto a = alive.lock(); !a || !*a) return;
-      if (r.status != VTRN__API__STATUS__STATUS_OK) return reply_error(cid, id, r.status, r.error);
-      if (r.response->body_case != VTRN__CTRL__RESPONSE__BODY_HBM_INJECT_ECC || r.response->hbm_inject_ecc->event == nullptr)
-        return reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, "firmware answered HbmInjectEcc with another message");
-      const Vtrn__Ctrl__HbmInjectEccResponse& b = *r.response->hbm_inject_ecc;
+      if (!r.ok()) return reply_error(cid, id, r.status, r.error);
+      if (r.body->event == nullptr)
+        return reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_ERROR,
+                           "chip " + std::to_string(p->chip->id()) + ": firmware answered hbm_inject_ecc without its event");
+      const Vtrn__Ctrl__HbmInjectEccResponse& b = *r.body;
       const Vtrn__Ctrl__HbmEccEvent& e = *b.event;
       const bool already = b.result == uint32_t(vtrn::hbm::Error::kAlreadyRetired);
       if (b.result != 0 && !already) {

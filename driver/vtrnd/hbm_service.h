@@ -33,6 +33,7 @@
 
 #include "vtrn/drv/chip.h"
 #include "vtrn/drv/event_loop.h"
+#include "vtrn/drv/fw_call.h"
 #include "vtrn_api.pb-c.h"
 
 namespace drv {
@@ -121,7 +122,7 @@ class HbmService final : public Service {
   void note_alloc(ChipHbm& ch, uint64_t owner, uint64_t addr, uint64_t bytes);
   void note_free(ChipHbm& ch, uint64_t addr);
   void ctrl_alloc(ChipHbm& ch, uint64_t owner, uint32_t category, uint64_t bytes, uint64_t align,
-                  bool set_quota, uint64_t quota, std::function<void(const Chip::CtrlResult&)> done);
+                  bool set_quota, uint64_t quota, FwDone<Vtrn__Ctrl__HbmAllocResponse> done);
   std::string alloc_error(ChipHbm& ch, uint32_t result, uint64_t owner, uint64_t bytes,
                           uint64_t align, uint64_t used, uint64_t quota) const;
 

@@ -125,33 +125,33 @@ void DaemonJobBackend::ctrl(uint32_t chip, const Vtrn__Ctrl__Request& req, uint3
   Chip* c = find(chip);
   ++in_call_;
   if (c == nullptr) {
-    deliver([done] { done(VTRN__API__STATUS__STATUS_UNKNOWN_CHIP, "no such chip", nullptr); });
+    deliver([done] { done(CtrlResult{VTRN__API__STATUS__STATUS_UNKNOWN_CHIP, "no such chip", nullptr, 0}); });
   } else {
-    c->submit(req, timeout_ms, false, [this, done](const Chip::CtrlResult& r) {
+    c->submit(req, timeout_ms, false, [this, done](const CtrlResult& r) {
       if (in_call_ == 0) {
-        done(r.status, r.error, r.response);
+        done(r);
         return;
       }
       // Answered inside the call (chip not READY, or the firmware was quick
       // enough for Chip's pump to read the answer before submit returned):
       // the response lives only as long as this callback, so keep a packed
       // copy for the next loop turn.
-      const Vtrn__Api__Status st = r.status;
-      const std::string err = r.error;
+      CtrlResult later{r.status, r.error, nullptr, r.rtt_ns};
       std::vector<uint8_t> packed;
       if (r.response != nullptr) {
         packed.resize(vtrn__ctrl__response__get_packed_size(r.response));
         vtrn__ctrl__response__pack(r.response, packed.data());
       }
       const bool had = r.response != nullptr;
-      loop_->add_timer_in(0, [done, st, err, packed, had] {
+      loop_->add_timer_in(0, [done, later, packed, had]() mutable {
         Vtrn__Ctrl__Response* resp =
             had ? vtrn__ctrl__response__unpack(nullptr, packed.size(), packed.data()) : nullptr;
         if (had && resp == nullptr) {
-          done(VTRN__API__STATUS__STATUS_INTERNAL, "response copy does not decode", nullptr);
+          done(CtrlResult{VTRN__API__STATUS__STATUS_INTERNAL, "response copy does not decode", nullptr, 0});
           return;
         }
-        done(st, err, resp);
+        later.response = resp;
+        done(later);
         if (resp) vtrn__ctrl__response__free_unpacked(resp, nullptr);
       });
     });

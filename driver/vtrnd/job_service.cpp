@@ -402,34 +402,22 @@ void JobService::submit_to_chip(Job& j) {
   js.max_cores = j.max_cores;
   js.n_steps = ptrs.size();
   js.steps = ptrs.data();
-  Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
-  req.body_case = VTRN__CTRL__REQUEST__BODY_JOB_SUBMIT;
-  req.job_submit = &js;
   const uint64_t jid = j.id;
   ++j.ops_in_flight;
-  backend_->ctrl(j.chip, req, opts_.ctrl_timeout_ms,
-                 [this, jid](Vtrn__Api__Status st, const std::string& err, const Vtrn__Ctrl__Response* resp) {
+  fw_call(backend_->port(j.chip), &Vtrn__Ctrl__Request::job_submit, js, &Vtrn__Ctrl__Response::job_submit,
+          opts_.ctrl_timeout_ms, [this, jid](const FwReply<Vtrn__Ctrl__JobSubmitResponse>& r) {
                    Job* jp = find(jid);
                    if (jp == nullptr) return;
                    --jp->ops_in_flight;
-                   const bool accepted = st == VTRN__API__STATUS__STATUS_OK && resp != nullptr &&
-                                         resp->status == VTRN__CTRL__STATUS__STATUS_OK;
                    if (jp->phase == Phase::kEnded) {
                      // Ended on the host (timeout, reset) while the chip was
                      // taking it: stop it there before its buffers are freed.
-                     if (accepted) cancel_on_chip(*jp);
+                     if (r.ok()) cancel_on_chip(*jp);
                      return op_returned(*jp);
                    }
-                   if (st != VTRN__API__STATUS__STATUS_OK || resp == nullptr)
+                   if (!r.ok())
                      return end(*jp, VTRN__API__JOB_STATE__JOB_STATE_FAILED,
-                                "firmware refused the job: " + (err.empty() ? "no answer" : err));
-                   if (resp->status != VTRN__CTRL__STATUS__STATUS_OK)
-                     return end(*jp, VTRN__API__JOB_STATE__JOB_STATE_FAILED,
-                                "firmware refused the job (status " + std::to_string(int(resp->status)) +
-                                    "): " + clean_reason(resp->error));
-                   if (resp->body_case != VTRN__CTRL__RESPONSE__BODY_JOB_SUBMIT || resp->job_submit == nullptr)
-                     return end(*jp, VTRN__API__JOB_STATE__JOB_STATE_FAILED,
-                                "firmware answered JobSubmit with another message");
+                                "firmware refused the job: " + (r.error.empty() ? "no answer" : r.error));
                    // A JobEvent may have overtaken the answer: keep what it set.
                    if (jp->phase == Phase::kSubmitting) jp->phase = Phase::kChipQueued;
                    if (jp->stop_pending) {
@@ -587,30 +575,22 @@ void JobService::stop(Job& j, Vtrn__Api__JobState st, const std::string& reason)
       j.cancel_sent = true;
       Vtrn__Ctrl__JobCancelRequest cr = VTRN__CTRL__JOB_CANCEL_REQUEST__INIT;
       cr.job_id = j.id;
-      Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
-      req.body_case = VTRN__CTRL__REQUEST__BODY_JOB_CANCEL;
-      req.job_cancel = &cr;
       ++j.ops_in_flight;
-      backend_->ctrl(j.chip, req, opts_.ctrl_timeout_ms,
-                     [this, jid](Vtrn__Api__Status s2, const std::string& err, const Vtrn__Ctrl__Response* resp) {
+      fw_call(backend_->port(j.chip), &Vtrn__Ctrl__Request::job_cancel, cr, &Vtrn__Ctrl__Response::job_cancel,
+              opts_.ctrl_timeout_ms, [this, jid](const FwReply<Vtrn__Ctrl__JobCancelResponse>& r) {
                        Job* jp = find(jid);
                        if (jp == nullptr) return;
                        --jp->ops_in_flight;
                        if (jp->phase == Phase::kEnded) return op_returned(*jp);
-                       if (s2 != VTRN__API__STATUS__STATUS_OK || resp == nullptr ||
-                           resp->status != VTRN__CTRL__STATUS__STATUS_OK ||
-                           resp->body_case != VTRN__CTRL__RESPONSE__BODY_JOB_CANCEL || resp->job_cancel == nullptr) {
+                       if (!r.ok()) {
                          DRV_LOGW("chip %u: JobCancel of job %llu not confirmed (%s); waiting for its event",
-                                  jp->chip, (unsigned long long)jid,
-                                  s2 != VTRN__API__STATUS__STATUS_OK ? err.c_str()
-                                  : resp && resp->error              ? resp->error
-                                                                     : "unexpected answer");
+                                  jp->chip, (unsigned long long)jid, r.error.c_str());
                          return;
                        }
                        // CANCELLED in the answer: the cores have let go of
                        // the job, so its buffers may be freed now; the
                        // JobEvent that follows finds the job ended.
-                       if (int(resp->job_cancel->state) == VTRN__CTRL__JOB_STATE__JOB_STATE_CANCELLED) {
+                       if (int(r.body->state) == VTRN__CTRL__JOB_STATE__JOB_STATE_CANCELLED) {
                          end(*jp, jp->stop_state, jp->stop_reason);
                        }
                      });
@@ -625,13 +605,10 @@ void JobService::cancel_on_chip(Job& j) {
   j.cancel_sent = true;
   Vtrn__Ctrl__JobCancelRequest cr = VTRN__CTRL__JOB_CANCEL_REQUEST__INIT;
   cr.job_id = j.id;
-  Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
-  req.body_case = VTRN__CTRL__REQUEST__BODY_JOB_CANCEL;
-  req.job_cancel = &cr;
   const uint64_t jid = j.id;
   ++j.ops_in_flight;
-  backend_->ctrl(j.chip, req, opts_.ctrl_timeout_ms,
-                 [this, jid](Vtrn__Api__Status, const std::string&, const Vtrn__Ctrl__Response*) {
+  fw_call(backend_->port(j.chip), &Vtrn__Ctrl__Request::job_cancel, cr, &Vtrn__Ctrl__Response::job_cancel,
+          opts_.ctrl_timeout_ms, [this, jid](const FwReply<Vtrn__Ctrl__JobCancelResponse>&) {
                    Job* jp = find(jid);
                    if (jp == nullptr) return;
                    --jp->ops_in_flight;

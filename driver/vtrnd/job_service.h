@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "vtrn/drv/event_loop.h"
+#include "vtrn/drv/fw_call.h"
 #include "vtrn/proto_names.h"
 #include "vtrn_api.pb-c.h"
 #include "vtrn_ctrl.pb-c.h"
@@ -57,8 +58,6 @@ class JobBackend {
   using Done = std::function<void(bool ok, const std::string& error)>;
   using AllocDone = std::function<void(bool ok, uint64_t addr, const std::string& error)>;
   using ReadDone = std::function<void(bool ok, const std::string& error, std::vector<uint8_t> data)>;
-  using CtrlDone = std::function<void(Vtrn__Api__Status status, const std::string& error,
-                                      const Vtrn__Ctrl__Response* resp)>;
   virtual ~JobBackend() = default;
 
   // STATUS_OK when the chip exists and is READY; otherwise the status
@@ -72,6 +71,16 @@ class JobBackend {
   virtual void dma_write(uint32_t chip, uint64_t addr, const uint8_t* data, size_t len, Done done) = 0;
   virtual void dma_read(uint32_t chip, uint64_t addr, uint64_t len, ReadDone done) = 0;
   virtual void ctrl(uint32_t chip, const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, CtrlDone done) = 0;
+  // One chip as a port of fw_call (fw_call.h), over ctrl().
+  struct Port {
+    JobBackend* backend;
+    uint32_t chip;
+    [[nodiscard]] uint32_t id() const { return chip; }
+    void submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool, CtrlDone done) {
+      backend->ctrl(chip, req, timeout_ms, std::move(done));
+    }
+  };
+  [[nodiscard]] Port port(uint32_t chip) { return Port{this, chip}; }
   // The job's state in the firmware's job table (vtrn.ctrl.JobState
   // numbers; 0 when the table does not show it). The firmware reports only
   // the end of a job as an event; the table is how vtrnd sees it start.

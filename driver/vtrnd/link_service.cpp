@@ -525,23 +525,14 @@ void LinkService::control(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api
   body.lane = r.lane;
   body.bytes = r.bytes;
   body.count = r.count;
-  Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
-  req.body_case = VTRN__CTRL__REQUEST__BODY_LINK_CONTROL;
-  req.link_control = &body;
-  chip->submit(req, kControlTimeoutMs, false, [this, cid, id](const Chip::CtrlResult& res) {
-    if (res.status != VTRN__API__STATUS__STATUS_OK) {
+  fw_call(*chip, &Vtrn__Ctrl__Request::link_control, body, &Vtrn__Ctrl__Response::link_control, kControlTimeoutMs,
+          [this, cid, id](const FwReply<Vtrn__Ctrl__LinkControlResponse>& res) {
+    if (!res.ok()) {
       reply_error(cid, id, res.status, res.error);
       return;
     }
-    const Vtrn__Ctrl__Response* cr = res.response;
-    if (cr == nullptr || cr->body_case != VTRN__CTRL__RESPONSE__BODY_LINK_CONTROL ||
-        cr->link_control == nullptr) {
-      reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL,
-                  "link control: firmware answered with another message");
-      return;
-    }
     Vtrn__Api__LinkControlResponse lr = VTRN__API__LINK_CONTROL_RESPONSE__INIT;
-    std::string st = state_name(uint8_t(cr->link_control->state > 255 ? 255 : cr->link_control->state));
+    std::string st = state_name(uint8_t(res.body->state > 255 ? 255 : res.body->state));
     lr.state = st.data();
     reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_LINK_CONTROL, &lr.base);
   });

@@ -185,69 +185,14 @@ void PowerService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st,
 }
 
 void PowerService::set(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__PowerSetRequest& r) {
-  Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
-  Vtrn__Ctrl__PowerSetStateRequest st = VTRN__CTRL__POWER_SET_STATE_REQUEST__INIT;
-  Vtrn__Ctrl__PowerSetCapRequest cap = VTRN__CTRL__POWER_SET_CAP_REQUEST__INIT;
-  Vtrn__Ctrl__PowerSetPstateLimitRequest lim = VTRN__CTRL__POWER_SET_PSTATE_LIMIT_REQUEST__INIT;
-  Vtrn__Ctrl__PowerSetAutosuspendRequest as = VTRN__CTRL__POWER_SET_AUTOSUSPEND_REQUEST__INIT;
-  Vtrn__Ctrl__PowerStatusRequest status = VTRN__CTRL__POWER_STATUS_REQUEST__INIT;
-  switch (r.setting_case) {
-    case VTRN__API__POWER_SET_REQUEST__SETTING_STATE:
-      if (r.state == VTRN__API__POWER_STATE__POWER_STATE_D0) {
-        st.state = VTRN__CTRL__POWER_DEVICE_STATE__POWER_DEVICE_STATE_D0;
-      } else if (r.state == VTRN__API__POWER_STATE__POWER_STATE_D3HOT) {
-        st.state = VTRN__CTRL__POWER_DEVICE_STATE__POWER_DEVICE_STATE_D3HOT;
-      } else {
-        reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
-                    "power_set.state: expected D0 or D3HOT");
-        return;
-      }
-      req.body_case = VTRN__CTRL__REQUEST__BODY_POWER_SET_STATE;
-      req.power_set_state = &st;
-      break;
-    case VTRN__API__POWER_SET_REQUEST__SETTING_CAP_MW:
-      cap.cap_mw = r.cap_mw;
-      req.body_case = VTRN__CTRL__REQUEST__BODY_POWER_SET_CAP;
-      req.power_set_cap = &cap;
-      break;
-    case VTRN__API__POWER_SET_REQUEST__SETTING_PSTATE_LIMIT:
-      lim.pstate = r.pstate_limit;
-      req.body_case = VTRN__CTRL__REQUEST__BODY_POWER_SET_PSTATE_LIMIT;
-      req.power_set_pstate_limit = &lim;
-      break;
-    case VTRN__API__POWER_SET_REQUEST__SETTING_AUTOSUSPEND_DELAY_MS:
-      as.delay_ms = r.autosuspend_delay_ms;
-      req.body_case = VTRN__CTRL__REQUEST__BODY_POWER_SET_AUTOSUSPEND;
-      req.power_set_autosuspend = &as;
-      break;
-    default:
-      // No setting: report the status only.
-      req.body_case = VTRN__CTRL__REQUEST__BODY_POWER_STATUS;
-      req.power_status = &status;
-      break;
-  }
-  chip->submit(req, kTimeoutMs, false, [this, cid, id](const Chip::CtrlResult& res) {
-    if (res.status != VTRN__API__STATUS__STATUS_OK) {
+  // Every power request is answered with the power status, each in the
+  // Response member of its own name.
+  FwDone<Vtrn__Ctrl__PowerStatusResponse> answer = [this, cid, id](const FwReply<Vtrn__Ctrl__PowerStatusResponse>& res) {
+    if (!res.ok()) {
       reply_error(cid, id, res.status, res.error);
       return;
     }
-    const Vtrn__Ctrl__Response* cr = res.response;
-    const Vtrn__Ctrl__PowerStatusResponse* ps = nullptr;
-    if (cr != nullptr) {
-      switch (cr->body_case) {
-        case VTRN__CTRL__RESPONSE__BODY_POWER_SET_STATE: ps = cr->power_set_state; break;
-        case VTRN__CTRL__RESPONSE__BODY_POWER_SET_CAP: ps = cr->power_set_cap; break;
-        case VTRN__CTRL__RESPONSE__BODY_POWER_SET_PSTATE_LIMIT: ps = cr->power_set_pstate_limit; break;
-        case VTRN__CTRL__RESPONSE__BODY_POWER_SET_AUTOSUSPEND: ps = cr->power_set_autosuspend; break;
-        case VTRN__CTRL__RESPONSE__BODY_POWER_STATUS: ps = cr->power_status; break;
-        default: break;
-      }
-    }
-    if (ps == nullptr) {
-      reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_ERROR,
-                  "chip answered a power request without a power status");
-      return;
-    }
+    const Vtrn__Ctrl__PowerStatusResponse* ps = res.body;
     Vtrn__Api__PowerSetResponse out = VTRN__API__POWER_SET_RESPONSE__INIT;
     out.device_state = const_cast<char*>(power_device_state_name(uint32_t(ps->state)));
     out.pstate = ps->pstate;
@@ -258,7 +203,47 @@ void PowerService::set(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__P
     out.autosuspend_delay_ms = ps->autosuspend_delay_ms;
     out.clock_event_reasons = ps->clock_event_reasons;
     reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_POWER_SET, &out.base);
-  });
+  };
+  switch (r.setting_case) {
+    case VTRN__API__POWER_SET_REQUEST__SETTING_STATE: {
+      Vtrn__Ctrl__PowerSetStateRequest st = VTRN__CTRL__POWER_SET_STATE_REQUEST__INIT;
+      if (r.state == VTRN__API__POWER_STATE__POWER_STATE_D0) {
+        st.state = VTRN__CTRL__POWER_DEVICE_STATE__POWER_DEVICE_STATE_D0;
+      } else if (r.state == VTRN__API__POWER_STATE__POWER_STATE_D3HOT) {
+        st.state = VTRN__CTRL__POWER_DEVICE_STATE__POWER_DEVICE_STATE_D3HOT;
+      } else {
+        reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                    "power_set.state: expected D0 or D3HOT");
+        return;
+      }
+      return fw_call(*chip, &Vtrn__Ctrl__Request::power_set_state, st, &Vtrn__Ctrl__Response::power_set_state,
+                     kTimeoutMs, std::move(answer));
+    }
+    case VTRN__API__POWER_SET_REQUEST__SETTING_CAP_MW: {
+      Vtrn__Ctrl__PowerSetCapRequest cap = VTRN__CTRL__POWER_SET_CAP_REQUEST__INIT;
+      cap.cap_mw = r.cap_mw;
+      return fw_call(*chip, &Vtrn__Ctrl__Request::power_set_cap, cap, &Vtrn__Ctrl__Response::power_set_cap,
+                     kTimeoutMs, std::move(answer));
+    }
+    case VTRN__API__POWER_SET_REQUEST__SETTING_PSTATE_LIMIT: {
+      Vtrn__Ctrl__PowerSetPstateLimitRequest lim = VTRN__CTRL__POWER_SET_PSTATE_LIMIT_REQUEST__INIT;
+      lim.pstate = r.pstate_limit;
+      return fw_call(*chip, &Vtrn__Ctrl__Request::power_set_pstate_limit, lim,
+                     &Vtrn__Ctrl__Response::power_set_pstate_limit, kTimeoutMs, std::move(answer));
+    }
+    case VTRN__API__POWER_SET_REQUEST__SETTING_AUTOSUSPEND_DELAY_MS: {
+      Vtrn__Ctrl__PowerSetAutosuspendRequest as = VTRN__CTRL__POWER_SET_AUTOSUSPEND_REQUEST__INIT;
+      as.delay_ms = r.autosuspend_delay_ms;
+      return fw_call(*chip, &Vtrn__Ctrl__Request::power_set_autosuspend, as,
+                     &Vtrn__Ctrl__Response::power_set_autosuspend, kTimeoutMs, std::move(answer));
+    }
+    default: {
+      // No setting: report the status only.
+      Vtrn__Ctrl__PowerStatusRequest status = VTRN__CTRL__POWER_STATUS_REQUEST__INIT;
+      return fw_call(*chip, &Vtrn__Ctrl__Request::power_status, status, &Vtrn__Ctrl__Response::power_status,
+                     kTimeoutMs, std::move(answer));
+    }
+  }
 }
 
 std::span<const RequestBody> PowerService::bodies() const {

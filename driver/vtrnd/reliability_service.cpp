@@ -83,31 +83,23 @@ void ReliabilityService::fault_inject(uint64_t cid, uint64_t id, Chip* chip,
     case VTRN__API__FAULT_KIND__FAULT_KIND_HANG:
     case VTRN__API__FAULT_KIND__FAULT_KIND_STALL:
     case VTRN__API__FAULT_KIND__FAULT_KIND_PANIC: {
-      Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
       Vtrn__Ctrl__ReliabilityInjectRequest ir = VTRN__CTRL__RELIABILITY_INJECT_REQUEST__INIT;
       ir.fault = r.kind == VTRN__API__FAULT_KIND__FAULT_KIND_HANG
                      ? VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_HANG
                  : r.kind == VTRN__API__FAULT_KIND__FAULT_KIND_STALL
                      ? VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_STALL
                      : VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_PANIC;
-      req.body_case = VTRN__CTRL__REQUEST__BODY_RELIABILITY_INJECT;
-      req.reliability_inject = &ir;
       DRV_LOGW("%s: injecting %s on request of client %llu", label.c_str(), kind,
                (unsigned long long)cid);
-      chip->submit(req, kInjectTimeoutMs, false,
-                   [this, cid, id, chip, label, kind](const Chip::CtrlResult& res) {
-                     if (res.status != VTRN__API__STATUS__STATUS_OK || res.response == nullptr ||
-                         res.response->body_case != VTRN__CTRL__RESPONSE__BODY_RELIABILITY_INJECT) {
-                       reply_error(cid, id,
-                                   res.status == VTRN__API__STATUS__STATUS_OK
-                                       ? VTRN__API__STATUS__STATUS_CHIP_ERROR
-                                       : res.status,
-                                   label + ": inject " + kind + " not acknowledged: " +
-                                       (res.error.empty() ? "firmware answered another body" : res.error));
+      fw_call(*chip, &Vtrn__Ctrl__Request::reliability_inject, ir, &Vtrn__Ctrl__Response::reliability_inject,
+              kInjectTimeoutMs,
+                   [this, cid, id, chip, label, kind](const FwReply<Vtrn__Ctrl__ReliabilityInjectResponse>& res) {
+                     if (!res.ok()) {
+                       reply_error(cid, id, res.status, label + ": inject " + kind + " not acknowledged: " + res.error);
                        return;
                      }
                      chip->note_fault_injected();
-                     const uint64_t hb = res.response->reliability_inject->heartbeat;
+                     const uint64_t hb = res.body->heartbeat;
                      const uint32_t wd = chip->watchdog_ms();
                      std::string detail = label + ": firmware accepted " + kind + " at heartbeat " +
                                           std::to_string(hb);

@@ -592,22 +592,9 @@ void Daemon::do_info(uint64_t cid, uint64_t id, Chip* chip) {
     answer(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, err, nullptr);
     return;
   }
-  Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
   Vtrn__Ctrl__InfoRequest ireq = VTRN__CTRL__INFO_REQUEST__INIT;
-  req.body_case = VTRN__CTRL__REQUEST__BODY_INFO;
-  req.info = &ireq;
-  chip->submit(req, kInfoTimeoutMs, false, [answer](const Chip::CtrlResult& res) {
-    const Vtrn__Ctrl__InfoResponse* fw = nullptr;
-    if (res.status == VTRN__API__STATUS__STATUS_OK && res.response != nullptr &&
-        res.response->body_case == VTRN__CTRL__RESPONSE__BODY_INFO)
-      fw = res.response->info;
-    if (res.status == VTRN__API__STATUS__STATUS_OK && fw == nullptr) {
-      answer(VTRN__API__STATUS__STATUS_CHIP_ERROR, "firmware answered Info with another body",
-             nullptr);
-      return;
-    }
-    answer(res.status, res.error, fw);
-  });
+  fw_call(*chip, &Vtrn__Ctrl__Request::info, ireq, &Vtrn__Ctrl__Response::info, kInfoTimeoutMs,
+          [answer](const FwReply<Vtrn__Ctrl__InfoResponse>& res) { answer(res.status, res.error, res.body); });
 }
 
 namespace {
@@ -628,29 +615,26 @@ struct PingJob : std::enable_shared_from_this<PingJob> {
 
   void step() {
     if (!client_alive(cid)) return;  // client gone: stop pinging
-    Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
     Vtrn__Ctrl__PingRequest pr = VTRN__CTRL__PING_REQUEST__INIT;
-    req.body_case = VTRN__CTRL__REQUEST__BODY_PING;
-    req.ping = &pr;
     pr.host_time_ns = monotonic_ns();
     pr.payload.data = payload.data();
     pr.payload.len = payload.size();
     ++sent;
     auto self = shared_from_this();
-    chip->submit(req, kPingTimeoutMs, spin, [self](const Chip::CtrlResult& res) { self->done(res); });
+    fw_call(*chip, &Vtrn__Ctrl__Request::ping, pr, &Vtrn__Ctrl__Response::ping, kPingTimeoutMs,
+            [self](const FwReply<Vtrn__Ctrl__PingResponse>& res) { self->done(res); }, spin);
   }
 
-  void done(const Chip::CtrlResult& res) {
+  void done(const FwReply<Vtrn__Ctrl__PingResponse>& res) {
     if (res.status == VTRN__API__STATUS__STATUS_TIMEOUT) {
       ++lost;
       if (++lost_in_row >= 3) return finish(*this, VTRN__API__STATUS__STATUS_TIMEOUT, res.error);
     } else if (res.status != VTRN__API__STATUS__STATUS_OK) {
       return finish(*this, res.status, res.error);
     } else {
-      const Vtrn__Ctrl__Response* r = res.response;
-      if (r == nullptr || r->body_case != VTRN__CTRL__RESPONSE__BODY_PING ||
-          r->ping->payload.len != payload.size() ||
-          (!payload.empty() && memcmp(r->ping->payload.data, payload.data(), payload.size()) != 0))
+      const Vtrn__Ctrl__PingResponse& r = *res.body;
+      if (r.payload.len != payload.size() ||
+          (!payload.empty() && memcmp(r.payload.data, payload.data(), payload.size()) != 0))
         return finish(*this, VTRN__API__STATUS__STATUS_CHIP_ERROR,
                       "chip " + std::to_string(chip_id) + ": ping echo does not match");
       lost_in_row = 0;

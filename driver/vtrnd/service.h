@@ -28,6 +28,7 @@
 
 #include "proto_arena.h"
 #include "vtrn/drv/chip.h"
+#include "vtrn/drv/fw_call.h"
 #include "vtrn_api.pb-c.h"
 #include "vtrn_ctrl.pb-c.h"
 

@@ -109,7 +109,7 @@ MpuWindow win(uint64_t base, uint64_t size, uint32_t flags = kMpuValid, uint32_t
   return MpuWindow{base, size, flags, tag, 0};
 }
 
-// ---- MPU ----
+// The MPU.
 
 void test_mpu_off_allows_everything_and_on_allows_only_windows(void**) {
   Rig r;
@@ -199,7 +199,7 @@ void test_mpu_refresh_copies_the_published_bank_only(void**) {
   assert_int_equal(m.check(kHbmBase, 16), dma::kErrNotAllocated);
 }
 
-// ---- DMA engine ----
+// The DMA engine.
 
 void configure(Rig& r, uint32_t engine, uint32_t mask, uint64_t hbm_base = kHbmBase, uint64_t hbm_size = kHbmSize) {
   DmaConfig& c = r.mem.dma(engine)->config;
@@ -480,7 +480,7 @@ void test_dma_injected_fault_halts_before_consuming_and_reset_recovers(void**) {
   assert_int_equal(fw_pop(r, 1).status, dma::kOk);
 }
 
-// ---- Tensor engine ----
+// The tensor engine.
 
 struct Gemm {
   num::DType dt;
@@ -702,7 +702,7 @@ void test_tensor_full_completion_ring_waits_for_the_consumer(void**) {
   assert_true(t.run_pass());
 }
 
-// ---- Board DT ----
+// What the board DT says about the engines.
 
 std::vector<uint8_t> board_with_engines(bool node, const uint32_t* gflops, uint32_t dma_engines) {
   std::vector<uint8_t> fdt(4096);

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "vtrn/board.h"
+#include "vtrn/drv/ctrl_queue.h"
 #include "vtrn/drv/dma_engine.h"
 #include "vtrn/drv/event_loop.h"
 #include "vtrn/drv/host_interface.h"
@@ -139,13 +140,6 @@ struct TelemetrySample {
 
 class Chip {
  public:
-  struct CtrlResult {
-    Vtrn__Api__Status status = VTRN__API__STATUS__STATUS_OK;
-    std::string error;
-    const Vtrn__Ctrl__Response* response = nullptr;  // valid during the callback only
-    uint64_t rtt_ns = 0;
-  };
-  using CtrlDone = std::function<void(const CtrlResult&)>;
   using LogListener = std::function<void(const std::vector<std::string>& lines, uint64_t lost)>;
 
   Chip(EventLoop* loop, ChipOptions opts);
