@@ -145,7 +145,9 @@ bool Chip::settled() const {
 }
 
 std::string Chip::not_ready_reason() const {
-  return !leaving_reason_.empty() ? leaving_reason_ : label_ + " is " + chip_state_name(state_);
+  if (!leaving_reason_.empty()) return leaving_reason_;
+  if (stopping_) return label_ + " is stopping";
+  return label_ + " is " + chip_state_name(state_) + (error_.empty() ? "" : " (" + error_ + ")");
 }
 
 void Chip::set_state(Vtrn__Api__ChipState s, const std::string& error) {
@@ -818,8 +820,7 @@ void Chip::submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool spin
   CtrlResult r;
   if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY || stopping_) {
     r.status = VTRN__API__STATUS__STATUS_CHIP_NOT_READY;
-    r.error = recovering_ ? label_ + " is being reset (" + reset_.last_reason + ")"
-                          : label_ + " is " + chip_state_name(state_) + (error_.empty() ? "" : ": " + error_);
+    r.error = not_ready_reason();
     done(r);
     return;
   }

@@ -372,6 +372,8 @@ void test_chip_refuses_requests_before_ready(void** state) {
   submit_ping(chip, 1000, &r, &done);
   assert_true(done);
   assert_int_equal(r.status, VTRN__API__STATUS__STATUS_CHIP_NOT_READY);
+  assert_string_equal(r.error.c_str(), "chip 0 is BOOTING");
+  assert_string_equal(chip.not_ready_reason().c_str(), "chip 0 is BOOTING");
 }
 
 void test_chip_panic_fails_pending_request_with_reason(void** state) {
@@ -400,6 +402,13 @@ void test_chip_panic_fails_pending_request_with_reason(void** state) {
   drv::ChipStatus s = chip.status();
   assert_true(s.has_panic);
   assert_string_equal(s.error.c_str(), "chip 0: firmware panic: assert: ring index");
+  // Later requests are refused in the one not-ready format, with the error.
+  done = false;
+  submit_ping(chip, 1000, &r, &done);
+  assert_true(done);
+  assert_int_equal(r.status, VTRN__API__STATUS__STATUS_CHIP_NOT_READY);
+  assert_string_equal(r.error.c_str(), "chip 0 is PANIC (chip 0: firmware panic: assert: ring index)");
+  assert_string_equal(chip.not_ready_reason().c_str(), r.error.c_str());
 }
 
 void test_chip_fails_on_corrupted_response(void** state) {

@@ -138,8 +138,7 @@ void HbmService::on_state(ChipHbm& ch) {
   ch.quota_set.clear();
   std::vector<Waiter> w;
   w.swap(ch.waiting);
-  const std::string why = "chip " + std::to_string(ch.chip->id()) + " is " +
-                          chip_state_name(ch.chip->state());
+  const std::string why = ch.chip->not_ready_reason();
   for (Waiter& x : w) x.fail(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, why);
 }
 
@@ -200,8 +199,7 @@ void HbmService::sync_retired(ChipHbm& ch) {
 void HbmService::when_ready(ChipHbm& ch, std::function<void()> run,
                             std::function<void(Vtrn__Api__Status, const std::string&)> fail) {
   if (ch.chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
-    fail(VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
-         "chip " + std::to_string(ch.chip->id()) + " is " + chip_state_name(ch.chip->state()));
+    fail(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, ch.chip->not_ready_reason());
     return;
   }
   if (ch.ready) {

@@ -38,8 +38,7 @@ Vtrn__Api__Status DaemonJobBackend::chip_check(uint32_t chip, std::string* why) 
     return VTRN__API__STATUS__STATUS_UNKNOWN_CHIP;
   }
   if (c->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
-    const ChipStatus s = c->status();
-    *why = "chip " + std::to_string(chip) + " is " + chip_state_name(s.state) + (s.error.empty() ? "" : ": " + s.error);
+    *why = c->not_ready_reason();
     return VTRN__API__STATUS__STATUS_CHIP_NOT_READY;
   }
   if (!c->dma().attached()) {

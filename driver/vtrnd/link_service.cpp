@@ -320,7 +320,7 @@ bool LinkService::read_chip(Chip* chip, abi::LinksBlock* out, std::string* err) 
 bool read_links_block(const Chip& chip, abi::LinksBlock* out, std::string* err) {
   const uint8_t* bar2 = chip.links_block();
   if (bar2 == nullptr) {
-    *err = "chip not ready";
+    *err = chip.not_ready_reason();
     return false;
   }
   vtrn::hostif::SeqlockRetry retry;

@@ -75,7 +75,7 @@ void ReliabilityService::fault_inject(uint64_t cid, uint64_t id, Chip* chip,
   const std::string label = "chip " + std::to_string(chip->id());
   if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
-                label + " is " + chip_state_name(chip->state()) + ": nothing to inject into");
+                chip->not_ready_reason() + ": nothing to inject into");
     return;
   }
   const char* kind = fault_kind_name(r.kind);

@@ -586,10 +586,7 @@ void Daemon::do_info(uint64_t cid, uint64_t id, Chip* chip) {
     reply_body(reply_fn_, cid, id, VTRN__API__RESPONSE__BODY_INFO, &ir.base, st, err);
   };
   if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
-    const ChipStatus s = chip->status();
-    std::string err = "chip " + std::to_string(chip->id()) + " is " + chip_state_name(s.state);
-    if (!s.error.empty()) err = s.error;
-    answer(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, err, nullptr);
+    answer(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, chip->not_ready_reason(), nullptr);
     return;
   }
   Vtrn__Ctrl__InfoRequest ireq = VTRN__CTRL__INFO_REQUEST__INIT;
@@ -662,11 +659,7 @@ void Daemon::do_ping(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__Pin
     return;
   }
   if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
-    const ChipStatus s = chip->status();
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
-                s.error.empty()
-                    ? "chip " + std::to_string(chip->id()) + " is " + chip_state_name(s.state)
-                    : s.error);
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, chip->not_ready_reason());
     return;
   }
   auto job = std::make_shared<PingJob>();

@@ -38,15 +38,6 @@ namespace drv {
 // requests that name a chip only sometimes: job submit, link list).
 inline std::string no_chip_text(uint64_t chip) { return "no chip " + std::to_string(chip) + " on this board"; }
 
-// "chip N is STATE (why)": what the jobs of a chip that left READY end with.
-inline std::string chip_down_reason(Chip& chip) {
-  const ChipStatus st = chip.status();
-  std::string why = "chip " + std::to_string(chip.id()) + " is " + chip_state_name(st.state);
-  if (st.reset.recovering && !st.reset.last_reason.empty()) why += " (" + st.reset.last_reason + ")";
-  else if (!st.error.empty()) why += " (" + st.error + ")";
-  return why;
-}
-
 using RequestBody = Vtrn__Api__Request__BodyCase;
 
 class Service {

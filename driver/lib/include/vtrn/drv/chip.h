@@ -174,9 +174,12 @@ class Chip {
   void submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool spin, CtrlDone done);
 
   [[nodiscard]] Vtrn__Api__ChipState state() const { return state_; }
-  // Why work on this chip cannot run now, for the error of a request failed
-  // or refused because of it: "chip 1 was reset: manual reset (vtrn reset)"
-  // while a reset is under way, else "chip 1 is BOOTING".
+  // Why work on this chip cannot run now: the one text of every request
+  // refused or failed because the chip is not READY (vtrnd's services use
+  // it and build none of their own). "chip 1 was reset: manual reset (vtrn
+  // reset)" while a reset is under way, "chip 1 is stopping" once an orderly
+  // stop began, else "chip 1 is BOOTING", with " (<error>)" when the chip
+  // failed with one ("chip 1 is FAILED (chip 1: QEMU exited ...)").
   [[nodiscard]] std::string not_ready_reason() const;
   [[nodiscard]] ChipStatus status() const;
   [[nodiscard]] bool settled() const;  // READY, FAILED, PANIC or HALTED
@@ -185,7 +188,7 @@ class Chip {
   // only while READY.
   bool power_telemetry(vtrn::power::PowerTelemetry* out, std::string* err) const {
     if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
-      *err = "chip not ready";
+      *err = not_ready_reason();
       return false;
     }
     return hif_.read_power(out, err);
