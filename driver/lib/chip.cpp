@@ -43,15 +43,6 @@ uint64_t unix_ms() {
   return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1'000'000;
 }
 
-// Keeps text printable: firmware and UART bytes are untrusted, and protobuf
-// strings must be valid UTF-8.
-std::string printable(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (unsigned char c : s) out += (c >= 0x20 && c < 0x7f) || c == '\t' ? char(c) : '?';
-  return out;
-}
-
 bool write_file(const std::string& path, const std::vector<uint8_t>& data, std::string* err) {
   UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!fd) {
@@ -101,14 +92,6 @@ std::string version_string(uint32_t v) {
          std::to_string(v & 0xff);
 }
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 std::string exit_text(int status) {
   if (WIFEXITED(status)) return "status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
@@ -121,10 +104,17 @@ Chip::Chip(EventLoop* loop, ChipOptions opts)
     : loop_(loop),
       opts_(std::move(opts)),
       dir_(opts_.runtime_dir + "/chip" + std::to_string(opts_.board.id)),
-      label_("chip " + std::to_string(opts_.board.id)) {}
+      label_("chip " + std::to_string(opts_.board.id)),
+      ctrl_(loop_, &hif_, label_,
+            CtrlQueue::Hooks{[this] { return state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY; },
+                             [this] {
+                               if (!test_mode_) ivshmem_.notify_chip(kVectorControl);
+                             },
+                             [this](const Vtrn__Ctrl__Event& ev) { on_ctrl_event(ev); },
+                             [this](const std::string& reason) { on_ctrl_broken(reason); }}) {}
 
 Chip::~Chip() {
-  for (EventLoop::TimerId t : {boot_timer_, poll_timer_, op_timer_, stop_timer_, reset_timer_})
+  for (EventLoop::TimerId t : {boot_timer_, poll_timer_, stop_timer_, reset_timer_})
     if (t != 0) loop_->cancel_timer(t);
   if (pid_ > 0 && !exited_) {
     // Last resort (vtrnd normally stops chips first): never leave QEMU behind.
@@ -157,7 +147,7 @@ void Chip::set_state(Vtrn__Api__ChipState s, const std::string& error) {
   if (s != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
     // What is pending learns why the chip left READY: a reset in progress
     // names itself (not_ready_reason), otherwise the error that moved it.
-    fail_all_ops(VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
+    ctrl_.fail_all(VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
                  leaving_reason_.empty() && !error.empty() ? error : not_ready_reason());
     if (dma_.attached()) {
       dma_.detach();
@@ -817,192 +807,36 @@ void Chip::finish_reset(bool ok, const std::string& why) {
 // Control queue.
 
 void Chip::submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool spin, CtrlDone done) {
-  CtrlResult r;
   if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY || stopping_) {
+    CtrlResult r;
     r.status = VTRN__API__STATUS__STATUS_CHIP_NOT_READY;
     r.error = not_ready_reason();
     done(r);
     return;
   }
-  Op op;
-  op.payload.resize(protobuf_c_message_get_packed_size(&req.base));
-  protobuf_c_message_pack(&req.base, op.payload.data());
-  if (op.payload.size() > kCtrlMaxPayload) {
-    r.status = VTRN__API__STATUS__STATUS_BAD_REQUEST;
-    r.error = "request of " + std::to_string(op.payload.size()) + " bytes exceeds a control slot";
-    done(r);
-    return;
-  }
-  op.timeout_ms = timeout_ms;
-  op.spin = spin;
-  op.done = std::move(done);
-  ops_.push_back(std::move(op));
-  pump();
+  ctrl_.submit(req, timeout_ms, spin, std::move(done));
 }
 
-void Chip::pump() {
-  if (pumping_) {
-    repump_ = true;
-    return;
-  }
-  pumping_ = true;
-  do {
-    repump_ = false;
-    process_responses();
-    if (!inflight_ && !ops_.empty() && state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
-      issue_front();
-      repump_ = true;
-    }
-  } while (repump_);
-  pumping_ = false;
-}
+void Chip::pump() { ctrl_.pump(); }
 
-void Chip::issue_front() {
-  current_ = std::move(ops_.front());
-  ops_.pop_front();
-  current_seq_ = next_seq_++;
-  if (next_seq_ == 0) next_seq_ = 1;
-  current_t0_ = monotonic_ns();
-  RingStatus s = hif_.push_request(current_seq_, current_.payload.data(),
-                                   uint32_t(current_.payload.size()));
-  if (s != RingStatus::kOk) {
-    CtrlResult r;
-    if (s == RingStatus::kFull) {
-      r.status = VTRN__API__STATUS__STATUS_TIMEOUT;
-      r.error = label_ + ": control request ring full (firmware not consuming)";
-      inflight_ = true;
-      complete_inflight(r);
-    } else {
-      inflight_ = true;
-      r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
-      const std::string reason =
-          std::string("control request ring broken: ") + vtrn::hostif::ring_error_name(hif_.request_ring_error());
-      r.error = label_ + ": " + reason;
-      complete_inflight(r);
-      if (recovery_allowed()) {
-        begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, reason);
-      } else {
-        fail(r.error);
-      }
-    }
-    return;
-  }
-  inflight_ = true;
-  // Release ordering of the index store is done by push(); the eventfd write
-  // is a syscall, which orders it after.
-  if (!test_mode_) ivshmem_.notify_chip(kVectorControl);
-  const uint32_t seq = current_seq_;
-  op_timer_ = loop_->add_timer(current_t0_ + uint64_t(current_.timeout_ms) * kMs, [this, seq] {
-    op_timer_ = 0;
-    if (!inflight_ || current_seq_ != seq) return;
-    pump();  // a response may be sitting there with its doorbell coalesced
-    if (!inflight_ || current_seq_ != seq) return;
-    CtrlResult r;
-    r.status = VTRN__API__STATUS__STATUS_TIMEOUT;
-    r.error = label_ + ": no response to control request " + std::to_string(seq) + " within " +
-              std::to_string(current_.timeout_ms) + " ms";
-    if (uint32_t e = hif_.fw_ring_error(); e != kCtrlOk)
-      r.error += std::string(" (firmware latched: ") + vtrn::hostif::ring_error_name(e) + ")";
-    DRV_LOGW("%s", r.error.c_str());
-    complete_inflight(r);
-    pump();
-  });
-  if (current_.spin) {
-    const uint64_t until = current_t0_ + kSpinNs;
-    while (!hif_.response_pending() && monotonic_ns() < until) {
-      cpu_relax();
-    }
+void Chip::on_ctrl_event(const Vtrn__Ctrl__Event& ev) {
+  if (ev.body_case == VTRN__CTRL__EVENT__BODY_BOOT) {
+    DRV_LOGI("%s: boot event: generation %u, firmware boot %.3f ms", label_.c_str(), ev.boot->boot_generation,
+             double(ev.boot->boot_ns) / 1e6);
+  } else if (!event_listeners_.empty()) {
+    // Copy: a listener may subscribe or unsubscribe while we iterate.
+    const auto listeners = event_listeners_;
+    for (const auto& [id, l] : listeners) l(ev);
+  } else {
+    DRV_LOGD("%s: event %d with no listener", label_.c_str(), int(ev.body_case));
   }
 }
 
-void Chip::complete_inflight(const CtrlResult& r) {
-  if (!inflight_) return;
-  inflight_ = false;
-  if (op_timer_ != 0) loop_->cancel_timer(op_timer_);
-  op_timer_ = 0;
-  CtrlDone done = std::move(current_.done);
-  current_ = Op{};
-  if (done) done(r);
-}
-
-void Chip::process_responses() {
-  if (!hif_.up()) return;
-  std::vector<uint8_t> payload;
-  for (;;) {
-    SlotHeader h{};
-    RingStatus s = hif_.pop_response(&h, &payload);
-    const uint64_t t1 = monotonic_ns();
-    if (s == RingStatus::kEmpty) return;
-    if (s != RingStatus::kOk) {
-      const std::string reason =
-          std::string("response ring broken: ") + vtrn::hostif::ring_error_name(hif_.response_ring_error());
-      const std::string why = label_ + ": " + reason;
-      if (inflight_) {
-        CtrlResult r;
-        r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
-        r.error = why;
-        complete_inflight(r);
-      }
-      if (recovery_allowed()) {
-        begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, reason);
-      } else {
-        fail(why);
-      }
-      return;
-    }
-    if (h.kind == kSlotEvent) {
-      Vtrn__Ctrl__Event* ev = vtrn__ctrl__event__unpack(nullptr, payload.size(), payload.data());
-      if (ev == nullptr) {
-        DRV_LOGW("%s: undecodable event (seq %u, %u bytes)", label_.c_str(), h.seq, h.length);
-        continue;
-      }
-      if (ev->body_case == VTRN__CTRL__EVENT__BODY_BOOT) {
-        DRV_LOGI("%s: boot event: generation %u, firmware boot %.3f ms", label_.c_str(),
-                 ev->boot->boot_generation, double(ev->boot->boot_ns) / 1e6);
-      } else if (!event_listeners_.empty()) {
-        // Copy: a listener may subscribe or unsubscribe while we iterate.
-        const auto listeners = event_listeners_;
-        for (const auto& [id, l] : listeners) l(*ev);
-      } else {
-        DRV_LOGD("%s: event %d with no listener", label_.c_str(), int(ev->body_case));
-      }
-      vtrn__ctrl__event__free_unpacked(ev, nullptr);
-      continue;
-    }
-    if (!inflight_ || h.seq != current_seq_) {
-      DRV_LOGD("%s: dropping response seq %u (expected %u)", label_.c_str(), h.seq,
-               inflight_ ? current_seq_ : 0);
-      continue;
-    }
-    CtrlResult r;
-    r.rtt_ns = t1 - current_t0_;
-    Vtrn__Ctrl__Response* resp =
-        vtrn__ctrl__response__unpack(nullptr, payload.size(), payload.data());
-    if (resp == nullptr) {
-      r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
-      r.error = label_ + ": firmware response does not decode";
-    } else if (resp->status != VTRN__CTRL__STATUS__STATUS_OK) {
-      r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
-      r.error = label_ + ": firmware status " + std::to_string(int(resp->status)) +
-                (resp->error && resp->error[0] ? std::string(": ") + printable(resp->error) : "");
-      r.response = resp;
-    } else {
-      r.response = resp;
-    }
-    complete_inflight(r);
-    if (resp != nullptr) vtrn__ctrl__response__free_unpacked(resp, nullptr);
-  }
-}
-
-void Chip::fail_all_ops(Vtrn__Api__Status status, const std::string& why) {
-  CtrlResult r;
-  r.status = status;
-  r.error = why;
-  if (inflight_) complete_inflight(r);
-  auto ops = std::move(ops_);
-  ops_.clear();
-  for (Op& op : ops) {
-    if (op.done) op.done(r);
+void Chip::on_ctrl_broken(const std::string& reason) {
+  if (recovery_allowed()) {
+    begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, reason);
+  } else {
+    fail(label_ + ": " + reason);
   }
 }
 
@@ -1154,18 +988,12 @@ void Chip::stop(std::function<void()> done) {
     // Ask the firmware first: it answers, then powers off (PSCI SYSTEM_OFF).
     // Queue-wise this bypasses submit(), which refuses work once stopping.
     Vtrn__Ctrl__ShutdownRequest sd = VTRN__CTRL__SHUTDOWN_REQUEST__INIT;
-    const Vtrn__Ctrl__Request req = fw_request(&Vtrn__Ctrl__Request::shutdown, sd);
-    Op op;
-    op.payload.resize(protobuf_c_message_get_packed_size(&req.base));
-    protobuf_c_message_pack(&req.base, op.payload.data());
-    op.timeout_ms = uint32_t(kStopGraceNs / kMs);
-    op.spin = false;
-    op.done = fw_answer(id(), sd.base.descriptor, &Vtrn__Ctrl__Response::shutdown,
-                        FwDone<Vtrn__Ctrl__ShutdownResponse>([this](const FwReply<Vtrn__Ctrl__ShutdownResponse>& r) {
-                          if (!r.ok()) DRV_LOGW("%s: firmware shutdown: %s", label_.c_str(), r.error.c_str());
-                        }));
-    ops_.push_front(std::move(op));
-    pump();
+    ctrl_.submit(fw_request(&Vtrn__Ctrl__Request::shutdown, sd), uint32_t(kStopGraceNs / kMs), false,
+                 fw_answer(id(), sd.base.descriptor, &Vtrn__Ctrl__Response::shutdown,
+                           FwDone<Vtrn__Ctrl__ShutdownResponse>([this](const FwReply<Vtrn__Ctrl__ShutdownResponse>& r) {
+                             if (!r.ok()) DRV_LOGW("%s: firmware shutdown: %s", label_.c_str(), r.error.c_str());
+                           })),
+                 true);
     stop_timer_ = loop_->add_timer_in(kStopGraceNs, quit_phase);
   } else {
     quit_phase();
@@ -1179,7 +1007,7 @@ void Chip::finish_stop() {
   poll_timer_ = 0;
   if (boot_timer_ != 0) loop_->cancel_timer(boot_timer_);
   boot_timer_ = 0;
-  fail_all_ops(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, label_ + " is stopping");
+  ctrl_.fail_all(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, label_ + " is stopping");
   if (recovering_) finish_reset(false, label_ + " stopped while being reset");
   auto done = std::move(stop_done_);
   stop_done_.clear();

@@ -24,14 +24,6 @@ namespace {
 constexpr uint32_t kReapBatch = 64;
 constexpr uint32_t kSpinsBeforeYield = 256;
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 std::string hex(uint64_t v) {
   char b[24];
   snprintf(b, sizeof b, "0x%llx", (unsigned long long)v);

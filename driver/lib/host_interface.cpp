@@ -8,6 +8,13 @@
 
 namespace drv {
 
+std::string printable(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) out += (c >= 0x20 && c < 0x7f) || c == '\t' ? char(c) : '?';
+  return out;
+}
+
 using namespace vtrn::hostif;
 
 namespace {

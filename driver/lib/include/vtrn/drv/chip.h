@@ -61,7 +61,6 @@
 
 namespace drv {
 
-inline constexpr uint64_t kSpinNs = 50'000;
 inline constexpr size_t kLogHistoryLines = 4096;
 
 struct ChipOptions {
@@ -260,13 +259,6 @@ class Chip {
   }
 
  private:
-  struct Op {
-    std::vector<uint8_t> payload;
-    uint32_t timeout_ms;
-    bool spin;
-    CtrlDone done;
-  };
-
   std::vector<std::pair<int, EventListener>> event_listeners_;
   int next_event_listener_ = 1;
   void set_state(Vtrn__Api__ChipState s, const std::string& error = "");
@@ -277,10 +269,8 @@ class Chip {
   void on_boot_timeout();
   void on_host_doorbell(uint32_t vector);
   void pump();
-  void issue_front();
-  void process_responses();
-  void complete_inflight(const CtrlResult& r);
-  void fail_all_ops(Vtrn__Api__Status status, const std::string& why);
+  void on_ctrl_event(const Vtrn__Ctrl__Event& ev);
+  void on_ctrl_broken(const std::string& reason);
   void poll_logs();
   void sample_telemetry();
   void schedule_poll(uint64_t delay_ns);
@@ -310,6 +300,7 @@ class Chip {
   std::string hw_lost_;  // why the board's vtrn-hw is gone ("" while it runs)
   std::unique_ptr<QmpClient> qmp_;
   HostInterface hif_;
+  CtrlQueue ctrl_;  // after hif_ and label_, which it uses
   DmaEngine dma_;
   pid_t pid_ = -1;
   uint32_t gdb_port_ = 0;  // the port the gdbstub listens on (0 until known)
@@ -330,15 +321,6 @@ class Chip {
   EventLoop::TimerId boot_timer_ = 0;
   EventLoop::TimerId poll_timer_ = 0;
 
-  std::deque<Op> ops_;
-  bool inflight_ = false;
-  Op current_;
-  uint32_t current_seq_ = 0;
-  uint64_t current_t0_ = 0;
-  EventLoop::TimerId op_timer_ = 0;
-  uint32_t next_seq_ = 1;
-  bool pumping_ = false;
-  bool repump_ = false;
 
   std::deque<std::string> history_;
   std::map<int, LogListener> listeners_;

@@ -1,18 +1,34 @@
-// The result of one control request to a chip's firmware, as the chip's
-// control queue hands it back: a host status with one line of text, the
-// decoded vtrn.ctrl.Response (valid during the callback only) and the
-// round-trip time. fw_call.h maps it to a typed answer.
+// One chip's control queue as the host runs it: vtrn.ctrl Requests in FIFO
+// order, one in flight at a time, each with a sequence number (from 1,
+// never 0) and its own timeout; a response is matched to the request in
+// flight by seq, a late one (its request timed out) is recognised and
+// dropped; unsolicited events in the response ring go to a hook in ring
+// order. The round-trip time runs from just before the request slot is
+// published to just after its response is popped (CLOCK_MONOTONIC).
+//
+// What it is not: the chip. It knows nothing of QEMU, states or resets:
+// the owner says when requests may be issued (Hooks::open), rings the
+// doorbell (Hooks::notify), and decides what a broken ring means
+// (Hooks::broken, after the request in flight was failed). It never blocks
+// the event loop except for the optional spin of WAIT_SPIN_BLOCK (bounded
+// by kSpinNs).
 #pragma once
 
 #include <stdint.h>
 
+#include <deque>
 #include <functional>
 #include <string>
+#include <vector>
 
+#include "vtrn/drv/event_loop.h"
+#include "vtrn/drv/host_interface.h"
 #include "vtrn_api.pb-c.h"
 #include "vtrn_ctrl.pb-c.h"
 
 namespace drv {
+
+inline constexpr uint64_t kSpinNs = 50'000;
 
 struct CtrlResult {
   Vtrn__Api__Status status = VTRN__API__STATUS__STATUS_OK;
@@ -21,5 +37,57 @@ struct CtrlResult {
   uint64_t rtt_ns = 0;
 };
 using CtrlDone = std::function<void(const CtrlResult&)>;
+
+class CtrlQueue {
+ public:
+  struct Hooks {
+    std::function<bool()> open;                           // requests may be issued now
+    std::function<void()> notify;                         // a request slot was published
+    std::function<void(const Vtrn__Ctrl__Event&)> event;  // an event popped (valid during the call)
+    std::function<void(const std::string& reason)> broken;  // a ring broke its protocol
+  };
+  // `label` ("chip N") prefixes every error text.
+  CtrlQueue(EventLoop* loop, HostInterface* hif, std::string label, Hooks hooks);
+  ~CtrlQueue();
+  CtrlQueue(const CtrlQueue&) = delete;
+  CtrlQueue& operator=(const CtrlQueue&) = delete;
+
+  // Packs `req` and queues it (behind everything queued, or ahead of it with
+  // `front`), then pumps. A request too large for a slot is answered
+  // STATUS_BAD_REQUEST at once.
+  void submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool spin, CtrlDone done, bool front = false);
+  // Reaps responses and events, and issues the next request while open.
+  void pump();
+  // Ends the request in flight and every queued one with `status`/`why`.
+  void fail_all(Vtrn__Api__Status status, const std::string& why);
+  [[nodiscard]] bool idle() const { return !inflight_ && ops_.empty(); }
+
+ private:
+  struct Op {
+    std::vector<uint8_t> payload;
+    uint32_t timeout_ms = 0;
+    bool spin = false;
+    CtrlDone done;
+  };
+  void issue_front();
+  void process_responses();
+  void complete_inflight(const CtrlResult& r);
+  // Fails the request in flight and hands the reason to Hooks::broken.
+  void ring_broken(const std::string& reason);
+
+  EventLoop* loop_;
+  HostInterface* hif_;
+  std::string label_;
+  Hooks hooks_;
+  std::deque<Op> ops_;
+  bool inflight_ = false;
+  Op current_;
+  uint32_t current_seq_ = 0;
+  uint64_t current_t0_ = 0;
+  EventLoop::TimerId op_timer_ = 0;
+  uint32_t next_seq_ = 1;
+  bool pumping_ = false;
+  bool repump_ = false;
+};
 
 }  // namespace drv

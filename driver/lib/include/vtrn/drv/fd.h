@@ -74,4 +74,13 @@ int set_nonblocking(int fd);
 uint64_t monotonic_ns();
 int64_t monotonic_ms();
 
+// One step of a bounded spin-wait (pause / yield).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 }  // namespace drv

@@ -24,6 +24,11 @@
 
 namespace drv {
 
+// Text from the chip made printable ASCII (other bytes become '?'):
+// firmware and UART bytes are untrusted, and protobuf strings must be valid
+// UTF-8.
+std::string printable(const std::string& s);
+
 class HostInterface {
  public:
   // Forgets any previous bring-up.
