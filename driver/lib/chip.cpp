@@ -847,20 +847,7 @@ void Chip::poll_logs() {
   std::vector<std::string> lines;
   uint64_t lost = 0;
   hif_.read_log_lines(&lines, &lost);
-  if (lines.empty() && lost == 0) return;
-  for (std::string& l : lines) {
-    l = printable(l);
-    history_.push_back(l);
-    if (history_.size() > kLogHistoryLines) history_.pop_front();
-  }
-  auto listeners = listeners_;  // a listener may unsubscribe itself
-  for (auto& [id, l] : listeners) l(lines, lost);
-}
-
-int Chip::subscribe_logs(LogListener l) {
-  int id = next_listener_++;
-  listeners_[id] = std::move(l);
-  return id;
+  logs_.add(std::move(lines), lost);
 }
 
 int Chip::subscribe_events(EventListener l) {
@@ -873,7 +860,6 @@ void Chip::unsubscribe_events(int id) {
   std::erase_if(event_listeners_, [id](const auto& e) { return e.first == id; });
 }
 
-void Chip::unsubscribe_logs(int id) { listeners_.erase(id); }
 
 void Chip::sample_telemetry() {
   Telemetry t{};
@@ -908,9 +894,8 @@ bool Chip::telemetry(TelemetrySample* out) {
 
 std::vector<std::string> Chip::last_lines(size_t n) const {
   std::vector<std::string> out;
-  if (!history_.empty()) {
-    size_t from = history_.size() > n ? history_.size() - n : 0;
-    out.assign(history_.begin() + ptrdiff_t(from), history_.end());
+  if (!logs_.history().empty()) {
+    out = logs_.last(n);
   } else if (!test_mode_) {
     out = tail_file(dir_ + "/uart.log", n);
   }

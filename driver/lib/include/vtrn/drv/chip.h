@@ -53,6 +53,7 @@
 #include "vtrn/drv/host_interface.h"
 #include "vtrn/drv/hw_process.h"
 #include "vtrn/drv/ivshmem_server.h"
+#include "vtrn/drv/log_stream.h"
 #include "vtrn/drv/qmp.h"
 #include "vtrn/drv/recovery_policy.h"
 #include "vtrn/proto_names.h"
@@ -61,7 +62,6 @@
 
 namespace drv {
 
-inline constexpr size_t kLogHistoryLines = 4096;
 
 struct ChipOptions {
   std::string runtime_dir;  // the chip lives in runtime_dir/chip<N>
@@ -139,7 +139,7 @@ struct TelemetrySample {
 
 class Chip {
  public:
-  using LogListener = std::function<void(const std::vector<std::string>& lines, uint64_t lost)>;
+  using LogListener = LogStream::Listener;
 
   Chip(EventLoop* loop, ChipOptions opts);
   ~Chip();
@@ -208,9 +208,9 @@ class Chip {
   }
 
   // Log history (oldest first) and live subscribers.
-  [[nodiscard]] const std::deque<std::string>& log_history() const { return history_; }
-  int subscribe_logs(LogListener l);
-  void unsubscribe_logs(int id);
+  [[nodiscard]] const std::deque<std::string>& log_history() const { return logs_.history(); }
+  int subscribe_logs(LogListener l) { return logs_.subscribe(std::move(l)); }
+  void unsubscribe_logs(int id) { logs_.unsubscribe(id); }
 
   // Unsolicited firmware events other than boot (job completions, link and
   // ECC events, ...): every listener sees every event, in ring order, on
@@ -322,9 +322,7 @@ class Chip {
   EventLoop::TimerId poll_timer_ = 0;
 
 
-  std::deque<std::string> history_;
-  std::map<int, LogListener> listeners_;
-  int next_listener_ = 1;
+  LogStream logs_;
 
   bool have_prev_sample_ = false;
   vtrn::hostif::Telemetry prev_sample_{}, last_sample_{};
