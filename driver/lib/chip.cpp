@@ -34,7 +34,6 @@ constexpr uint64_t kBootPollNs = 10 * kMs;     // re-check while booting (doorbe
 constexpr uint64_t kReadyPollNs = 200 * kMs;   // logs, telemetry, panic watch once READY
 constexpr uint64_t kStopGraceNs = 1500 * kMs;  // firmware Shutdown -> QEMU exit
 constexpr uint64_t kQuitGraceNs = 1000 * kMs;  // QMP quit -> QEMU exit
-constexpr size_t kQemuLines = 32;
 constexpr size_t kResetLogLines = 12;
 
 uint64_t unix_ms() {
@@ -105,6 +104,7 @@ Chip::Chip(EventLoop* loop, ChipOptions opts)
       opts_(std::move(opts)),
       dir_(opts_.runtime_dir + "/chip" + std::to_string(opts_.board.id)),
       label_("chip " + std::to_string(opts_.board.id)),
+      qemu_(loop_, label_),
       ctrl_(loop_, &hif_, label_,
             CtrlQueue::Hooks{[this] { return state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY; },
                              [this] {
@@ -116,12 +116,6 @@ Chip::Chip(EventLoop* loop, ChipOptions opts)
 Chip::~Chip() {
   for (EventLoop::TimerId t : {boot_timer_, poll_timer_, stop_timer_, reset_timer_})
     if (t != 0) loop_->cancel_timer(t);
-  if (pid_ > 0 && !exited_) {
-    // Last resort (vtrnd normally stops chips first): never leave QEMU behind.
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
-  if (qemu_out_) loop_->remove(qemu_out_.get());
   if (ivshmem_.listen_fd() >= 0) loop_->remove(ivshmem_.listen_fd());
   if (ivshmem_.peer_fd() >= 0) loop_->remove(ivshmem_.peer_fd());
   for (uint32_t v = 0; v < ivshmem_.vectors(); ++v) loop_->remove(ivshmem_.host_eventfd(v));
@@ -251,19 +245,10 @@ bool Chip::prepare(std::string* err) {
 // the boot timeout.
 bool Chip::launch(std::string* err) {
   DRV_LOGI("%s: launching %s", label_.c_str(), cmdline_.c_str());
-  int out_fd = -1;
   launch_ns_ = monotonic_ns();
-  exited_ = false;
-  pid_ = spawn_qemu(argv_, {hw_link_.ram_fd()}, &out_fd, err);
-  if (pid_ < 0) {
-    exited_ = true;
-    return false;
-  }
-  qemu_out_.reset(out_fd);
-  qemu_partial_.clear();
+  if (!qemu_.spawn(argv_, {hw_link_.ram_fd()}, err)) return false;
   gdb_port_ = opts_.gdb ? opts_.gdb_port : 0;
   if (opts_.gdb && opts_.gdb_port == 0) learn_gdb_port();
-  loop_->add(qemu_out_.get(), EPOLLIN, [this](uint32_t) { read_qemu_output(); });
 
   if (boot_timer_ != 0) loop_->cancel_timer(boot_timer_);
   boot_timer_ = loop_->add_timer(launch_ns_ + uint64_t(opts_.boot_timeout_ms) * kMs,
@@ -298,33 +283,6 @@ void Chip::schedule_poll(uint64_t delay_ns) {
       if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY) schedule_poll(kReadyPollNs);
     }
   });
-}
-
-void Chip::read_qemu_output() {
-  char buf[4096];
-  for (;;) {
-    ssize_t n = read(qemu_out_.get(), buf, sizeof buf);
-    if (n > 0) {
-      qemu_partial_.append(buf, size_t(n));
-      size_t pos;
-      while ((pos = qemu_partial_.find('\n')) != std::string::npos) {
-        std::string line = printable(qemu_partial_.substr(0, pos));
-        qemu_partial_.erase(0, pos + 1);
-        if (line.empty()) continue;
-        DRV_LOGW("%s: qemu: %s", label_.c_str(), line.c_str());
-        qemu_lines_.push_back(line);
-        if (qemu_lines_.size() > kQemuLines) qemu_lines_.pop_front();
-      }
-      if (qemu_partial_.size() > 4096) qemu_partial_.clear();
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) return;
-    // EOF: QEMU closed its output (it is exiting).
-    loop_->remove(qemu_out_.get());
-    qemu_out_.reset();
-    return;
-  }
 }
 
 void Chip::on_host_doorbell(uint32_t vector) {
@@ -503,8 +461,8 @@ void Chip::on_boot_timeout() {
   fail(why);
   if (opts_.gdb) {
     DRV_LOGI("%s: QEMU left running for the debugger (gdb port %u)", label_.c_str(), gdb_port_);
-  } else if (pid_ > 0 && !exited_) {
-    kill(pid_, SIGKILL);  // a hung firmware would only burn a host core
+  } else {
+    qemu_.kill();  // a hung firmware would only burn a host core
   }
 }
 
@@ -537,12 +495,10 @@ void Chip::learn_gdb_port() {
 }
 
 void Chip::on_child_exit(int wait_status) {
-  if (exited_) return;
-  exited_ = true;
-  if (qemu_out_) read_qemu_output();
+  if (!qemu_.exited()) return;
   const bool booting = state_ == VTRN__API__CHIP_STATE__CHIP_STATE_STARTING ||
                        state_ == VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING;
-  DRV_LOGI("%s: QEMU (pid %d) exited with %s", label_.c_str(), int(pid_),
+  DRV_LOGI("%s: QEMU (pid %d) exited with %s", label_.c_str(), int(qemu_.pid()),
            exit_text(wait_status).c_str());
   if (stopping_) {
     if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_FAILED &&
@@ -559,7 +515,7 @@ void Chip::on_child_exit(int wait_status) {
   }
   if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY && recovery_allowed()) {
     begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_QEMU_EXIT,
-                "QEMU (pid " + std::to_string(pid_) + ") exited with " + exit_text(wait_status));
+                "QEMU (pid " + std::to_string(qemu_.pid()) + ") exited with " + exit_text(wait_status));
     return;
   }
   if (booting) {
@@ -730,11 +686,7 @@ void Chip::begin_reset(Vtrn__Api__ResetCause cause, const std::string& reason) {
 }
 
 void Chip::drop_qemu_connections() {
-  if (qemu_out_) {
-    read_qemu_output();
-    if (qemu_out_) loop_->remove(qemu_out_.get());
-    qemu_out_.reset();
-  }
+  qemu_.close_output();
   if (ivshmem_.peer_fd() >= 0) {
     loop_->remove(ivshmem_.peer_fd());
     ivshmem_.drop_peer();
@@ -744,10 +696,10 @@ void Chip::drop_qemu_connections() {
 
 void Chip::do_reset() {
   if (stopping_ || !recovering_) return;
-  if (exited_ || pid_ <= 0) {
+  if (!qemu_.running()) {
     // The old QEMU is gone: a new one on the same sockets and BAR2.
     drop_qemu_connections();
-    qemu_lines_.clear();
+    qemu_.clear_lines();
     ++reset_.qemu_relaunches;
     std::string why;
     if (!launch(&why)) {
@@ -763,10 +715,10 @@ void Chip::do_reset() {
     on_boot_timeout();
   });
   schedule_poll(kBootPollNs);
-  const pid_t pid = pid_;
+  const pid_t pid = qemu_.pid();
   auto kill_it = [this, pid](const std::string& why) {
     DRV_LOGW("%s: %s; killing QEMU (pid %d) to start a new one", label_.c_str(), why.c_str(), int(pid));
-    if (!exited_ && pid_ == pid) kill(pid, SIGKILL);  // on_child_exit relaunches
+    if (qemu_.pid() == pid) qemu_.kill();  // on_child_exit relaunches
   };
   if (!qmp_ || !qmp_->ready()) {
     kill_it("QMP is not connected");
@@ -784,7 +736,7 @@ void Chip::give_up(const std::string& why) {
   reset_timer_ = 0;
   leaving_reason_.clear();
   // A chip that keeps failing would only burn a host core.
-  if (pid_ > 0 && !exited_) kill(pid_, SIGKILL);
+  qemu_.kill();
   fail(label_ + ": " + why);
   finish_reset(false, label_ + ": " + why);
 }
@@ -899,7 +851,7 @@ std::vector<std::string> Chip::last_lines(size_t n) const {
   } else if (!test_mode_) {
     out = tail_file(dir_ + "/uart.log", n);
   }
-  for (const std::string& q : qemu_lines_) out.push_back("qemu: " + q);
+  for (const std::string& q : qemu_.lines()) out.push_back("qemu: " + q);
   if (out.size() > n) out.erase(out.begin(), out.end() - ptrdiff_t(n));
   return out;
 }
@@ -907,7 +859,7 @@ std::vector<std::string> Chip::last_lines(size_t n) const {
 std::string Chip::last_line() const {
   // QEMU's own complaint ("could not load kernel ...") explains more than
   // the firmware's last words, so it wins.
-  if (!qemu_lines_.empty()) return qemu_lines_.back();
+  if (!qemu_.lines().empty()) return qemu_.lines().back();
   std::vector<std::string> l = last_lines(1);
   return l.empty() ? "" : l.back();
 }
@@ -920,7 +872,7 @@ ChipStatus Chip::status() const {
   if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_FAILED ||
       state_ == VTRN__API__CHIP_STATE__CHIP_STATE_PANIC)
     s.last_log = fail_lines_;
-  s.pid = exited_ ? 0 : int(pid_ > 0 ? pid_ : 0);
+  s.pid = qemu_.running() ? int(qemu_.pid()) : 0;
   s.gdb_port = gdb_port_;
   s.boot_ns = boot_ns_;
   s.bar2_bytes = uint64_t(opts_.board.bar2_mib) << 20;
@@ -949,18 +901,18 @@ void Chip::stop(std::function<void()> done) {
   stopping_ = true;
   if (reset_timer_ != 0) loop_->cancel_timer(reset_timer_);
   reset_timer_ = 0;
-  if (pid_ <= 0 || exited_) {
+  if (!qemu_.running()) {
     finish_stop();
     return;
   }
   auto kill_phase = [this] {
     stop_timer_ = 0;
     DRV_LOGW("%s: QEMU did not quit, sending SIGKILL", label_.c_str());
-    kill(pid_, SIGKILL);
+    qemu_.kill();
   };
   auto quit_phase = [this, kill_phase] {
     stop_timer_ = 0;
-    if (exited_) return;
+    if (!qemu_.running()) return;
     if (qmp_ && qmp_->ready()) {
       DRV_LOGI("%s: asking QEMU to quit (QMP)", label_.c_str());
       qmp_->execute("quit", [](bool, const std::string&) {});
@@ -1001,10 +953,7 @@ void Chip::finish_stop() {
 
 void Chip::cleanup() {
   dma_.detach();  // the BAR2 mapping goes away below
-  if (qemu_out_) {
-    loop_->remove(qemu_out_.get());
-    qemu_out_.reset();
-  }
+  qemu_.close_output();
   if (ivshmem_.peer_fd() >= 0) loop_->remove(ivshmem_.peer_fd());
   if (ivshmem_.listen_fd() >= 0) loop_->remove(ivshmem_.listen_fd());
   for (uint32_t v = 0; v < ivshmem_.vectors(); ++v) loop_->remove(ivshmem_.host_eventfd(v));

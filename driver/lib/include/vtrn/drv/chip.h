@@ -54,6 +54,7 @@
 #include "vtrn/drv/hw_process.h"
 #include "vtrn/drv/ivshmem_server.h"
 #include "vtrn/drv/log_stream.h"
+#include "vtrn/drv/qemu_process.h"
 #include "vtrn/drv/qmp.h"
 #include "vtrn/drv/recovery_policy.h"
 #include "vtrn/proto_names.h"
@@ -164,7 +165,7 @@ class Chip {
   void on_child_exit(int wait_status);
   // The running QEMU's pid, -1 once it has been reaped (the number may
   // already belong to another process then).
-  [[nodiscard]] pid_t pid() const { return exited_ ? -1 : pid_; }
+  [[nodiscard]] pid_t pid() const { return qemu_.running() ? qemu_.pid() : -1; }
   [[nodiscard]] uint32_t id() const { return opts_.board.id; }
   [[nodiscard]] const ChipOptions& options() const { return opts_; }
 
@@ -274,7 +275,6 @@ class Chip {
   void poll_logs();
   void sample_telemetry();
   void schedule_poll(uint64_t delay_ns);
-  void read_qemu_output();
   std::vector<std::string> last_lines(size_t n) const;
   std::string last_line() const;
   void finish_stop();
@@ -294,6 +294,7 @@ class Chip {
   ChipOptions opts_;
   std::string dir_;
   std::string label_;  // "chip N"
+  QemuProcess qemu_;
   IvshmemServer ivshmem_;
   ChipHwLink hw_link_;
   bool prepared_ = false;
@@ -302,11 +303,7 @@ class Chip {
   HostInterface hif_;
   CtrlQueue ctrl_;  // after hif_ and label_, which it uses
   DmaEngine dma_;
-  pid_t pid_ = -1;
   uint32_t gdb_port_ = 0;  // the port the gdbstub listens on (0 until known)
-  UniqueFd qemu_out_;
-  std::deque<std::string> qemu_lines_;
-  std::string qemu_partial_;
   std::string cmdline_;
   Vtrn__Api__ChipState state_ = VTRN__API__CHIP_STATE__CHIP_STATE_UNKNOWN;
   std::string error_;
@@ -345,7 +342,6 @@ class Chip {
   std::vector<ResetDone> reset_waiters_;
 
   bool stopping_ = false;
-  bool exited_ = false;
   int stop_phase_ = 0;
   EventLoop::TimerId stop_timer_ = 0;
   std::vector<std::function<void()>> stop_done_;
