@@ -469,9 +469,11 @@ void CollectiveService::reply_result(const Run& r) {
   }
 }
 
-std::span<const RequestBody> CollectiveService::bodies() const {
-  static constexpr RequestBody kBodies[] = {VTRN__API__REQUEST__BODY_COLLECTIVE};
-  return kBodies;
+std::span<const Route> CollectiveService::bodies() const {
+  static constexpr Route kRoutes[] = {
+      {VTRN__API__REQUEST__BODY_COLLECTIVE, false},
+  };
+  return kRoutes;
 }
 
 void CollectiveService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* /*chip*/) {

@@ -76,7 +76,7 @@ class CollectiveService final : public Service {
   void on_chip_state(Chip& chip) override;
   void client_gone(uint64_t cid) override;
 
-  [[nodiscard]] std::span<const RequestBody> bodies() const override;
+  [[nodiscard]] std::span<const Route> bodies() const override;
   void handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) override;
 
 

@@ -88,13 +88,17 @@ DmaService::ChipDma* DmaService::ready_chip(Chip* chip, const Refuse& refuse) {
 
 // Requests.
 
-std::span<const RequestBody> DmaService::bodies() const {
-  static constexpr RequestBody kBodies[] = {
-      VTRN__API__REQUEST__BODY_DMA_WRITE, VTRN__API__REQUEST__BODY_DMA_READ,  VTRN__API__REQUEST__BODY_DMA_COPY,
-      VTRN__API__REQUEST__BODY_DMA_BENCH, VTRN__API__REQUEST__BODY_DMA_STATS, VTRN__API__REQUEST__BODY_DMA_RESET,
-      VTRN__API__REQUEST__BODY_DMA_INJECT,
+std::span<const Route> DmaService::bodies() const {
+  static constexpr Route kRoutes[] = {
+      {VTRN__API__REQUEST__BODY_DMA_WRITE, true},
+      {VTRN__API__REQUEST__BODY_DMA_READ, true},
+      {VTRN__API__REQUEST__BODY_DMA_COPY, true},
+      {VTRN__API__REQUEST__BODY_DMA_BENCH, true},
+      {VTRN__API__REQUEST__BODY_DMA_STATS, true},
+      {VTRN__API__REQUEST__BODY_DMA_RESET, true},
+      {VTRN__API__REQUEST__BODY_DMA_INJECT, true},
   };
-  return kBodies;
+  return kRoutes;
 }
 
 void DmaService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) {

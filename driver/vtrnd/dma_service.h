@@ -58,7 +58,7 @@ class DmaService final : public Service {
   // Registers a chip (sets its on_dma_event).
   void add_chip(Chip* chip);
 
-  [[nodiscard]] std::span<const RequestBody> bodies() const override;
+  [[nodiscard]] std::span<const Route> bodies() const override;
   void handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) override;
 
   void write(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__DmaWriteRequest& r);

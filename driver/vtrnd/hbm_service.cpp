@@ -383,12 +383,15 @@ void HbmService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, co
   drv::reply_error(reply_, cid, id, st, err);
 }
 
-std::span<const RequestBody> HbmService::bodies() const {
-  static constexpr RequestBody kBodies[] = {
-      VTRN__API__REQUEST__BODY_HBM_ALLOC, VTRN__API__REQUEST__BODY_HBM_FREE,       VTRN__API__REQUEST__BODY_HBM_STATS,
-      VTRN__API__REQUEST__BODY_HBM_LIST,  VTRN__API__REQUEST__BODY_HBM_INJECT_ECC,
+std::span<const Route> HbmService::bodies() const {
+  static constexpr Route kRoutes[] = {
+      {VTRN__API__REQUEST__BODY_HBM_ALLOC, true},
+      {VTRN__API__REQUEST__BODY_HBM_FREE, true},
+      {VTRN__API__REQUEST__BODY_HBM_STATS, true},
+      {VTRN__API__REQUEST__BODY_HBM_LIST, true},
+      {VTRN__API__REQUEST__BODY_HBM_INJECT_ECC, true},
   };
-  return kBodies;
+  return kRoutes;
 }
 
 void HbmService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) {

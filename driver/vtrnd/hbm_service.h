@@ -76,7 +76,7 @@ class HbmService final : public Service {
   void free(Chip* chip, uint64_t owner, uint64_t addr, FreeDone done);
   void free_owner(Chip* chip, uint64_t owner, FreeOwnerDone done);
 
-  [[nodiscard]] std::span<const RequestBody> bodies() const override;
+  [[nodiscard]] std::span<const Route> bodies() const override;
   // A client request in the hbm range, for `chip` (resolved by the server).
   void handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) override;
   // The client disconnected: everything it owns on every chip is freed.

@@ -942,12 +942,15 @@ JobCounters JobService::counters(uint32_t chip) const {
   return c;
 }
 
-std::span<const RequestBody> JobService::bodies() const {
-  static constexpr RequestBody kBodies[] = {
-      VTRN__API__REQUEST__BODY_JOB_SUBMIT, VTRN__API__REQUEST__BODY_JOB_WAIT,   VTRN__API__REQUEST__BODY_JOB_LIST,
-      VTRN__API__REQUEST__BODY_JOB_SHOW,   VTRN__API__REQUEST__BODY_JOB_CANCEL,
+std::span<const Route> JobService::bodies() const {
+  static constexpr Route kRoutes[] = {
+      {VTRN__API__REQUEST__BODY_JOB_SUBMIT, false},
+      {VTRN__API__REQUEST__BODY_JOB_WAIT, false},
+      {VTRN__API__REQUEST__BODY_JOB_LIST, false},
+      {VTRN__API__REQUEST__BODY_JOB_SHOW, false},
+      {VTRN__API__REQUEST__BODY_JOB_CANCEL, false},
   };
-  return kBodies;
+  return kRoutes;
 }
 
 void JobService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* /*chip*/) {

@@ -153,7 +153,7 @@ class JobService final : public Service {
   void show(uint64_t cid, uint64_t id, const Vtrn__Api__JobShowRequest& r);
   void cancel(uint64_t cid, uint64_t id, const Vtrn__Api__JobCancelRequest& r);
 
-  [[nodiscard]] std::span<const RequestBody> bodies() const override;
+  [[nodiscard]] std::span<const Route> bodies() const override;
   void handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) override;
 
   // A firmware event of `chip` (any kind; JobEvents are taken, the rest

@@ -633,10 +633,13 @@ void LinkService::topo(uint64_t cid, uint64_t id) {
   reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_TOPO, &body.base);
 }
 
-std::span<const RequestBody> LinkService::bodies() const {
-  static constexpr RequestBody kBodies[] = {VTRN__API__REQUEST__BODY_LINK_LIST, VTRN__API__REQUEST__BODY_LINK_CONTROL,
-                                            VTRN__API__REQUEST__BODY_TOPO};
-  return kBodies;
+std::span<const Route> LinkService::bodies() const {
+  static constexpr Route kRoutes[] = {
+      {VTRN__API__REQUEST__BODY_LINK_CONTROL, true},
+      {VTRN__API__REQUEST__BODY_LINK_LIST, false},
+      {VTRN__API__REQUEST__BODY_TOPO, false},
+  };
+  return kRoutes;
 }
 
 void LinkService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) {

@@ -103,7 +103,7 @@ class LinkService final : public Service {
   void control(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__LinkControlRequest& r);
   void topo(uint64_t cid, uint64_t id);
 
-  [[nodiscard]] std::span<const RequestBody> bodies() const override;
+  [[nodiscard]] std::span<const Route> bodies() const override;
   void handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) override;
 
  private:

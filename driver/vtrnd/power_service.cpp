@@ -246,9 +246,11 @@ void PowerService::set(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__P
   }
 }
 
-std::span<const RequestBody> PowerService::bodies() const {
-  static constexpr RequestBody kBodies[] = {VTRN__API__REQUEST__BODY_POWER_SET};
-  return kBodies;
+std::span<const Route> PowerService::bodies() const {
+  static constexpr Route kRoutes[] = {
+      {VTRN__API__REQUEST__BODY_POWER_SET, true},
+  };
+  return kRoutes;
 }
 
 void PowerService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) {

@@ -70,7 +70,7 @@ class PowerService final : public Service {
   void add_chip(Chip* chip) { chips_.push_back(chip); }
   void set(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__PowerSetRequest& r);
 
-  [[nodiscard]] std::span<const RequestBody> bodies() const override;
+  [[nodiscard]] std::span<const Route> bodies() const override;
   void handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) override;
   // The chip's power block, when it has a valid one.
   void fill_telemetry(Chip& chip, Vtrn__Api__Telemetry& t, ProtoArena& a) override;

@@ -168,9 +168,12 @@ void ReliabilityService::fault_inject(uint64_t cid, uint64_t id, Chip* chip,
   }
 }
 
-std::span<const RequestBody> ReliabilityService::bodies() const {
-  static constexpr RequestBody kBodies[] = {VTRN__API__REQUEST__BODY_CHIP_RESET, VTRN__API__REQUEST__BODY_FAULT_INJECT};
-  return kBodies;
+std::span<const Route> ReliabilityService::bodies() const {
+  static constexpr Route kRoutes[] = {
+      {VTRN__API__REQUEST__BODY_CHIP_RESET, true},
+      {VTRN__API__REQUEST__BODY_FAULT_INJECT, true},
+  };
+  return kRoutes;
 }
 
 void ReliabilityService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) {

@@ -52,7 +52,7 @@ class ReliabilityService final : public Service {
   void chip_reset(uint64_t cid, uint64_t id, Chip* chip);
   void fault_inject(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__FaultInjectRequest& r);
 
-  [[nodiscard]] std::span<const RequestBody> bodies() const override;
+  [[nodiscard]] std::span<const Route> bodies() const override;
   void handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) override;
 
  private:

@@ -28,21 +28,14 @@ constexpr uint32_t kInfoTimeoutMs = 3000;
 constexpr uint32_t kMaxPingCount = 100000;
 constexpr uint32_t kMaxPingPayload = 1024;
 
-// The requests about one chip: the chip their body names is looked up once,
-// before any handler runs, and a chip the board does not have is answered
-// here. (Jobs, collectives and link lists name chips too, but decide in
-// their service: "every chip", or checks that come first.)
+// The daemon's own requests about one chip (the services mark theirs in
+// their Route): the chip their body names is looked up once, before any
+// handler runs, and a chip the board does not have is answered here.
 constexpr Vtrn__Api__Request__BodyCase kChipRequests[] = {
-    VTRN__API__REQUEST__BODY_INFO,         VTRN__API__REQUEST__BODY_PING,
-    VTRN__API__REQUEST__BODY_LOGS,         VTRN__API__REQUEST__BODY_TELEMETRY,
-    VTRN__API__REQUEST__BODY_DMA_WRITE,    VTRN__API__REQUEST__BODY_DMA_READ,
-    VTRN__API__REQUEST__BODY_DMA_COPY,     VTRN__API__REQUEST__BODY_DMA_BENCH,
-    VTRN__API__REQUEST__BODY_DMA_STATS,    VTRN__API__REQUEST__BODY_DMA_RESET,
-    VTRN__API__REQUEST__BODY_DMA_INJECT,   VTRN__API__REQUEST__BODY_HBM_ALLOC,
-    VTRN__API__REQUEST__BODY_HBM_FREE,     VTRN__API__REQUEST__BODY_HBM_STATS,
-    VTRN__API__REQUEST__BODY_HBM_LIST,     VTRN__API__REQUEST__BODY_HBM_INJECT_ECC,
-    VTRN__API__REQUEST__BODY_POWER_SET,    VTRN__API__REQUEST__BODY_CHIP_RESET,
-    VTRN__API__REQUEST__BODY_FAULT_INJECT, VTRN__API__REQUEST__BODY_LINK_CONTROL,
+    VTRN__API__REQUEST__BODY_INFO,
+    VTRN__API__REQUEST__BODY_PING,
+    VTRN__API__REQUEST__BODY_LOGS,
+    VTRN__API__REQUEST__BODY_TELEMETRY,
 };
 
 // The `chip` field of a request's body, read through protobuf-c's
@@ -65,7 +58,7 @@ int64_t request_chip(const Vtrn__Api__Request& req) {
   }
 }
 
-bool names_chip(Vtrn__Api__Request__BodyCase body) {
+bool daemon_names_chip(Vtrn__Api__Request__BodyCase body) {
   for (Vtrn__Api__Request__BodyCase b : kChipRequests) {
     if (b == body) return true;
   }
@@ -484,7 +477,8 @@ void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
   }
   const uint64_t id = req->id;
   Chip* chip = nullptr;
-  const int64_t chip_id = names_chip(req->body_case) ? request_chip(*req) : -1;
+  const bool names_chip = daemon_names_chip(req->body_case) || services_.names_chip(req->body_case);
+  const int64_t chip_id = names_chip ? request_chip(*req) : -1;
   if (chip_id >= 0) chip = find_chip(uint32_t(chip_id));
   if (shutting_down_ && req->body_case != VTRN__API__REQUEST__BODY_LIST &&
       req->body_case != VTRN__API__REQUEST__BODY_SHUTDOWN) {

@@ -7,10 +7,10 @@
 // A service serves a closed set of vtrn.api Request bodies (bodies()), each
 // body by exactly one service (the registry refuses a second claim). Before
 // any handler runs the daemon has decoded the request, refused it while
-// shutting down, and, for the bodies that name one chip (kChipRequests in
-// server.cpp), looked the chip up and answered "no chip N on this board"
-// itself; a handler gets the Chip. Services reach each other through the
-// typed functions their headers declare (DmaService::write/read,
+// shutting down, and, for the bodies that name one chip (marked so in the
+// service's Route), looked the chip up and answered "no chip N on this
+// board" itself; a handler gets the Chip. Services reach each other through
+// the typed functions their headers declare (DmaService::write/read,
 // HbmService::alloc/free_owner), never through forged client requests.
 //
 // What it is not: a plugin system (the registry is filled in Daemon::start,
@@ -40,14 +40,23 @@ inline std::string no_chip_text(uint64_t chip) { return "no chip " + std::to_str
 
 using RequestBody = Vtrn__Api__Request__BodyCase;
 
+// One request kind a service serves. `chip`: the body names one chip in its
+// `chip` field, and the daemon looks it up before handle() (answering "no
+// chip N on this board" itself); false for bodies that name a chip only
+// sometimes or not at all.
+struct Route {
+  RequestBody body;
+  bool chip = false;
+};
+
 class Service {
  public:
   virtual ~Service() = default;
 
-  // The request bodies the registry routes here.
-  [[nodiscard]] virtual std::span<const RequestBody> bodies() const = 0;
+  // The request kinds the registry routes here.
+  [[nodiscard]] virtual std::span<const Route> bodies() const = 0;
   // One request of a kind bodies() lists. `chip`: the chip its body names
-  // when the daemon resolves it (kChipRequests), else null.
+  // when its route says so, else null.
   virtual void handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) = 0;
   // The client connection closed: drop its queued work, free what it owned.
   virtual void client_gone(uint64_t cid) { (void)cid; }
@@ -82,10 +91,10 @@ class ServiceRegistry {
   // when one of its bodies is already routed to another service.
   template <typename S>
   [[nodiscard]] S* add(std::unique_ptr<S> s) {
-    for (RequestBody b : s->bodies()) {
-      if (routes_.count(b) != 0) return nullptr;
+    for (const Route& r : s->bodies()) {
+      if (routes_.count(r.body) != 0) return nullptr;
     }
-    for (RequestBody b : s->bodies()) routes_[b] = s.get();
+    for (const Route& r : s->bodies()) routes_[r.body] = {s.get(), r.chip};
     S* raw = s.get();
     owned_.push_back(std::move(s));
     return raw;
@@ -93,7 +102,12 @@ class ServiceRegistry {
   // The service that serves `body`, or null.
   [[nodiscard]] Service* route(RequestBody body) const {
     auto it = routes_.find(body);
-    return it == routes_.end() ? nullptr : it->second;
+    return it == routes_.end() ? nullptr : it->second.service;
+  }
+  // Whether a service's body names one chip the daemon looks up.
+  [[nodiscard]] bool names_chip(RequestBody body) const {
+    auto it = routes_.find(body);
+    return it != routes_.end() && it->second.chip;
   }
   template <typename F>
   void each(F&& f) {
@@ -107,7 +121,11 @@ class ServiceRegistry {
 
  private:
   std::vector<std::unique_ptr<Service>> owned_;
-  std::map<RequestBody, Service*> routes_;
+  struct Target {
+    Service* service;
+    bool chip;
+  };
+  std::map<RequestBody, Target> routes_;
 };
 
 }  // namespace drv
