@@ -2,6 +2,14 @@
 #include "server.h"
 #include "proto_arena.h"
 
+// The services of the registry rows in Daemon::start.
+#include "collective_service.h"
+#include "dma_service.h"
+#include "hbm_service.h"
+#include "job_service.h"
+#include "power_service.h"
+#include "reliability_service.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
