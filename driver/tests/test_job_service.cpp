@@ -109,7 +109,7 @@ struct FakeJobChip final : drv::JobBackend {
       submits.push_back(vtrn__ctrl__job_submit_request__unpack(nullptr, buf.size(), buf.data()));
       later([done] {
         Vtrn__Ctrl__JobSubmitResponse sr = VTRN__CTRL__JOB_SUBMIT_RESPONSE__INIT;
-        sr.state = VTRN__CTRL__JOB_STATE__JOB_STATE_QUEUED;
+        sr.state = VTRN__TYPES__JOB_STATE__JOB_STATE_QUEUED;
         Vtrn__Ctrl__Response r = VTRN__CTRL__RESPONSE__INIT;
         r.body_case = VTRN__CTRL__RESPONSE__BODY_JOB_SUBMIT;
         r.job_submit = &sr;
@@ -122,7 +122,7 @@ struct FakeJobChip final : drv::JobBackend {
       if (!answer_cancel) return;  // a firmware that has stopped answering
       later([done] {
         Vtrn__Ctrl__JobCancelResponse cr = VTRN__CTRL__JOB_CANCEL_RESPONSE__INIT;
-        cr.state = VTRN__CTRL__JOB_STATE__JOB_STATE_CANCELLED;
+        cr.state = VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED;
         Vtrn__Ctrl__Response r = VTRN__CTRL__RESPONSE__INIT;
         r.body_case = VTRN__CTRL__RESPONSE__BODY_JOB_CANCEL;
         r.job_cancel = &cr;
@@ -140,7 +140,7 @@ struct Reply {
   std::string error;
   int body = 0;
   uint64_t job = 0;
-  Vtrn__Api__JobState state = VTRN__API__JOB_STATE__JOB_STATE_UNKNOWN;
+  Vtrn__Types__JobState state = VTRN__TYPES__JOB_STATE__JOB_STATE_UNKNOWN;
   std::string reason;
   std::map<std::string, std::vector<uint8_t>> outputs;
   size_t listed = 0;
@@ -240,7 +240,7 @@ struct AddJob {
     bufs[2].name = zs.data();
     bufs[2].output = true;
     step = VTRN__API__JOB_STEP__INIT;
-    step.kernel = VTRN__API__JOB_KERNEL__JOB_KERNEL_ADD;
+    step.kernel = VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_ADD;
     step.m = rows;
     step.n = cols;
     step.a = xs.data();
@@ -260,7 +260,7 @@ void send_event(Fixture* f, uint64_t job, int state, const char* reason = "", ui
                 uint64_t e = 30) {
   Vtrn__Ctrl__JobEvent je = VTRN__CTRL__JOB_EVENT__INIT;
   je.job_id = job;
-  je.state = Vtrn__Ctrl__JobState(state);
+  je.state = Vtrn__Types__JobState(state);
   je.reason = const_cast<char*>(reason);
   je.queued_ns = q;
   je.start_ns = s;
@@ -293,11 +293,11 @@ void test_job_runs_to_done_returns_outputs_and_frees_its_buffers(void** state) {
   assert_int_equal(s->owner & 0xffffffff, s->job_id);
   assert_int_equal(s->n_steps, 1);
   run_add_on_chip(f, s);
-  send_event(f, s->job_id, VTRN__CTRL__JOB_STATE__JOB_STATE_DONE);
+  send_event(f, s->job_id, VTRN__TYPES__JOB_STATE__JOB_STATE_DONE);
   assert_true(spin(f, [&] { return !f->replies.empty(); }));
   const Reply& r = f->replies[0];
   assert_int_equal(r.status, VTRN__API__STATUS__STATUS_OK);
-  assert_int_equal(r.state, VTRN__API__JOB_STATE__JOB_STATE_DONE);
+  assert_int_equal(r.state, VTRN__TYPES__JOB_STATE__JOB_STATE_DONE);
   assert_int_equal(r.outputs.count("z"), 1);
   const auto& z = r.outputs.at("z");
   assert_int_equal(z.size(), 16 * 128 * 4);
@@ -326,10 +326,10 @@ void test_bad_shapes_are_rejected_before_anything_is_allocated(void** state) {
   job.step.n = 64;  // buffers hold 16x128 floats
   f->svc->submit(7, 1, job.req);
   AddJob j2(4, 4);
-  j2.step.kernel = Vtrn__Api__JobKernel(42);
+  j2.step.kernel = Vtrn__Types__JobKernel(42);
   f->svc->submit(7, 2, j2.req);
   AddJob j3(4, 4);
-  j3.step.dtype = VTRN__API__JOB_DTYPE__JOB_DTYPE_BF16;
+  j3.step.dtype = VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_BF16;
   f->svc->submit(7, 3, j3.req);
   AddJob j4(4, 4);
   j4.bufs[2].bytes = kHbmBytes * 2;
@@ -351,8 +351,8 @@ void test_bad_shapes_are_rejected_before_anything_is_allocated(void** state) {
 void test_mxfp4_gemm_needs_scales_and_k_multiple_of_32(void** state) {
   (void)state;
   Vtrn__Api__JobStep s = VTRN__API__JOB_STEP__INIT;
-  s.kernel = VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM;
-  s.dtype = VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4;
+  s.kernel = VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM;
+  s.dtype = VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_MXFP4;
   s.m = 8;
   s.n = 4;
   s.k = 64;
@@ -375,18 +375,18 @@ void test_events_for_unknown_jobs_or_impossible_states_are_ignored(void** state)
   f->svc->submit(7, 1, job.req);
   assert_true(spin(f, [&] { return f->chip.submits.size() == 1; }));
   const uint64_t id = f->chip.submits[0]->job_id;
-  send_event(f, id + 1000, VTRN__CTRL__JOB_STATE__JOB_STATE_DONE);  // no such job
+  send_event(f, id + 1000, VTRN__TYPES__JOB_STATE__JOB_STATE_DONE);  // no such job
   send_event(f, id, 99);                                            // no such state
-  send_event(f, id, VTRN__CTRL__JOB_STATE__JOB_STATE_QUEUED);       // not an event state
+  send_event(f, id, VTRN__TYPES__JOB_STATE__JOB_STATE_QUEUED);       // not an event state
   f->loop.run_once(5);
   assert_true(f->replies.empty());
   // Out-of-order chip times are dropped, the end itself is taken.
   run_add_on_chip(f, f->chip.submits[0]);
-  send_event(f, id, VTRN__CTRL__JOB_STATE__JOB_STATE_DONE, "", 50, 40, 30);
+  send_event(f, id, VTRN__TYPES__JOB_STATE__JOB_STATE_DONE, "", 50, 40, 30);
   assert_true(spin(f, [&] { return !f->replies.empty(); }));
-  assert_int_equal(f->replies[0].state, VTRN__API__JOB_STATE__JOB_STATE_DONE);
+  assert_int_equal(f->replies[0].state, VTRN__TYPES__JOB_STATE__JOB_STATE_DONE);
   // A second end for the same job changes nothing.
-  send_event(f, id, VTRN__CTRL__JOB_STATE__JOB_STATE_FAILED, "late");
+  send_event(f, id, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED, "late");
   f->loop.run_once(5);
   assert_int_equal(f->replies.size(), 1);
   assert_int_equal(f->svc->counters(0).failed, 0);
@@ -404,11 +404,11 @@ void test_cancel_of_job_on_chip_ends_cancelled_and_frees(void** state) {
   assert_true(spin(f, [&] { return f->replies.size() == 2; }));
   assert_int_equal(f->chip.cancels.size(), 1);
   assert_int_equal(f->replies[1].body, VTRN__API__RESPONSE__BODY_JOB_CANCEL);
-  assert_int_equal(f->replies[1].state, VTRN__API__JOB_STATE__JOB_STATE_CANCELLED);
+  assert_int_equal(f->replies[1].state, VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED);
   assert_true(spin(f, [&] { return f->svc->live_jobs() == 0; }));
   assert_true(f->chip.allocs.empty());
   // The firmware's own CANCELLED event arrives after: ignored.
-  send_event(f, id, VTRN__CTRL__JOB_STATE__JOB_STATE_CANCELLED);
+  send_event(f, id, VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED);
   assert_int_equal(f->svc->counters(0).cancelled, 1);
 }
 
@@ -425,11 +425,11 @@ void test_departed_client_jobs_are_cancelled_with_client_gone(void** state) {
   Vtrn__Api__JobShowRequest s = VTRN__API__JOB_SHOW_REQUEST__INIT;
   s.job_id = f->chip.submits[0]->job_id;
   f->svc->show(9, 3, s);
-  assert_int_equal(f->replies.back().state, VTRN__API__JOB_STATE__JOB_STATE_CANCELLED);
+  assert_int_equal(f->replies.back().state, VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED);
   assert_string_equal(f->replies.back().reason.c_str(), "client_gone");
   s.job_id = f->chip.submits[1]->job_id;
   f->svc->show(9, 4, s);
-  assert_int_equal(f->replies.back().state, VTRN__API__JOB_STATE__JOB_STATE_QUEUED);
+  assert_int_equal(f->replies.back().state, VTRN__TYPES__JOB_STATE__JOB_STATE_QUEUED);
 }
 
 void test_silent_firmware_job_times_out_on_the_host_and_frees(void** state) {
@@ -439,7 +439,7 @@ void test_silent_firmware_job_times_out_on_the_host_and_frees(void** state) {
   job.req.timeout_ms = 40;
   f->svc->submit(7, 1, job.req);
   assert_true(spin(f, [&] { return !f->replies.empty(); }));
-  assert_int_equal(f->replies[0].state, VTRN__API__JOB_STATE__JOB_STATE_TIMED_OUT);
+  assert_int_equal(f->replies[0].state, VTRN__TYPES__JOB_STATE__JOB_STATE_TIMED_OUT);
   // Never started on the fake chip: the reason says so.
   assert_non_null(strstr(f->replies[0].reason.c_str(), "timed out after 40 ms before a NeuronCore started it"));
   assert_int_equal(f->chip.cancels.size(), 1);
@@ -454,7 +454,7 @@ void test_chip_reset_fails_jobs_in_flight_with_the_reason(void** state) {
   f->chip.ready = false;
   f->svc->on_chip_down(0, "watchdog: heartbeat stopped");
   assert_int_equal(f->replies.size(), 1);
-  assert_int_equal(f->replies[0].state, VTRN__API__JOB_STATE__JOB_STATE_FAILED);
+  assert_int_equal(f->replies[0].state, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED);
   assert_non_null(strstr(f->replies[0].reason.c_str(), "chip reset: watchdog"));
   assert_true(spin(f, [&] { return f->svc->live_jobs() == 0; }));
 }
@@ -465,7 +465,7 @@ void test_dma_failure_fails_the_job_naming_the_buffer(void** state) {
   AddJob job(4, 8);
   f->svc->submit(7, 1, job.req);
   assert_true(spin(f, [&] { return !f->replies.empty(); }));
-  assert_int_equal(f->replies[0].state, VTRN__API__JOB_STATE__JOB_STATE_FAILED);
+  assert_int_equal(f->replies[0].state, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED);
   assert_non_null(strstr(f->replies[0].reason.c_str(), "buffers[0] 'x': DMA into HBM failed"));
   assert_true(spin(f, [&] { return f->svc->live_jobs() == 0; }));
   assert_true(f->chip.allocs.empty());
@@ -479,7 +479,7 @@ void test_firmware_failure_names_the_step(void** state) {
   assert_true(spin(f, [&] { return f->chip.submits.size() == 1; }));
   Vtrn__Ctrl__JobEvent je = VTRN__CTRL__JOB_EVENT__INIT;
   je.job_id = f->chip.submits[0]->job_id;
-  je.state = VTRN__CTRL__JOB_STATE__JOB_STATE_FAILED;
+  je.state = VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED;
   je.reason = const_cast<char*>("a_addr not allocated\x01");
   je.failed_step = 0;
   Vtrn__Ctrl__Event ev = VTRN__CTRL__EVENT__INIT;
@@ -487,7 +487,7 @@ void test_firmware_failure_names_the_step(void** state) {
   ev.job = &je;
   f->svc->on_event(0, ev);
   assert_true(spin(f, [&] { return !f->replies.empty(); }));
-  assert_int_equal(f->replies[0].state, VTRN__API__JOB_STATE__JOB_STATE_FAILED);
+  assert_int_equal(f->replies[0].state, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED);
   assert_string_equal(f->replies[0].reason.c_str(), "step 0: a_addr not allocated?");
 }
 
@@ -500,10 +500,10 @@ void test_job_shows_running_once_the_firmware_table_does(void** state) {
   Vtrn__Api__JobShowRequest s = VTRN__API__JOB_SHOW_REQUEST__INIT;
   s.job_id = id;
   f->svc->show(9, 2, s);
-  assert_int_equal(f->replies.back().state, VTRN__API__JOB_STATE__JOB_STATE_QUEUED);
-  f->chip.table[id] = VTRN__CTRL__JOB_STATE__JOB_STATE_RUNNING;
+  assert_int_equal(f->replies.back().state, VTRN__TYPES__JOB_STATE__JOB_STATE_QUEUED);
+  f->chip.table[id] = VTRN__TYPES__JOB_STATE__JOB_STATE_RUNNING;
   f->svc->show(9, 3, s);
-  assert_int_equal(f->replies.back().state, VTRN__API__JOB_STATE__JOB_STATE_RUNNING);
+  assert_int_equal(f->replies.back().state, VTRN__TYPES__JOB_STATE__JOB_STATE_RUNNING);
   assert_int_equal(f->svc->counters(0).running, 1);
 }
 
@@ -516,10 +516,10 @@ void test_wait_and_list_see_ended_jobs(void** state) {
   Vtrn__Api__JobWaitRequest w = VTRN__API__JOB_WAIT_REQUEST__INIT;
   w.job_id = id;
   f->svc->wait(8, 2, w);
-  send_event(f, id, VTRN__CTRL__JOB_STATE__JOB_STATE_DONE);
+  send_event(f, id, VTRN__TYPES__JOB_STATE__JOB_STATE_DONE);
   assert_true(spin(f, [&] { return f->replies.size() == 2; }));
   assert_int_equal(f->replies[1].body, VTRN__API__RESPONSE__BODY_JOB_WAIT);
-  assert_int_equal(f->replies[1].state, VTRN__API__JOB_STATE__JOB_STATE_DONE);
+  assert_int_equal(f->replies[1].state, VTRN__TYPES__JOB_STATE__JOB_STATE_DONE);
   assert_true(f->replies[1].outputs.empty());
   Vtrn__Api__JobListRequest l = VTRN__API__JOB_LIST_REQUEST__INIT;
   l.chip = -1;

@@ -126,8 +126,8 @@ void CollectiveService::run(uint64_t cid, uint64_t id, const Vtrn__Api__Collecti
     reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_ERROR, "another collective is running (one at a time)");
     return;
   }
-  if (r.op != VTRN__API__COLLECTIVE_OP__COLLECTIVE_OP_ALL_REDUCE &&
-      r.op != VTRN__API__COLLECTIVE_OP__COLLECTIVE_OP_ALL_GATHER) {
+  if (r.op != VTRN__TYPES__COLLECTIVE_OP__COLLECTIVE_OP_ALL_REDUCE &&
+      r.op != VTRN__TYPES__COLLECTIVE_OP__COLLECTIVE_OP_ALL_GATHER) {
     reply_error(cid, id, bad, "op: must be all-reduce or all-gather");
     return;
   }
@@ -167,7 +167,7 @@ void CollectiveService::run(uint64_t cid, uint64_t id, const Vtrn__Api__Collecti
   run->op = r.op;
   run->collective_id = next_collective_++;
   run->bytes = r.bytes;
-  run->out_bytes = r.op == VTRN__API__COLLECTIVE_OP__COLLECTIVE_OP_ALL_GATHER ? r.bytes * ring.size() : r.bytes;
+  run->out_bytes = r.op == VTRN__TYPES__COLLECTIVE_OP__COLLECTIVE_OP_ALL_GATHER ? r.bytes * ring.size() : r.bytes;
   run->timeout_ms = r.timeout_ms != 0 ? std::min<uint32_t>(r.timeout_ms, 600'000) : kDefaultTimeoutMs;
   run->step_timeout_ms = r.step_timeout_ms != 0 ? r.step_timeout_ms : kDefaultStepTimeoutMs;
   run->return_outputs = r.return_outputs;
@@ -184,7 +184,7 @@ void CollectiveService::run(uint64_t cid, uint64_t id, const Vtrn__Api__Collecti
   }
   run_ = std::move(run);
   DRV_LOGI("collective %u: %s of %llu bytes over %zu chips", unsigned(run_->collective_id),
-           r.op == VTRN__API__COLLECTIVE_OP__COLLECTIVE_OP_ALL_REDUCE ? "all-reduce" : "all-gather",
+           r.op == VTRN__TYPES__COLLECTIVE_OP__COLLECTIVE_OP_ALL_REDUCE ? "all-reduce" : "all-gather",
            (unsigned long long)r.bytes, run_->ranks.size());
   run_->pending = uint32_t(run_->ranks.size());
   for (Rank& k : run_->ranks) stage(k);
@@ -247,7 +247,7 @@ void CollectiveService::staged_one() {
   if (run_->failed) {
     for (Rank& k : run_->ranks) {
       k.ended = true;
-      k.state = VTRN__API__JOB_STATE__JOB_STATE_FAILED;
+      k.state = VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED;
       k.reason = run_->reason;
     }
     finish();
@@ -266,7 +266,7 @@ void CollectiveService::submit_all() {
     Vtrn__Ctrl__CollectiveSubmitRequest s = VTRN__CTRL__COLLECTIVE_SUBMIT_REQUEST__INIT;
     s.job_id = k.job_id;
     s.owner = HbmService::job_owner(k.job_id);
-    s.op = Vtrn__Ctrl__CollectiveOp(run->op);
+    s.op = run->op;
     s.collective_id = run->collective_id;
     s.ranks = n;
     s.rank = i;
@@ -282,7 +282,7 @@ void CollectiveService::submit_all() {
                    [this, run, &k](const FwReply<Vtrn__Ctrl__CollectiveSubmitResponse>& r) {
                      if (run_.get() != run || k.ended) return;
                      if (!r.ok()) {
-                       rank_ended(k, VTRN__API__JOB_STATE__JOB_STATE_FAILED,
+                       rank_ended(k, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED,
                                   "chip " + std::to_string(k.m.chip) + " refused the collective: " +
                                       (r.error.empty() ? "no collective support" : r.error));
                        return;
@@ -295,7 +295,7 @@ void CollectiveService::submit_all() {
     run->deadline = 0;
     for (Rank& k : run->ranks) {
       if (!k.ended) {
-        rank_ended(k, VTRN__API__JOB_STATE__JOB_STATE_TIMED_OUT,
+        rank_ended(k, VTRN__TYPES__JOB_STATE__JOB_STATE_TIMED_OUT,
                    "chip " + std::to_string(k.m.chip) + " sent no end event within " +
                        std::to_string(run->timeout_ms + kHostMarginMs) + " ms");
       }
@@ -311,16 +311,16 @@ void CollectiveService::on_event(uint32_t chip, const Vtrn__Ctrl__Event& ev) {
   const Vtrn__Ctrl__CollectiveEvent& ce = *ev.collective;
   for (Rank& k : run_->ranks) {
     if (k.m.chip != chip || k.job_id != ce.job_id || k.ended) continue;
-    Vtrn__Api__JobState st = VTRN__API__JOB_STATE__JOB_STATE_FAILED;
-    if (ce.state == VTRN__CTRL__JOB_STATE__JOB_STATE_DONE) st = VTRN__API__JOB_STATE__JOB_STATE_DONE;
-    else if (ce.state == VTRN__CTRL__JOB_STATE__JOB_STATE_TIMED_OUT) st = VTRN__API__JOB_STATE__JOB_STATE_TIMED_OUT;
+    Vtrn__Types__JobState st = VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED;
+    if (ce.state == VTRN__TYPES__JOB_STATE__JOB_STATE_DONE) st = VTRN__TYPES__JOB_STATE__JOB_STATE_DONE;
+    else if (ce.state == VTRN__TYPES__JOB_STATE__JOB_STATE_TIMED_OUT) st = VTRN__TYPES__JOB_STATE__JOB_STATE_TIMED_OUT;
     if (ce.end_ns >= ce.start_ns) {
       k.start_ns = ce.start_ns;
       k.end_ns = ce.end_ns;
     }
     k.frames_rejected = ce.frames_rejected;
     const std::string reason = ce.reason != nullptr ? std::string(ce.reason).substr(0, 200) : "";
-    rank_ended(k, st, st == VTRN__API__JOB_STATE__JOB_STATE_DONE ? "" : "chip " + std::to_string(chip) + ": " + reason);
+    rank_ended(k, st, st == VTRN__TYPES__JOB_STATE__JOB_STATE_DONE ? "" : "chip " + std::to_string(chip) + ": " + reason);
     return;
   }
   DRV_LOGW("collective: chip %u: event for job %llu which is not running there; ignored", unsigned(chip),
@@ -330,7 +330,7 @@ void CollectiveService::on_event(uint32_t chip, const Vtrn__Ctrl__Event& ev) {
 void CollectiveService::on_chip_down(uint32_t chip, const std::string& reason) {
   if (!run_ || run_->phase != Run::Phase::kRunning) return;
   for (Rank& k : run_->ranks) {
-    if (k.m.chip == chip && !k.ended) rank_ended(k, VTRN__API__JOB_STATE__JOB_STATE_FAILED, reason);
+    if (k.m.chip == chip && !k.ended) rank_ended(k, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED, reason);
   }
 }
 
@@ -338,11 +338,11 @@ void CollectiveService::client_gone(uint64_t cid) {
   if (run_ && run_->cid == cid) run_->client_here = false;
 }
 
-void CollectiveService::rank_ended(Rank& k, Vtrn__Api__JobState st, const std::string& reason) {
+void CollectiveService::rank_ended(Rank& k, Vtrn__Types__JobState st, const std::string& reason) {
   k.ended = true;
   k.state = st;
   k.reason = reason;
-  if (st != VTRN__API__JOB_STATE__JOB_STATE_DONE && !run_->failed) {
+  if (st != VTRN__TYPES__JOB_STATE__JOB_STATE_DONE && !run_->failed) {
     run_->failed = true;
     run_->reason = reason;
   }
@@ -362,7 +362,7 @@ void CollectiveService::maybe_read() {
   run->phase = Run::Phase::kReading;
   run->pending = 1;
   for (Rank& k : run->ranks) {
-    if (k.state == VTRN__API__JOB_STATE__JOB_STATE_DONE) {
+    if (k.state == VTRN__TYPES__JOB_STATE__JOB_STATE_DONE) {
       ++run->pending;
       read_piece(k, 0);
     }
@@ -381,7 +381,7 @@ void CollectiveService::read_piece(Rank& k, uint64_t off) {
                      [this, run, &k, off, len](bool ok, const std::string& err, std::vector<uint8_t> data) {
                        if (run_.get() != run) return;
                        if (!ok || data.size() != len) {
-                         k.state = VTRN__API__JOB_STATE__JOB_STATE_FAILED;
+                         k.state = VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED;
                          k.reason = "chip " + std::to_string(k.m.chip) + ": reading the output: " + err;
                          if (!run->failed) {
                            run->failed = true;
@@ -424,7 +424,7 @@ void CollectiveService::reply_result(const Run& r) {
   if (run->client_here) {
     ProtoArena a;
     Vtrn__Api__CollectiveResponse body = VTRN__API__COLLECTIVE_RESPONSE__INIT;
-    body.state = run->failed ? VTRN__API__JOB_STATE__JOB_STATE_FAILED : VTRN__API__JOB_STATE__JOB_STATE_DONE;
+    body.state = run->failed ? VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED : VTRN__TYPES__JOB_STATE__JOB_STATE_DONE;
     body.reason = a.str(run->reason);
     body.collective_id = run->collective_id;
     body.host_ns = run->all_ended_ns > run->submit_ns && run->submit_ns != 0 ? run->all_ended_ns - run->submit_ns : 0;
@@ -455,7 +455,7 @@ void CollectiveService::reply_result(const Run& r) {
       c.chip_run_ns = k.end_ns - k.start_ns;
       c.job_id = k.job_id;
       c.frames_rejected = k.frames_rejected;
-      if (k.state == VTRN__API__JOB_STATE__JOB_STATE_DONE && k.output.size() == run->out_bytes) {
+      if (k.state == VTRN__TYPES__JOB_STATE__JOB_STATE_DONE && k.output.size() == run->out_bytes) {
         c.output_bytes = k.output.size();
         c.output_crc32 = vtrn::crc32(k.output.data(), k.output.size());
         if (send_bytes) {

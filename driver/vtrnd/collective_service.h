@@ -86,7 +86,7 @@ class CollectiveService final : public Service {
     uint64_t job_id = 0;
     uint64_t in_addr = 0, out_addr = 0;
     bool submitted = false, ended = false;
-    Vtrn__Api__JobState state = VTRN__API__JOB_STATE__JOB_STATE_QUEUED;
+    Vtrn__Types__JobState state = VTRN__TYPES__JOB_STATE__JOB_STATE_QUEUED;
     std::string reason;
     uint64_t start_ns = 0, end_ns = 0, frames_rejected = 0;
     std::vector<uint8_t> input, output;
@@ -94,7 +94,7 @@ class CollectiveService final : public Service {
   struct Run {
     uint64_t cid = 0, id = 0;
     bool client_here = true;
-    Vtrn__Api__CollectiveOp op = VTRN__API__COLLECTIVE_OP__COLLECTIVE_OP_UNSPECIFIED;
+    Vtrn__Types__CollectiveOp op = VTRN__TYPES__COLLECTIVE_OP__COLLECTIVE_OP_UNSPECIFIED;
     uint32_t collective_id = 0;
     uint64_t bytes = 0, out_bytes = 0;
     uint32_t timeout_ms = 0, step_timeout_ms = 0;
@@ -112,7 +112,7 @@ class CollectiveService final : public Service {
   void write_piece(Rank& r, uint64_t off);
   void staged_one();
   void submit_all();
-  void rank_ended(Rank& r, Vtrn__Api__JobState st, const std::string& reason);
+  void rank_ended(Rank& r, Vtrn__Types__JobState st, const std::string& reason);
   void maybe_read();
   void read_piece(Rank& r, uint64_t off);
   void read_one();

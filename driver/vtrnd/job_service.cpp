@@ -40,8 +40,8 @@ bool valid_name(const char* s) {
   return true;
 }
 
-bool kernel_known(int k) { return k >= VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM && k <= VTRN__API__JOB_KERNEL__JOB_KERNEL_SUM; }
-bool dtype_known(int d) { return d >= VTRN__API__JOB_DTYPE__JOB_DTYPE_F32 && d <= VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4; }
+bool kernel_known(int k) { return k >= VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM && k <= VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_SUM; }
+bool dtype_known(int d) { return d >= VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32 && d <= VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_MXFP4; }
 
 const std::vector<uint8_t>& zeros(size_t n) {
   static std::vector<uint8_t> z;
@@ -51,19 +51,6 @@ const std::vector<uint8_t>& zeros(size_t n) {
 
 std::string step_field(size_t i, const char* f) { return "steps[" + std::to_string(i) + "]." + f; }
 
-// A step goes to the firmware by casting the API's kernel and dtype to the
-// ctrl protocol's (send()): the two enums must keep the same numbers.
-static_assert(int(VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM) == int(VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_GEMM));
-static_assert(int(VTRN__API__JOB_KERNEL__JOB_KERNEL_ADD) == int(VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_ADD));
-static_assert(int(VTRN__API__JOB_KERNEL__JOB_KERNEL_MUL) == int(VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_MUL));
-static_assert(int(VTRN__API__JOB_KERNEL__JOB_KERNEL_GELU) == int(VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_GELU));
-static_assert(int(VTRN__API__JOB_KERNEL__JOB_KERNEL_SOFTMAX) == int(VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_SOFTMAX));
-static_assert(int(VTRN__API__JOB_KERNEL__JOB_KERNEL_SUM) == int(VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_SUM));
-static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_F32) == int(VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_F32));
-static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_BF16) == int(VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_BF16));
-static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E4M3) == int(VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_FP8_E4M3));
-static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E5M2) == int(VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_FP8_E5M2));
-static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4) == int(VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_MXFP4));
 
 }  // namespace
 
@@ -74,7 +61,7 @@ bool JobService::operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, s
   *out = {};
   const char* ignored = nullptr;
   if (field == nullptr) field = &ignored;
-  const bool gemm = s.kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM;
+  const bool gemm = s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM;
   auto dim = [&](uint32_t v, const char* f) {
     if (v == 0 || v > kMaxDim) {
       *field = f;
@@ -92,8 +79,8 @@ bool JobService::operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, s
       return false;
     }
     out->a = m * n * 4;
-    out->out = s.kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_SUM ? m * 4 : m * n * 4;
-    if (s.kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_ADD || s.kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_MUL)
+    out->out = s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_SUM ? m * 4 : m * n * 4;
+    if (s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_ADD || s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_MUL)
       out->b = m * n * 4;
     return true;
   }
@@ -101,11 +88,11 @@ bool JobService::operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, s
   const uint64_t k = s.k;
   out->out = m * n * 4;
   switch (s.dtype) {
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_F32: out->a = m * k * 4; out->b = n * k * 4; break;
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_BF16: out->a = m * k * 2; out->b = n * k * 2; break;
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E4M3:
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E5M2: out->a = m * k; out->b = n * k; break;
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4:
+    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32: out->a = m * k * 4; out->b = n * k * 4; break;
+    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_BF16: out->a = m * k * 2; out->b = n * k * 2; break;
+    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E4M3:
+    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E5M2: out->a = m * k; out->b = n * k; break;
+    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_MXFP4:
       if (k % 32 != 0) {
         *field = "k";
         *why = "k " + std::to_string(k) + " is not a multiple of 32 (one mxfp4 scale per 32 elements)";
@@ -173,8 +160,8 @@ std::string JobService::validate(const Vtrn__Api__JobSubmitRequest& r, uint32_t 
     if (!kernel_known(s->kernel))
       return step_field(i, "kernel") + ": unknown kernel " + std::to_string(int(s->kernel));
     if (!dtype_known(s->dtype)) return step_field(i, "dtype") + ": unknown dtype " + std::to_string(int(s->dtype));
-    const bool gemm = s->kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM;
-    if (!gemm && s->dtype != VTRN__API__JOB_DTYPE__JOB_DTYPE_F32)
+    const bool gemm = s->kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM;
+    if (!gemm && s->dtype != VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32)
       return step_field(i, "dtype") + ": " + vtrn::proto::kernel_name(s->kernel) + " takes fp32 only, not " +
              vtrn::proto::dtype_name(s->dtype);
     OperandBytes need;
@@ -335,7 +322,7 @@ void JobService::stage_next(Job& j) {
                           --jp->ops_in_flight;
                           if (jp->phase == Phase::kEnded) return op_returned(*jp);
                           if (!ok)
-                            return end(*jp, VTRN__API__JOB_STATE__JOB_STATE_FAILED,
+                            return end(*jp, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED,
                                        field + ": HBM allocation of " + std::to_string(jp->buffers[bi].bytes) +
                                            " bytes failed: " + err);
                           jp->buffers[bi].allocated = true;
@@ -353,7 +340,7 @@ void JobService::stage_next(Job& j) {
     if (jp == nullptr) return;
     --jp->ops_in_flight;
     if (jp->phase == Phase::kEnded) return op_returned(*jp);
-    if (!ok) return end(*jp, VTRN__API__JOB_STATE__JOB_STATE_FAILED, field + ": DMA into HBM failed: " + err);
+    if (!ok) return end(*jp, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED, field + ": DMA into HBM failed: " + err);
     Buffer& bb = jp->buffers[jp->next_buffer];
     ++jp->piece;
     if (jp->piece * opts_.dma_piece_bytes >= bb.bytes) {
@@ -370,7 +357,7 @@ void JobService::submit_to_chip(Job& j) {
   j.staged_ns = monotonic_ns();
   const uint64_t elapsed_ms = (j.staged_ns - j.submit_ns) / 1'000'000;
   if (elapsed_ms >= j.timeout_ms)
-    return end(j, VTRN__API__JOB_STATE__JOB_STATE_TIMED_OUT,
+    return end(j, VTRN__TYPES__JOB_STATE__JOB_STATE_TIMED_OUT,
                "timed out after " + std::to_string(j.timeout_ms) + " ms while staging its buffers");
   j.phase = Phase::kSubmitting;
 
@@ -381,8 +368,8 @@ void JobService::submit_to_chip(Job& j) {
     const Step& s = j.steps[i];
     Vtrn__Ctrl__JobStep& c = steps[i];
     c = VTRN__CTRL__JOB_STEP__INIT;
-    c.kernel = Vtrn__Ctrl__JobKernel(int(s.kernel));
-    c.dtype = Vtrn__Ctrl__JobDType(int(s.dtype));
+    c.kernel = s.kernel;  // one enum for both protocols (vtrn_types.proto)
+    c.dtype = s.dtype;
     c.m = s.m;
     c.n = s.n;
     c.k = s.k;
@@ -416,14 +403,14 @@ void JobService::submit_to_chip(Job& j) {
                      return op_returned(*jp);
                    }
                    if (!r.ok())
-                     return end(*jp, VTRN__API__JOB_STATE__JOB_STATE_FAILED,
+                     return end(*jp, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED,
                                 "firmware refused the job: " + (r.error.empty() ? "no answer" : r.error));
                    // A JobEvent may have overtaken the answer: keep what it set.
                    if (jp->phase == Phase::kSubmitting) jp->phase = Phase::kChipQueued;
                    if (jp->stop_pending) {
                      // Stopped while the request was on its way: now the
                      // firmware knows the job, so it can be cancelled there.
-                     const Vtrn__Api__JobState s = jp->stop_state;
+                     const Vtrn__Types__JobState s = jp->stop_state;
                      const std::string r = jp->stop_reason;
                      jp->stop_pending = false;
                      stop(*jp, s, r);
@@ -455,8 +442,8 @@ void JobService::on_job_event(uint32_t chip, const Vtrn__Ctrl__JobEvent& ev) {
   const int s = int(ev.state);
   // The firmware sends a job's end only; RUNNING is read from its job table
   // (refresh()).
-  if (s != VTRN__CTRL__JOB_STATE__JOB_STATE_DONE && s != VTRN__CTRL__JOB_STATE__JOB_STATE_FAILED &&
-      s != VTRN__CTRL__JOB_STATE__JOB_STATE_CANCELLED && s != VTRN__CTRL__JOB_STATE__JOB_STATE_TIMED_OUT) {
+  if (s != VTRN__TYPES__JOB_STATE__JOB_STATE_DONE && s != VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED &&
+      s != VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED && s != VTRN__TYPES__JOB_STATE__JOB_STATE_TIMED_OUT) {
     DRV_LOGW("chip %u: JobEvent for job %llu with state %d; ignored", chip, (unsigned long long)ev.job_id, s);
     return;
   }
@@ -479,24 +466,24 @@ void JobService::on_job_event(uint32_t chip, const Vtrn__Ctrl__JobEvent& ev) {
     return end(*j, j->stop_state, j->stop_reason);
   }
   switch (s) {
-    case VTRN__CTRL__JOB_STATE__JOB_STATE_DONE: {
+    case VTRN__TYPES__JOB_STATE__JOB_STATE_DONE: {
       j->phase = Phase::kReading;
-      j->state = VTRN__API__JOB_STATE__JOB_STATE_RUNNING;
+      j->state = VTRN__TYPES__JOB_STATE__JOB_STATE_RUNNING;
       j->next_buffer = 0;
       j->piece = 0;
       j->read_start_ns = monotonic_ns();
       read_next(*j);
       return;
     }
-    case VTRN__CTRL__JOB_STATE__JOB_STATE_FAILED:
+    case VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED:
       if (ev.failed_step < j->steps.size()) j->failed_step = int32_t(ev.failed_step);
-      return end(*j, VTRN__API__JOB_STATE__JOB_STATE_FAILED,
+      return end(*j, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED,
                  (j->failed_step >= 0 ? "step " + std::to_string(j->failed_step) + ": " : std::string()) +
                      (reason.empty() ? "failed on the chip" : reason));
-    case VTRN__CTRL__JOB_STATE__JOB_STATE_CANCELLED:
-      return end(*j, VTRN__API__JOB_STATE__JOB_STATE_CANCELLED, reason.empty() ? "cancelled by the firmware" : reason);
+    case VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED:
+      return end(*j, VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED, reason.empty() ? "cancelled by the firmware" : reason);
     default:
-      return end(*j, VTRN__API__JOB_STATE__JOB_STATE_TIMED_OUT,
+      return end(*j, VTRN__TYPES__JOB_STATE__JOB_STATE_TIMED_OUT,
                  reason.empty() ? "timed out on the chip after " + std::to_string(j->timeout_ms) + " ms" : reason);
   }
 }
@@ -510,7 +497,7 @@ void JobService::read_next(Job& j) {
   const bool wanted = std::any_of(j.waiters.begin(), j.waiters.end(),
                                   [](const Waiter& w) { return w.kind == WaitKind::kSubmit; });
   while (j.next_buffer < j.buffers.size() && (!wanted || !j.buffers[j.next_buffer].output)) ++j.next_buffer;
-  if (j.next_buffer == j.buffers.size()) return end(j, VTRN__API__JOB_STATE__JOB_STATE_DONE, "");
+  if (j.next_buffer == j.buffers.size()) return end(j, VTRN__TYPES__JOB_STATE__JOB_STATE_DONE, "");
   Buffer& b = j.buffers[j.next_buffer];
   if (j.piece == 0) j.outputs.emplace_back(b.name, std::vector<uint8_t>());
   const uint64_t off = j.piece * opts_.dma_piece_bytes;
@@ -525,9 +512,9 @@ void JobService::read_next(Job& j) {
                        --jp->ops_in_flight;
                        if (jp->phase == Phase::kEnded) return op_returned(*jp);
                        if (!ok)
-                         return end(*jp, VTRN__API__JOB_STATE__JOB_STATE_FAILED, field + ": DMA out of HBM failed: " + err);
+                         return end(*jp, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED, field + ": DMA out of HBM failed: " + err);
                        if (data.size() != len)
-                         return end(*jp, VTRN__API__JOB_STATE__JOB_STATE_FAILED,
+                         return end(*jp, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED,
                                     field + ": DMA out returned " + std::to_string(data.size()) + " bytes of " +
                                         std::to_string(len));
                        auto& out = jp->outputs.back().second;
@@ -543,7 +530,7 @@ void JobService::read_next(Job& j) {
 
 // Stopping and ending.
 
-void JobService::stop(Job& j, Vtrn__Api__JobState st, const std::string& reason) {
+void JobService::stop(Job& j, Vtrn__Types__JobState st, const std::string& reason) {
   if (j.phase == Phase::kEnded) return;
   if (j.stop_pending) return;  // the first stop wins
   switch (j.phase) {
@@ -590,7 +577,7 @@ void JobService::stop(Job& j, Vtrn__Api__JobState st, const std::string& reason)
                        // CANCELLED in the answer: the cores have let go of
                        // the job, so its buffers may be freed now; the
                        // JobEvent that follows finds the job ended.
-                       if (int(r.body->state) == VTRN__CTRL__JOB_STATE__JOB_STATE_CANCELLED) {
+                       if (int(r.body->state) == VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED) {
                          end(*jp, jp->stop_state, jp->stop_reason);
                        }
                      });
@@ -623,7 +610,7 @@ void JobService::on_deadline(uint64_t id) {
   const bool on_chip =
       j->phase == Phase::kSubmitting || j->phase == Phase::kChipQueued || j->phase == Phase::kChipRunning;
   if (!on_chip) {
-    return stop(*j, VTRN__API__JOB_STATE__JOB_STATE_TIMED_OUT,
+    return stop(*j, VTRN__TYPES__JOB_STATE__JOB_STATE_TIMED_OUT,
                 "timed out after " + std::to_string(j->timeout_ms) + " ms (" +
                     (j->phase == Phase::kReading ? "reading outputs" : "staging buffers") + ")");
   }
@@ -637,7 +624,7 @@ void JobService::on_deadline(uint64_t id) {
   // The firmware never reported: end the job here. A cancel still goes to
   // the chip in case it is alive but slow.
   const bool stopping = j->stop_pending;
-  const Vtrn__Api__JobState st = stopping ? j->stop_state : VTRN__API__JOB_STATE__JOB_STATE_TIMED_OUT;
+  const Vtrn__Types__JobState st = stopping ? j->stop_state : VTRN__TYPES__JOB_STATE__JOB_STATE_TIMED_OUT;
   refresh(*j);
   const std::string reason =
       stopping ? j->stop_reason + " (the firmware never confirmed the cancel)"
@@ -649,7 +636,7 @@ void JobService::on_deadline(uint64_t id) {
   end(*j, st, reason);
 }
 
-void JobService::end(Job& j, Vtrn__Api__JobState st, const std::string& reason) {
+void JobService::end(Job& j, Vtrn__Types__JobState st, const std::string& reason) {
   if (j.phase == Phase::kEnded) return;
   ChipJobs& cs = chip_stats(j.chip);
   j.phase = Phase::kEnded;
@@ -659,15 +646,15 @@ void JobService::end(Job& j, Vtrn__Api__JobState st, const std::string& reason) 
   if (j.deadline) loop_->cancel_timer(j.deadline);
   j.deadline = 0;
   switch (st) {
-    case VTRN__API__JOB_STATE__JOB_STATE_DONE: ++cs.c.done; break;
-    case VTRN__API__JOB_STATE__JOB_STATE_CANCELLED: ++cs.c.cancelled; break;
-    case VTRN__API__JOB_STATE__JOB_STATE_TIMED_OUT: ++cs.c.timed_out; break;
+    case VTRN__TYPES__JOB_STATE__JOB_STATE_DONE: ++cs.c.done; break;
+    case VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED: ++cs.c.cancelled; break;
+    case VTRN__TYPES__JOB_STATE__JOB_STATE_TIMED_OUT: ++cs.c.timed_out; break;
     default: ++cs.c.failed; break;
   }
   cs.latencies.push_back(j.end_ns - j.submit_ns);
   if (cs.latencies.size() > kLatencyWindow) cs.latencies.pop_front();
   cs.c.latency.add(j.end_ns - j.submit_ns);
-  if (st == VTRN__API__JOB_STATE__JOB_STATE_DONE) {
+  if (st == VTRN__TYPES__JOB_STATE__JOB_STATE_DONE) {
     DRV_LOGI("chip %u: job %llu DONE in %.3f ms", j.chip, (unsigned long long)j.id,
              double(j.end_ns - j.submit_ns) / 1e6);
   } else {
@@ -744,7 +731,7 @@ Vtrn__Api__JobInfo* JobService::make_info(const Job& j, ProtoArena& a) const {
   m->kernels = a.ptrs<char>(j.steps.size());
   for (size_t i = 0; i < j.steps.size(); ++i) {
     std::string k = vtrn::proto::kernel_name(j.steps[i].kernel);
-    if (j.steps[i].kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM) k += std::string("/") + vtrn::proto::dtype_name(j.steps[i].dtype);
+    if (j.steps[i].kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM) k += std::string("/") + vtrn::proto::dtype_name(j.steps[i].dtype);
     m->kernels[i] = a.str(k);
   }
   return m;
@@ -816,9 +803,9 @@ void JobService::wait(uint64_t cid, uint64_t id, const Vtrn__Api__JobWaitRequest
 void JobService::refresh(Job& j) {
   // kSubmitting too: the table can show the job before its accept answer is read.
   if (j.phase != Phase::kChipQueued && j.phase != Phase::kSubmitting) return;
-  if (backend_->chip_job_state(j.chip, j.id) != VTRN__CTRL__JOB_STATE__JOB_STATE_RUNNING) return;
+  if (backend_->chip_job_state(j.chip, j.id) != VTRN__TYPES__JOB_STATE__JOB_STATE_RUNNING) return;
   j.phase = Phase::kChipRunning;
-  j.state = VTRN__API__JOB_STATE__JOB_STATE_RUNNING;
+  j.state = VTRN__TYPES__JOB_STATE__JOB_STATE_RUNNING;
 }
 
 void JobService::show(uint64_t cid, uint64_t id, const Vtrn__Api__JobShowRequest& r) {
@@ -873,7 +860,7 @@ void JobService::cancel(uint64_t cid, uint64_t id, const Vtrn__Api__JobCancelReq
   }
   j->waiters.push_back(Waiter{cid, id, WaitKind::kCancel, 0});
   const uint64_t jid = j->id;
-  stop(*j, VTRN__API__JOB_STATE__JOB_STATE_CANCELLED, "cancelled by client " + std::to_string(cid));
+  stop(*j, VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED, "cancelled by client " + std::to_string(cid));
   (void)jid;
 }
 
@@ -892,7 +879,7 @@ void JobService::client_gone(uint64_t cid) {
     if (j->cid == cid && !j->detached && j->phase != Phase::kEnded) ids.push_back(jid);
   }
   for (uint64_t jid : ids) {
-    if (Job* j = find(jid)) stop(*j, VTRN__API__JOB_STATE__JOB_STATE_CANCELLED, "client_gone");
+    if (Job* j = find(jid)) stop(*j, VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED, "client_gone");
   }
 }
 
@@ -907,7 +894,7 @@ void JobService::on_chip_down(uint32_t chip, const std::string& reason) {
     // Operations in flight fail on their own (the DMA and control queues
     // fail everything when the chip leaves READY); the buffers are freed
     // once they have.
-    end(*j, VTRN__API__JOB_STATE__JOB_STATE_FAILED, "chip reset: " + reason);
+    end(*j, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED, "chip reset: " + reason);
   }
 }
 

@@ -205,8 +205,8 @@ class JobService final : public Service {
     uint64_t addr = 0;
   };
   struct Step {
-    Vtrn__Api__JobKernel kernel = VTRN__API__JOB_KERNEL__JOB_KERNEL_UNSPECIFIED;
-    Vtrn__Api__JobDType dtype = VTRN__API__JOB_DTYPE__JOB_DTYPE_F32;
+    Vtrn__Types__JobKernel kernel = VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_UNSPECIFIED;
+    Vtrn__Types__JobDType dtype = VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32;
     uint32_t m = 0, n = 0, k = 0;
     int a = -1, a_scales = -1, b = -1, b_scales = -1, out = -1;  // buffer indexes
   };
@@ -220,13 +220,13 @@ class JobService final : public Service {
     std::vector<Buffer> buffers;
     std::vector<Step> steps;
     Phase phase = Phase::kStaging;
-    Vtrn__Api__JobState state = VTRN__API__JOB_STATE__JOB_STATE_QUEUED;
+    Vtrn__Types__JobState state = VTRN__TYPES__JOB_STATE__JOB_STATE_QUEUED;
     std::string reason;
     int32_t failed_step = -1;
     // Set while staging or reading when a cancel, timeout or reset arrives:
     // the job ends when the operation in flight returns.
     bool stop_pending = false;
-    Vtrn__Api__JobState stop_state = VTRN__API__JOB_STATE__JOB_STATE_CANCELLED;
+    Vtrn__Types__JobState stop_state = VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED;
     std::string stop_reason;
     bool cancel_sent = false;     // JobCancel went to the firmware
     uint32_t ops_in_flight = 0;   // allocations, DMAs, control requests
@@ -261,10 +261,10 @@ class JobService final : public Service {
   void on_deadline(uint64_t id);
   // Ends the job now (phase kEnded), answers its waiters and frees its
   // buffers once nothing is in flight.
-  void end(Job& j, Vtrn__Api__JobState st, const std::string& reason);
+  void end(Job& j, Vtrn__Types__JobState st, const std::string& reason);
   // Stop a job in whatever phase: immediately when nothing of ours is in
   // flight, else when the operation returns; on the chip through JobCancel.
-  void stop(Job& j, Vtrn__Api__JobState st, const std::string& reason);
+  void stop(Job& j, Vtrn__Types__JobState st, const std::string& reason);
   // Best-effort JobCancel for a job that already ended on the host; its
   // buffers are freed once the answer (or the control timeout) is back.
   void cancel_on_chip(Job& j);

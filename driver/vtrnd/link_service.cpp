@@ -508,19 +508,18 @@ void LinkService::list(uint64_t cid, uint64_t id, const Vtrn__Api__LinkListReque
 }
 
 void LinkService::control(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__LinkControlRequest& r) {
-  if (r.action == VTRN__API__LINK_ACTION__LINK_ACTION_NONE) {
+  if (r.action == VTRN__TYPES__LINK_ACTION__LINK_ACTION_NONE) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "link control: no action");
     return;
   }
-  if (r.action == VTRN__API__LINK_ACTION__LINK_ACTION_BER && !(r.ber >= 0.0 && r.ber <= 0.01)) {
+  if (r.action == VTRN__TYPES__LINK_ACTION__LINK_ACTION_BER && !(r.ber >= 0.0 && r.ber <= 0.01)) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
                 "link control: ber must be in 0..0.01");
     return;
   }
   Vtrn__Ctrl__LinkControlRequest body = VTRN__CTRL__LINK_CONTROL_REQUEST__INIT;
   body.port = r.port;
-  // Same numbering in both protocols (vtrn_ctrl_links.proto / vtrn_api_links.proto).
-  body.action = Vtrn__Ctrl__LinkAction(r.action);
+  body.action = r.action;  // one enum for both protocols (vtrn_types.proto)
   body.ber = r.ber;
   body.lane = r.lane;
   body.bytes = r.bytes;

@@ -179,7 +179,7 @@ Error CollectivesService::submit(const Vtrn__Ctrl__CollectiveSubmitRequest& req,
       plan.op == coll::Op::kAllReduce ? "all-reduce" : "all-gather", unsigned(plan.collective_id),
       unsigned(plan.rank), unsigned(plan.ranks), (unsigned long long)plan.bytes, unsigned(send_port),
       unsigned(recv_port));
-  body.state = VTRN__CTRL__JOB_STATE__JOB_STATE_QUEUED;
+  body.state = VTRN__TYPES__JOB_STATE__JOB_STATE_QUEUED;
   return Error();
 }
 
@@ -188,9 +188,9 @@ Vectors CollectivesService::poll(Turn&) {
   Vtrn__Ctrl__CollectiveEvent ce = VTRN__CTRL__COLLECTIVE_EVENT__INIT;
   ce.job_id = job_id_;
   const coll::State s = coll_.state();
-  ce.state = s == coll::State::kDone       ? VTRN__CTRL__JOB_STATE__JOB_STATE_DONE
-             : s == coll::State::kTimedOut ? VTRN__CTRL__JOB_STATE__JOB_STATE_TIMED_OUT
-                                           : VTRN__CTRL__JOB_STATE__JOB_STATE_FAILED;
+  ce.state = s == coll::State::kDone       ? VTRN__TYPES__JOB_STATE__JOB_STATE_DONE
+             : s == coll::State::kTimedOut ? VTRN__TYPES__JOB_STATE__JOB_STATE_TIMED_OUT
+                                           : VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED;
   ce.reason = s == coll::State::kDone ? const_cast<char*>("") : reason_;
   ce.failed_step = coll_.failed_step();
   ce.start_ns = start_ns_;

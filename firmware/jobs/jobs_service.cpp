@@ -54,7 +54,7 @@ constinit JobsService g_service;
 
 float* f32(uint64_t addr) { return reinterpret_cast<float*>(uintptr_t(addr)); }
 
-Vtrn__Ctrl__JobState to_proto_state(uint32_t s) { return Vtrn__Ctrl__JobState(s); }
+Vtrn__Types__JobState to_proto_state(uint32_t s) { return Vtrn__Types__JobState(s); }
 
 }  // namespace
 
@@ -218,7 +218,7 @@ Error JobsService::submit(const Vtrn__Ctrl__JobSubmitRequest& req,
     return e;
   }
   VTRN_TRY(sched_.submit(sub, c.now_ns()));
-  body.state = VTRN__CTRL__JOB_STATE__JOB_STATE_QUEUED;
+  body.state = VTRN__TYPES__JOB_STATE__JOB_STATE_QUEUED;
   log(kLogDebug, "jobs: job %llu queued (client %u, priority %u, %u steps)",
       (unsigned long long)sub.job_id, unsigned(sub.client), unsigned(sub.priority),
       unsigned(sub.step_count));

@@ -524,21 +524,21 @@ vtrn::Error LinksService::control(const Vtrn__Ctrl__LinkControlRequest& req,
   const uint64_t now = now_;
   const uint32_t action = wire(r->action);
   switch (action) {
-    case VTRN__CTRL__LINK_ACTION__LINK_ACTION_RETRAIN:
+    case VTRN__TYPES__LINK_ACTION__LINK_ACTION_RETRAIN:
       p->port.retrain();
       log(kLogInfo, "links: port %u: retrain requested by host", unsigned(r->port));
       break;
-    case VTRN__CTRL__LINK_ACTION__LINK_ACTION_DOWN:
+    case VTRN__TYPES__LINK_ACTION__LINK_ACTION_DOWN:
       p->disabled = true;
       p->port.disable();
       log(kLogInfo, "links: port %u: disabled by host", unsigned(r->port));
       break;
-    case VTRN__CTRL__LINK_ACTION__LINK_ACTION_UP:
+    case VTRN__TYPES__LINK_ACTION__LINK_ACTION_UP:
       p->disabled = false;
       p->port.enable();
       log(kLogInfo, "links: port %u: enabled by host", unsigned(r->port));
       break;
-    case VTRN__CTRL__LINK_ACTION__LINK_ACTION_BER: {
+    case VTRN__TYPES__LINK_ACTION__LINK_ACTION_BER: {
       if (!(r->ber >= 0.0 && r->ber <= 0.01))
         return Error(Code::kInvalidArgument, "link control: ber must be in 0..0.01");
       p->ber = r->ber;
@@ -547,9 +547,9 @@ vtrn::Error LinksService::control(const Vtrn__Ctrl__LinkControlRequest& req,
       log(kLogInfo, "links: port %u: bit-error rate set by host", unsigned(r->port));
       break;
     }
-    case VTRN__CTRL__LINK_ACTION__LINK_ACTION_LANE_FAULT:
-    case VTRN__CTRL__LINK_ACTION__LINK_ACTION_LANE_GOOD: {
-      const bool good = action == VTRN__CTRL__LINK_ACTION__LINK_ACTION_LANE_GOOD;
+    case VTRN__TYPES__LINK_ACTION__LINK_ACTION_LANE_FAULT:
+    case VTRN__TYPES__LINK_ACTION__LINK_ACTION_LANE_GOOD: {
+      const bool good = action == VTRN__TYPES__LINK_ACTION__LINK_ACTION_LANE_GOOD;
       if (r->lane >= p->board.lanes)
         return Error(Code::kInvalidArgument, "link control: lane %u out of range", r->lane);
       if (good && ((p->board.faulty_lane_mask >> r->lane) & 1u))
@@ -563,17 +563,17 @@ vtrn::Error LinksService::control(const Vtrn__Ctrl__LinkControlRequest& req,
           unsigned(r->lane), good ? "good" : "faulty");
       break;
     }
-    case VTRN__CTRL__LINK_ACTION__LINK_ACTION_RESTORE:
+    case VTRN__TYPES__LINK_ACTION__LINK_ACTION_RESTORE:
       p->port.restore_capabilities();
       p->port.retrain();
       break;
-    case VTRN__CTRL__LINK_ACTION__LINK_ACTION_SEND:
+    case VTRN__TYPES__LINK_ACTION__LINK_ACTION_SEND:
       if (r->bytes == 0 || r->bytes > kMaxSendBytes)
         return Error(Code::kInvalidArgument, "link control: bytes must be 1..%u MiB",
                            unsigned(kMaxSendBytes >> 20));
       p->gen_pending += r->bytes;
       break;
-    case VTRN__CTRL__LINK_ACTION__LINK_ACTION_PING:
+    case VTRN__TYPES__LINK_ACTION__LINK_ACTION_PING:
       if (r->count == 0 || r->count > kMaxPings || p->ping_pending + r->count > kMaxPings)
         return Error(Code::kInvalidArgument, "link control: count must be 1..%u",
                            unsigned(kMaxPings));

@@ -52,8 +52,8 @@ void test_valid_file_becomes_its_spec(void**) {
   assert_false(spec.buffers[1].bytes_given);
   assert_string_equal(spec.buffers[2].output.c_str(), "c.bin");
   assert_int_equal(spec.steps.size(), 2);
-  assert_int_equal(spec.steps[1].kernel, VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM);
-  assert_int_equal(spec.steps[1].dtype, VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4);
+  assert_int_equal(spec.steps[1].kernel, VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM);
+  assert_int_equal(spec.steps[1].dtype, VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_MXFP4);
   assert_string_equal(spec.steps[1].b_scales.c_str(), "b");
 }
 

@@ -90,8 +90,8 @@ size_t board_chip_count(DaemonConnection& conn) {
 }
 
 // "DONE", "FAILED", ... (vtrn/proto_names.h); "state N" for a value the enum lacks.
-std::string collective_state_text(Vtrn__Api__JobState s) {
-  const char* name = vtrn::proto::enum_suffix(vtrn__api__job_state__descriptor, s, "JOB_STATE_", nullptr);
+std::string collective_state_text(Vtrn__Types__JobState s) {
+  const char* name = vtrn::proto::enum_suffix(vtrn__types__job_state__descriptor, s, "JOB_STATE_", nullptr);
   return name != nullptr ? name : "state " + std::to_string(int(s));
 }
 
@@ -115,8 +115,8 @@ void run_collective(const CollectiveOptions& o) {
   const std::vector<std::vector<float>> in = collective_inputs(o.seed, chips, floats);
 
   Vtrn__Api__CollectiveRequest cr = VTRN__API__COLLECTIVE_REQUEST__INIT;
-  cr.op = allreduce ? VTRN__API__COLLECTIVE_OP__COLLECTIVE_OP_ALL_REDUCE
-                    : VTRN__API__COLLECTIVE_OP__COLLECTIVE_OP_ALL_GATHER;
+  cr.op = allreduce ? VTRN__TYPES__COLLECTIVE_OP__COLLECTIVE_OP_ALL_REDUCE
+                    : VTRN__TYPES__COLLECTIVE_OP__COLLECTIVE_OP_ALL_GATHER;
   cr.bytes = o.bytes;
   std::vector<ProtobufCBinaryData> inputs(chips);
   for (size_t c = 0; c < chips; ++c) {
@@ -154,7 +154,7 @@ void run_collective(const CollectiveOptions& o) {
   for (size_t i = 0; i < r.n_chips; ++i) {
     const Vtrn__Api__CollectiveChipResult& c = *r.chips[i];
     std::string verify = "-";
-    if (c.state == VTRN__API__JOB_STATE__JOB_STATE_DONE) {
+    if (c.state == VTRN__TYPES__JOB_STATE__JOB_STATE_DONE) {
       slowest = std::max<uint64_t>(slowest, c.chip_run_ns);
       bool ok = c.output_bytes == out_bytes && c.output_crc32 == ref_crc;
       std::string where;
@@ -193,7 +193,7 @@ void run_collective(const CollectiveOptions& o) {
   const double s_bytes = double(out_bytes);
   const double alg = slowest ? s_bytes / (double(slowest) / 1e9) : 0;
   const double bus = alg * (allreduce ? 2 * (n - 1) / n : (n - 1) / n);
-  const bool done = r.state == VTRN__API__JOB_STATE__JOB_STATE_DONE;
+  const bool done = r.state == VTRN__TYPES__JOB_STATE__JOB_STATE_DONE;
   std::string failure;
   if (!done) {
     failure = o.op + " failed: " + std::string(r.reason);

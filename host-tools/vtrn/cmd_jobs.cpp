@@ -124,10 +124,10 @@ void print_job_detail(const json& j) {
 // `context` is what --json would have printed: it goes into the error
 // document beside "error".
 void throw_for_end(const Vtrn__Api__JobInfo& j, json context = json::object()) {
-  if (j.state == VTRN__API__JOB_STATE__JOB_STATE_DONE) return;
+  if (j.state == VTRN__TYPES__JOB_STATE__JOB_STATE_DONE) return;
   const std::string what = "job " + std::to_string(j.id) + " " + vtrn::proto::job_state_name(j.state) +
                            (j.reason && j.reason[0] ? std::string(": ") + j.reason : "");
-  throw CliError(j.state == VTRN__API__JOB_STATE__JOB_STATE_TIMED_OUT ? Exit::kTimeout : Exit::kFailed, what)
+  throw CliError(j.state == VTRN__TYPES__JOB_STATE__JOB_STATE_TIMED_OUT ? Exit::kTimeout : Exit::kFailed, what)
       .with_context(std::move(context));
 }
 
@@ -321,14 +321,14 @@ std::vector<uint8_t> bytes_of(const std::vector<T>& v) {
 }
 
 void run_kernel(const RunOptions& o) {
-  Vtrn__Api__JobKernel kernel;
+  Vtrn__Types__JobKernel kernel;
   if (!parse_kernel(o.kernel, &kernel)) throw CliError(Exit::kUsage, "unknown kernel " + o.kernel);
-  const bool gemm = kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM;
-  Vtrn__Api__JobDType dt = VTRN__API__JOB_DTYPE__JOB_DTYPE_F32;
+  const bool gemm = kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM;
+  Vtrn__Types__JobDType dt = VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32;
   vtrn::num::DType ndt = vtrn::num::DType::kF32;
   if (!parse_dtype(o.dtype, &dt) || !vtrn::num::parse_dtype(dtype_name(dt), &ndt))
     throw CliError(Exit::kUsage, "--dtype " + o.dtype + ": expected fp32, bf16, fp8-e4m3, fp8-e5m2 or mxfp4");
-  if (!gemm && dt != VTRN__API__JOB_DTYPE__JOB_DTYPE_F32)
+  if (!gemm && dt != VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32)
     throw CliError(Exit::kUsage, "--dtype: " + o.kernel + " takes fp32 only");
   if (gemm) {
     const vtrn::Error e = vtrn::num::check_gemm(ndt, o.m, o.n, o.k);
@@ -386,7 +386,7 @@ void run_kernel(const RunOptions& o) {
     st.out = "c";
   } else {
     a32 = randv(size_t(o.m) * o.n);
-    if (kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GELU || kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_SOFTMAX)
+    if (kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GELU || kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_SOFTMAX)
       for (float& x : a32) x *= 4.0f;
     if (o.specials) {
       a32[0] = NAN;
@@ -395,12 +395,12 @@ void run_kernel(const RunOptions& o) {
     }
     spec.buffers.push_back(buf("a", bytes_of(a32)));
     st.a = "a";
-    if (kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_ADD || kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_MUL) {
+    if (kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_ADD || kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_MUL) {
       b32 = randv(a32.size());
       spec.buffers.push_back(buf("b", bytes_of(b32)));
       st.b = "b";
     }
-    const uint64_t out_bytes = kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_SUM ? uint64_t(o.m) * 4 : uint64_t(o.m) * o.n * 4;
+    const uint64_t out_bytes = kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_SUM ? uint64_t(o.m) * 4 : uint64_t(o.m) * o.n * 4;
     spec.buffers.push_back(buf("out", {}, out_bytes, true));
     st.out = "out";
   }
@@ -415,7 +415,7 @@ void run_kernel(const RunOptions& o) {
     doc["k"] = o.k;
     doc["dtype"] = dtype_name(dt);
   }
-  if (info.state != VTRN__API__JOB_STATE__JOB_STATE_DONE) throw_for_end(info, o.json ? doc : json::object());
+  if (info.state != VTRN__TYPES__JOB_STATE__JOB_STATE_DONE) throw_for_end(info, o.json ? doc : json::object());
   if (s.outputs.size() != 1) throw CliError(Exit::kFailed, "vtrnd returned " + std::to_string(s.outputs.size()) + " outputs, expected 1");
   const std::vector<uint8_t>& out = s.outputs[0].second;
   const uint64_t want = spec.buffers.back().bytes;
@@ -443,13 +443,13 @@ void run_kernel(const RunOptions& o) {
     // glibc.
     std::vector<float> ref(c.size());
     switch (kernel) {
-      case VTRN__API__JOB_KERNEL__JOB_KERNEL_ADD: vtrn::kern::add_range(a32.data(), b32.data(), ref.data(), 0, ref.size()); break;
-      case VTRN__API__JOB_KERNEL__JOB_KERNEL_MUL: vtrn::kern::mul_range(a32.data(), b32.data(), ref.data(), 0, ref.size()); break;
-      case VTRN__API__JOB_KERNEL__JOB_KERNEL_GELU: vtrn::kern::gelu_range(a32.data(), ref.data(), 0, ref.size()); break;
-      case VTRN__API__JOB_KERNEL__JOB_KERNEL_SOFTMAX: vtrn::kern::softmax_rows(a32.data(), ref.data(), o.n, 0, o.m); break;
+      case VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_ADD: vtrn::kern::add_range(a32.data(), b32.data(), ref.data(), 0, ref.size()); break;
+      case VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_MUL: vtrn::kern::mul_range(a32.data(), b32.data(), ref.data(), 0, ref.size()); break;
+      case VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GELU: vtrn::kern::gelu_range(a32.data(), ref.data(), 0, ref.size()); break;
+      case VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_SOFTMAX: vtrn::kern::softmax_rows(a32.data(), ref.data(), o.n, 0, o.m); break;
       default: vtrn::kern::sum_rows(a32.data(), ref.data(), o.n, 0, o.m); break;
     }
-    const double tol = kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GELU ? 1e-6 : 0.0;
+    const double tol = kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GELU ? 1e-6 : 0.0;
     uint64_t bad = 0;
     double max_abs = 0;
     for (size_t i = 0; i < c.size(); ++i) {

@@ -191,7 +191,7 @@ struct ControlOptions {
   bool json = false;
 };
 
-void run_control(const ControlOptions& o, Vtrn__Api__LinkAction action, const char* verb) {
+void run_control(const ControlOptions& o, Vtrn__Types__LinkAction action, const char* verb) {
   DaemonConnection conn = DaemonConnection::open();
   Vtrn__Api__LinkControlRequest body = VTRN__API__LINK_CONTROL_REQUEST__INIT;
   body.chip = uint32_t(std::stoul(o.chip));
@@ -241,7 +241,7 @@ void run_link_ping(const ControlOptions& o) {
   const uint32_t chip = uint32_t(std::stoul(o.chip));
   DaemonConnection conn = DaemonConnection::open();
   const PingCounters before = read_ping_counters(conn, chip, o.port);
-  run_control(o, VTRN__API__LINK_ACTION__LINK_ACTION_PING, nullptr);
+  run_control(o, VTRN__TYPES__LINK_ACTION__LINK_ACTION_PING, nullptr);
   // One round trip takes well under 100 ms even on a starved chip; a port
   // that stops answering (down, peer gone) ends the wait with a timeout.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(10000 + 100ull * o.ping_count);
@@ -274,17 +274,17 @@ void run_link_inject(const ControlOptions& o) {
                    "link inject: give exactly one of --ber RATE, --down, --up, --lane N, --restore");
   if (o.good && o.lane < 0) throw CliError(Exit::kUsage, "link inject: --good needs --lane N");
   if (o.ber >= 0) {
-    run_control(o, VTRN__API__LINK_ACTION__LINK_ACTION_BER, o.ber > 0 ? "bit errors injected" : "bit errors off");
+    run_control(o, VTRN__TYPES__LINK_ACTION__LINK_ACTION_BER, o.ber > 0 ? "bit errors injected" : "bit errors off");
   } else if (o.down) {
-    run_control(o, VTRN__API__LINK_ACTION__LINK_ACTION_DOWN, "disabled");
+    run_control(o, VTRN__TYPES__LINK_ACTION__LINK_ACTION_DOWN, "disabled");
   } else if (o.up) {
-    run_control(o, VTRN__API__LINK_ACTION__LINK_ACTION_UP, "enabled");
+    run_control(o, VTRN__TYPES__LINK_ACTION__LINK_ACTION_UP, "enabled");
   } else if (o.lane >= 0) {
-    run_control(o, o.good ? VTRN__API__LINK_ACTION__LINK_ACTION_LANE_GOOD
-                          : VTRN__API__LINK_ACTION__LINK_ACTION_LANE_FAULT,
+    run_control(o, o.good ? VTRN__TYPES__LINK_ACTION__LINK_ACTION_LANE_GOOD
+                          : VTRN__TYPES__LINK_ACTION__LINK_ACTION_LANE_FAULT,
                 o.good ? "lane repaired" : "lane marked faulty");
   } else {
-    run_control(o, VTRN__API__LINK_ACTION__LINK_ACTION_RESTORE, "downgrades forgotten");
+    run_control(o, VTRN__TYPES__LINK_ACTION__LINK_ACTION_RESTORE, "downgrades forgotten");
   }
 }
 
@@ -444,7 +444,7 @@ void add_link_commands(CLI::App& app, Action* action) {
   r->add_option("port", rt->port, "Port")->required()->check(CLI::Range(0u, 15u));
   r->add_flag("--json", rt->json, "Print one JSON document instead of text");
   r->callback([rt, action] {
-    *action = [rt] { run_control(*rt, VTRN__API__LINK_ACTION__LINK_ACTION_RETRAIN, "retraining"); };
+    *action = [rt] { run_control(*rt, VTRN__TYPES__LINK_ACTION__LINK_ACTION_RETRAIN, "retraining"); };
   });
 
   auto in = std::make_shared<ControlOptions>();
@@ -472,7 +472,7 @@ void add_link_commands(CLI::App& app, Action* action) {
       ->check(CLI::Range(uint64_t(1), uint64_t(1) << 30));
   s->add_flag("--json", sd->json, "Print one JSON document instead of text");
   s->callback([sd, action] {
-    *action = [sd] { run_control(*sd, VTRN__API__LINK_ACTION__LINK_ACTION_SEND, "sending"); };
+    *action = [sd] { run_control(*sd, VTRN__TYPES__LINK_ACTION__LINK_ACTION_SEND, "sending"); };
   });
 
   auto pg = std::make_shared<ControlOptions>();

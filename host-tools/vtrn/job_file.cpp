@@ -136,13 +136,13 @@ class Parser {
     if (!str(s, "kernel", p, &kname, true)) return false;
     if (!parse_kernel(kname, &out->kernel))
       return fail(p + "/kernel", "unknown kernel " + quote(kname) + " (gemm, add, mul, gelu, softmax, sum)");
-    const bool gemm = out->kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM;
+    const bool gemm = out->kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM;
     if (s.contains("dtype")) {
       std::string d;
       if (!str(s, "dtype", p, &d, true)) return false;
       if (!parse_dtype(d, &out->dtype))
         return fail(p + "/dtype", "unknown dtype " + quote(d) + " (fp32, bf16, fp8-e4m3, fp8-e5m2, mxfp4)");
-      if (!gemm && out->dtype != VTRN__API__JOB_DTYPE__JOB_DTYPE_F32)
+      if (!gemm && out->dtype != VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32)
         return fail(p + "/dtype", kname + " takes fp32 only");
     }
     if (!u32(s, "m", p, 1, kMaxDim, &out->m, true) || !u32(s, "n", p, 1, kMaxDim, &out->n, true)) return false;
@@ -227,20 +227,20 @@ class Parser {
 bool step_bytes(const JobStepSpec& s, StepBytes* out, std::string* why) {
   *out = {};
   const uint64_t m = s.m, n = s.n, k = s.k;
-  if (s.kernel != VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM) {
+  if (s.kernel != VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM) {
     out->a = m * n * 4;
-    out->out = s.kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_SUM ? m * 4 : m * n * 4;
-    if (s.kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_ADD || s.kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_MUL)
+    out->out = s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_SUM ? m * 4 : m * n * 4;
+    if (s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_ADD || s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_MUL)
       out->b = m * n * 4;
     return true;
   }
   out->out = m * n * 4;
   switch (s.dtype) {
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_F32: out->a = m * k * 4; out->b = n * k * 4; return true;
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_BF16: out->a = m * k * 2; out->b = n * k * 2; return true;
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E4M3:
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E5M2: out->a = m * k; out->b = n * k; return true;
-    case VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4:
+    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32: out->a = m * k * 4; out->b = n * k * 4; return true;
+    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_BF16: out->a = m * k * 2; out->b = n * k * 2; return true;
+    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E4M3:
+    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E5M2: out->a = m * k; out->b = n * k; return true;
+    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_MXFP4:
       if (k % 32 != 0) {
         *why = "k: " + std::to_string(k) + " is not a multiple of 32 for mxfp4";
         return false;
@@ -295,7 +295,7 @@ bool check_job_shapes(const JobSpec& spec, std::string* err) {
       return false;
     }
     std::string shape = std::string(kernel_name(s.kernel)) + " " + std::to_string(s.m) + "x" + std::to_string(s.n);
-    if (s.kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM)
+    if (s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM)
       shape += "x" + std::to_string(s.k) + " " + dtype_name(s.dtype);
     const std::pair<const char*, std::pair<const std::string*, uint64_t>> ops[] = {
         {"a", {&s.a, need.a}},

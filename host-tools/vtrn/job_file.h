@@ -45,8 +45,8 @@ struct JobBufferSpec {
 };
 
 struct JobStepSpec {
-  Vtrn__Api__JobKernel kernel = VTRN__API__JOB_KERNEL__JOB_KERNEL_UNSPECIFIED;
-  Vtrn__Api__JobDType dtype = VTRN__API__JOB_DTYPE__JOB_DTYPE_F32;
+  Vtrn__Types__JobKernel kernel = VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_UNSPECIFIED;
+  Vtrn__Types__JobDType dtype = VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32;
   uint32_t m = 0, n = 0, k = 0;
   std::string a, a_scales, b, b_scales, out;
 };

@@ -27,6 +27,7 @@ from .proto import vtrn_api_pb2 as api
 from .proto import vtrn_api_hbm_pb2 as api_hbm
 from .proto import vtrn_api_jobs_pb2 as api_jobs
 from .proto import vtrn_api_reliability_pb2 as api_rel
+from .proto import vtrn_types_pb2 as vtypes
 
 MAX_FRAME = 4 << 20
 DMA_PIECE = 2 << 20  # bytes per DmaWrite/DmaRead request (the CLI's kDmaPieceBytes)
@@ -47,19 +48,19 @@ def socket_path():
 
 
 _KERNELS = {
-    "gemm": api_jobs.JOB_KERNEL_GEMM,
-    "add": api_jobs.JOB_KERNEL_ADD,
-    "mul": api_jobs.JOB_KERNEL_MUL,
-    "gelu": api_jobs.JOB_KERNEL_GELU,
-    "softmax": api_jobs.JOB_KERNEL_SOFTMAX,
-    "sum": api_jobs.JOB_KERNEL_SUM,
+    "gemm": vtypes.JOB_KERNEL_GEMM,
+    "add": vtypes.JOB_KERNEL_ADD,
+    "mul": vtypes.JOB_KERNEL_MUL,
+    "gelu": vtypes.JOB_KERNEL_GELU,
+    "softmax": vtypes.JOB_KERNEL_SOFTMAX,
+    "sum": vtypes.JOB_KERNEL_SUM,
 }
 _DTYPES = {
-    dtypes.F32: api_jobs.JOB_DTYPE_F32,
-    dtypes.BF16: api_jobs.JOB_DTYPE_BF16,
-    dtypes.FP8_E4M3: api_jobs.JOB_DTYPE_FP8_E4M3,
-    dtypes.FP8_E5M2: api_jobs.JOB_DTYPE_FP8_E5M2,
-    dtypes.MXFP4: api_jobs.JOB_DTYPE_MXFP4,
+    dtypes.F32: vtypes.JOB_DTYPE_F32,
+    dtypes.BF16: vtypes.JOB_DTYPE_BF16,
+    dtypes.FP8_E4M3: vtypes.JOB_DTYPE_FP8_E4M3,
+    dtypes.FP8_E5M2: vtypes.JOB_DTYPE_FP8_E5M2,
+    dtypes.MXFP4: vtypes.JOB_DTYPE_MXFP4,
 }
 _CATEGORIES = {
     "tensors": api_hbm.HBM_CATEGORY_TENSORS,
@@ -75,13 +76,13 @@ _FAULTS = {
     "qemu-kill": api_rel.FAULT_KIND_QEMU_KILL,
     "stall": api_rel.FAULT_KIND_STALL,
 }
-_JOB_END = {api_jobs.JOB_STATE_DONE, api_jobs.JOB_STATE_FAILED, api_jobs.JOB_STATE_CANCELLED,
-            api_jobs.JOB_STATE_TIMED_OUT}
+_JOB_END = {vtypes.JOB_STATE_DONE, vtypes.JOB_STATE_FAILED, vtypes.JOB_STATE_CANCELLED,
+            vtypes.JOB_STATE_TIMED_OUT}
 
 
 def job_state_name(state):
     """"DONE", "FAILED", ... as the CLI prints them."""
-    return api_jobs.JobState.Name(state)[len("JOB_STATE_"):]
+    return vtypes.JobState.Name(state)[len("JOB_STATE_"):]
 
 
 def _check_chip(chip):
@@ -371,7 +372,7 @@ class Client:
 
     def _run(self, chip, buffers, step, out_shape, timeout_ms):
         r = self.submit(buffers, [step], chip=chip, wait=True, timeout_ms=timeout_ms)
-        if r.job.state != api_jobs.JOB_STATE_DONE:
+        if r.job.state != vtypes.JOB_STATE_DONE:
             raise errors.Failed(f"job {r.job.id} on chip {chip} ended {job_state_name(r.job.state)}: {r.job.reason}")
         out = {o.name: o.data for o in r.outputs}["out"]
         return np.frombuffer(out, dtype=np.float32).reshape(out_shape).copy()
@@ -438,17 +439,17 @@ class Client:
         r = self.call("collective", api_jobs.CollectiveRequest(
             op=op, bytes=arrays[0].nbytes, inputs=[x.tobytes() for x in arrays], timeout_ms=timeout_ms,
             return_outputs=True), timeout=max(self.timeout, (timeout_ms or 60000) / 1000 + 30))
-        if r.state != api_jobs.JOB_STATE_DONE:
+        if r.state != vtypes.JOB_STATE_DONE:
             raise errors.Failed(f"collective ended {job_state_name(r.state)}: {r.reason}")
         return [np.frombuffer(c.output, dtype=np.float32).copy() for c in r.chips]
 
     def allreduce(self, inputs, timeout_ms=0):
         """Sum of every chip's float32 input (one per chip, in chip id
         order), in the documented ring order; returns each chip's output."""
-        return self._collective(api_jobs.COLLECTIVE_OP_ALL_REDUCE, inputs, timeout_ms)
+        return self._collective(vtypes.COLLECTIVE_OP_ALL_REDUCE, inputs, timeout_ms)
 
     def allgather(self, inputs, timeout_ms=0):
-        return self._collective(api_jobs.COLLECTIVE_OP_ALL_GATHER, inputs, timeout_ms)
+        return self._collective(vtypes.COLLECTIVE_OP_ALL_GATHER, inputs, timeout_ms)
 
     def reset(self, chip, timeout=120.0):
         """Resets the chip through QMP and waits until it is READY again."""

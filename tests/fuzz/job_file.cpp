@@ -42,24 +42,24 @@ Need need_of(const JobStepSpec& s) {
   const uint64_t m = s.m, n = s.n, k = s.k;
   Need r;
   switch (s.kernel) {
-    case VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM:
+    case VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM:
       r.out = m * n * 4;
       switch (s.dtype) {
-        case VTRN__API__JOB_DTYPE__JOB_DTYPE_F32: r.a = m * k * 4; r.b = n * k * 4; break;
-        case VTRN__API__JOB_DTYPE__JOB_DTYPE_BF16: r.a = m * k * 2; r.b = n * k * 2; break;
-        case VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E4M3:
-        case VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E5M2: r.a = m * k; r.b = n * k; break;
-        case VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4:
+        case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32: r.a = m * k * 4; r.b = n * k * 4; break;
+        case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_BF16: r.a = m * k * 2; r.b = n * k * 2; break;
+        case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E4M3:
+        case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E5M2: r.a = m * k; r.b = n * k; break;
+        case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_MXFP4:
           r.a = m * k / 2; r.a_scales = m * k / 32; r.b = n * k / 2; r.b_scales = n * k / 32;
           break;
         default: FUZZ_CHECK(false, "accepted dtype %d", int(s.dtype));
       }
       break;
-    case VTRN__API__JOB_KERNEL__JOB_KERNEL_ADD:
-    case VTRN__API__JOB_KERNEL__JOB_KERNEL_MUL: r.a = r.b = r.out = m * n * 4; break;
-    case VTRN__API__JOB_KERNEL__JOB_KERNEL_GELU:
-    case VTRN__API__JOB_KERNEL__JOB_KERNEL_SOFTMAX: r.a = r.out = m * n * 4; break;
-    case VTRN__API__JOB_KERNEL__JOB_KERNEL_SUM: r.a = m * n * 4; r.out = m * 4; break;
+    case VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_ADD:
+    case VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_MUL: r.a = r.b = r.out = m * n * 4; break;
+    case VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GELU:
+    case VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_SOFTMAX: r.a = r.out = m * n * 4; break;
+    case VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_SUM: r.a = m * n * 4; r.out = m * 4; break;
     default: FUZZ_CHECK(false, "accepted kernel %d", int(s.kernel));
   }
   return r;
@@ -125,17 +125,17 @@ void check_accepted(const JobSpec& j) {
 
   for (size_t i = 0; i < j.steps.size(); ++i) {
     const JobStepSpec& s = j.steps[i];
-    const bool gemm = s.kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM;
+    const bool gemm = s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM;
     FUZZ_CHECK(strcmp(kernel_name(s.kernel), "unknown") != 0, "step %zu: kernel %d", i, int(s.kernel));
     FUZZ_CHECK(strcmp(dtype_name(s.dtype), "unknown") != 0, "step %zu: dtype %d", i, int(s.dtype));
-    FUZZ_CHECK(gemm || s.dtype == VTRN__API__JOB_DTYPE__JOB_DTYPE_F32, "step %zu: %s with dtype %s", i,
+    FUZZ_CHECK(gemm || s.dtype == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32, "step %zu: %s with dtype %s", i,
                kernel_name(s.kernel), dtype_name(s.dtype));
     FUZZ_CHECK(s.m >= 1 && s.m <= 65536 && s.n >= 1 && s.n <= 65536, "step %zu: m %u n %u", i, s.m, s.n);
     if (gemm)
       FUZZ_CHECK(s.k >= 1 && s.k <= 65536, "step %zu: k %u", i, s.k);
     else
       FUZZ_CHECK(s.k == 0, "step %zu: %s with k %u", i, kernel_name(s.kernel), s.k);
-    if (s.dtype == VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4)
+    if (s.dtype == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_MXFP4)
       FUZZ_CHECK(s.k % 32 == 0, "step %zu: mxfp4 with k %u", i, s.k);
     Operand ops[5];
     operands(s, need_of(s), ops);
@@ -179,7 +179,7 @@ std::string write_back(const JobSpec& j) {
   }
   for (const JobStepSpec& s : j.steps) {
     nlohmann::json o = {{"kernel", kernel_name(s.kernel)}, {"m", s.m}, {"n", s.n}};
-    if (s.kernel == VTRN__API__JOB_KERNEL__JOB_KERNEL_GEMM) {
+    if (s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM) {
       o["dtype"] = dtype_name(s.dtype);
       o["k"] = s.k;
     }

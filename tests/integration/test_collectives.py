@@ -33,7 +33,7 @@ RING4 = os.path.join(BOARD_DIR, "vtrn-ring4.dtb")
 SWITCH = os.path.join(BOARD_DIR, "vtrn-switch.dtb")
 UP_STATES = ("L0", "L0s", "L1")
 TRAIN_TIMEOUT_S = 60
-# vtrn.api Request oneof numbers and enum values (proto/vtrn_api_jobs.proto).
+# vtrn.api Request oneof numbers and enum values (proto/vtrn_api_jobs.proto, proto/vtrn_types.proto).
 REQ_COLLECTIVE = 65
 OP_ALL_REDUCE, OP_ALL_GATHER = 1, 2
 JOB_STATE_DONE = 3

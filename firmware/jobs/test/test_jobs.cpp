@@ -244,7 +244,7 @@ void test_validation_rejects_gemm_output_overlapping_an_input(void**) {
 
 void test_submit_copies_the_proto_and_keeps_the_sent_step_count(void**) {
   Vtrn__Ctrl__JobStep st = VTRN__CTRL__JOB_STEP__INIT;
-  st.kernel = VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_SUM;
+  st.kernel = VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_SUM;
   st.m = 3;
   st.n = 5;
   st.a_addr = buf(0);

@@ -1,4 +1,5 @@
-// The one name table of each vtrn.api enum the host prints: taken from
+// The one name table of each enum the host prints (vtrn.api's chip state,
+// the job state, kernel and dtype both protocols share in vtrn.types): taken from
 // protobuf-c's enum descriptors, so a value added to a .proto file is named
 // everywhere without another hand-written array. Host only (std::string_view;
 // the firmware names its few enums itself).
@@ -26,13 +27,13 @@ const char* enum_suffix(const ProtobufCEnumDescriptor& d, int value, std::string
                         const char* fallback);
 
 const char* chip_state_name(Vtrn__Api__ChipState s);  // "STARTING" ... "HALTED"
-const char* job_state_name(Vtrn__Api__JobState s);    // "QUEUED" ... "TIMED_OUT"
-const char* kernel_name(Vtrn__Api__JobKernel k);      // "gemm", "add", ..., "sum"
-const char* dtype_name(Vtrn__Api__JobDType d);        // "fp32", "bf16", ...
+const char* job_state_name(Vtrn__Types__JobState s);    // "QUEUED" ... "TIMED_OUT"
+const char* kernel_name(Vtrn__Types__JobKernel k);      // "gemm", "add", ..., "sum"
+const char* dtype_name(Vtrn__Types__JobDType d);        // "fp32", "bf16", ...
 
 // Exact names as printed; "f32" is also fp32. False and *out untouched for
 // anything else (UNSPECIFIED is not a kernel).
-bool parse_kernel(std::string_view s, Vtrn__Api__JobKernel* out);
-bool parse_dtype(std::string_view s, Vtrn__Api__JobDType* out);
+bool parse_kernel(std::string_view s, Vtrn__Types__JobKernel* out);
+bool parse_dtype(std::string_view s, Vtrn__Types__JobDType* out);
 
 }  // namespace vtrn::proto

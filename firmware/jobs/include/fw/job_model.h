@@ -27,22 +27,22 @@ inline constexpr uint32_t kMaxSteps = 16;
 // The kernels, by their vtrn.ctrl.JobKernel numbers (the wire values are
 // the only definition).
 enum Kernel : uint32_t {
-  kKernelGemm = VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_GEMM,
-  kKernelAdd = VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_ADD,
-  kKernelMul = VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_MUL,
-  kKernelGelu = VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_GELU,
-  kKernelSoftmax = VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_SOFTMAX,
-  kKernelSum = VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_SUM,
+  kKernelGemm = VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM,
+  kKernelAdd = VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_ADD,
+  kKernelMul = VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_MUL,
+  kKernelGelu = VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GELU,
+  kKernelSoftmax = VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_SOFTMAX,
+  kKernelSum = VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_SUM,
 };
 
-// A step's dtype is a vtrn.ctrl.JobDType carried as vtrn::num::DType
+// A step's dtype is a vtrn.types.JobDType carried as vtrn::num::DType
 // (common/numerics, which cannot see the protocol): the numbers must agree.
-static_assert(uint32_t(vtrn::num::DType::kF32) == VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_F32);
-static_assert(uint32_t(vtrn::num::DType::kBF16) == VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_BF16);
-static_assert(uint32_t(vtrn::num::DType::kFP8E4M3) == VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_FP8_E4M3);
-static_assert(uint32_t(vtrn::num::DType::kFP8E5M2) == VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_FP8_E5M2);
-static_assert(uint32_t(vtrn::num::DType::kMXFP4) == VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_MXFP4);
-static_assert(vtrn::num::kDTypeCount == VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_MXFP4 + 1);
+static_assert(uint32_t(vtrn::num::DType::kF32) == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32);
+static_assert(uint32_t(vtrn::num::DType::kBF16) == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_BF16);
+static_assert(uint32_t(vtrn::num::DType::kFP8E4M3) == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E4M3);
+static_assert(uint32_t(vtrn::num::DType::kFP8E5M2) == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E5M2);
+static_assert(uint32_t(vtrn::num::DType::kMXFP4) == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_MXFP4);
+static_assert(vtrn::num::kDTypeCount == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_MXFP4 + 1);
 
 struct Step {
   uint32_t kernel = 0;

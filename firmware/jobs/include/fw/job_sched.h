@@ -49,13 +49,13 @@ inline constexpr uint64_t kDefaultChunkCost = 1u << 17;
 // A job's state: the vtrn.ctrl.JobState numbers (kFree, a slot never used,
 // is JOB_STATE_UNKNOWN), which the BAR2 job table carries as they are.
 enum State : uint32_t {
-  kFree = VTRN__CTRL__JOB_STATE__JOB_STATE_UNKNOWN,
-  kQueued = VTRN__CTRL__JOB_STATE__JOB_STATE_QUEUED,
-  kRunning = VTRN__CTRL__JOB_STATE__JOB_STATE_RUNNING,
-  kDone = VTRN__CTRL__JOB_STATE__JOB_STATE_DONE,
-  kFailed = VTRN__CTRL__JOB_STATE__JOB_STATE_FAILED,
-  kCancelled = VTRN__CTRL__JOB_STATE__JOB_STATE_CANCELLED,
-  kTimedOut = VTRN__CTRL__JOB_STATE__JOB_STATE_TIMED_OUT,
+  kFree = VTRN__TYPES__JOB_STATE__JOB_STATE_UNKNOWN,
+  kQueued = VTRN__TYPES__JOB_STATE__JOB_STATE_QUEUED,
+  kRunning = VTRN__TYPES__JOB_STATE__JOB_STATE_RUNNING,
+  kDone = VTRN__TYPES__JOB_STATE__JOB_STATE_DONE,
+  kFailed = VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED,
+  kCancelled = VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED,
+  kTimedOut = VTRN__TYPES__JOB_STATE__JOB_STATE_TIMED_OUT,
 };
 static_assert(uint32_t(kFree) == vtrn::jobs::kEntryFree &&
               uint32_t(kQueued) == vtrn::jobs::kEntryQueued &&
