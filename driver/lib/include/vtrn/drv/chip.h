@@ -28,12 +28,13 @@
 // first boot that fails is not retried: the configuration is wrong, not the
 // chip. With a gdbstub, nothing is reset automatically (the debugger owns it).
 //
-// Control requests are serialized per chip: one vtrn.ctrl.Request in flight,
-// matched to its Response by seq, with its own timeout; responses to timed
-// out requests are recognised by seq and dropped. Round-trip time is
-// measured from just before the request is published to just after its
-// response is popped (CLOCK_MONOTONIC). Chip never blocks the event loop
-// except for the optional spin of WAIT_SPIN_BLOCK (bounded by kSpinNs).
+// Chip is composed of parts that are tested alone: the QEMU child and its
+// output (QemuProcess), the control queue (CtrlQueue: one vtrn.ctrl.Request
+// in flight, matched by seq, its own timeout, late answers dropped), the
+// kept firmware log (LogStream) and the reset policy (RecoveryPolicy). What
+// stays here is the chip's state machine that joins them. Chip never blocks
+// the event loop except for the optional spin of WAIT_SPIN_BLOCK (bounded by
+// kSpinNs).
 #pragma once
 
 #include <stdint.h>
