@@ -609,11 +609,11 @@ class DefaultBoardPowerTests(h.BoardTestCase):
     # DVFS on kernels.
 
     def run_gemm(self):
-        # One NeuronCore, long enough (about 0.2 s at full speed) that the
+        # One NeuronCore (the cores path: DVFS paces cores, not engines), long enough (about 0.2 s at full speed) that the
         # unpaced part of the chip time (dispatch, waking the executor and
         # core 0 again) is small next to the paced kernel chunks.
         doc = self.s.vtrn_json("run", "gemm", "--chip", 0, "--cores", 1, "--m", 384, "--n", 256,
-                               "--k", 256, "--dtype", "fp32", "--seed", 5, timeout=180)
+                               "--k", 256, "--dtype", "fp32", "--seed", 5, "--engine", "cores", timeout=180)
         self.assertTrue(doc["verified"], doc)
         self.assertGreater(doc["job"]["chip_run_ns"], 0)
         return doc["job"]["chip_run_ns"]
