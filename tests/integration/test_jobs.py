@@ -11,7 +11,8 @@ test's own reference, which shares no code with vtrn (gemm_ref.py): a job
 file of operands made here, its C read back from the output file and
 compared element by element. Then a human-written job file whose output
 this test checks itself, multi-core execution, cancellation, timeout, a
-client that disconnects, several clients at once, and bad input that must
+client that disconnects, an injected tensor-engine fault (the job fails
+naming it), several clients at once, and bad input that must
 be rejected before anything runs with a message naming the field. The HBM
 the jobs held must be free again afterwards.
 
@@ -333,6 +334,22 @@ class Jobs(h.BoardTestCase):
                 doc = self.run_json("gemm", "--m", 16, "--n", 16, "--k", 32, "--chip", 1)
                 self.assertTrue(doc["verified"], doc)
                 self.assertEqual(doc["job"]["engine"], "tensor")
+
+    def test_injected_tensor_engine_fault_fails_the_job_naming_it(self):
+        r = self.s.vtrn("inject", "tensor-engine", 0, "--engine", 0)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("tensor engine 0 fails its next command", r.stdout)
+        # One engine: the first tile goes to engine 0 and fails; nothing of the job is lost.
+        r = self.s.vtrn("run", "gemm", "--m", 64, "--n", 32, "--k", 32, "--cores", 1, "--seed", 2)
+        self.assert_one_error_line(r, h.EXIT_FAILED, "FAILED", "steps[0]: tensor engine 0: injected fault (status 9)")
+        failed = [j for j in self.s.vtrn_json("jobs", 0)["jobs"] if j["state"] == "FAILED"][-1]
+        self.assertEqual((failed["engine"], failed["failed_step"]), ("tensor", 0))
+        self.assertIn("injected fault", failed["reason"])
+        # The fault fired once: the engine runs the next job.
+        self.assertTrue(self.run_json("gemm", "--m", 64, "--n", 32, "--k", 32, "--cores", 1)["verified"])
+        # An engine the chip does not have is refused by the firmware, naming the field.
+        r = self.s.vtrn("inject", "tensor-engine", 0, "--engine", 7)
+        self.assert_one_error_line(r, h.EXIT_FAILED, "engine: 7, but this chip has", "tensor engines")
 
     def test_several_clients_submit_at_once_and_all_verify(self):
         results, errors = [], []
