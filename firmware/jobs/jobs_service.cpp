@@ -147,6 +147,19 @@ bool JobsService::HalTensor::do_pending(uint32_t e) const {
          __atomic_load_n(&b->cq_cons.value, __ATOMIC_RELAXED);
 }
 
+// The engines' statistics summed (a block the engine is rewriting for
+// longer than a few tries is skipped this period rather than waited for).
+void JobsService::tensor_totals(EngineTotals* out) const {
+  *out = EngineTotals{};
+  for (uint32_t e = 0; e < tensor_.n; ++e) {
+    vtrn::engine::EngineStats s;
+    bool busy = false;
+    if (!engines::service().tensor_stats(e, &s, &busy)) continue;
+    out->busy_ns += s.busy_ns;
+    out->modeled_ns += s.modeled_ns;
+  }
+}
+
 // GEMM steps go to the tensor engines when fw::engines found them and they
 // execute GEMM commands; otherwise every job runs on the cores.
 void JobsService::init_tensor() {
@@ -465,6 +478,10 @@ void JobsService::fill_telemetry(vtrn::hostif::Telemetry* t) const {
   t->jobs_running = sched_.running();
   t->jobs_completed = c.completed;
   t->jobs_failed = c.failed + c.cancelled + c.timed_out;
+  EngineTotals e;
+  tensor_totals(&e);
+  t->tensor_busy_ns = e.busy_ns;
+  t->tensor_modeled_ns = e.modeled_ns;
 }
 
 void JobsService::executor(uint32_t core) {

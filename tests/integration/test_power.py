@@ -273,6 +273,35 @@ class PowerTests(h.BoardTestCase):
         self.assertGreater(cool["thermal_throttle_ns"], 0)
         self.assertGreater(cool["pstate_changes"], 0)
 
+    def test_load_3_gemm_on_the_tensor_engines_heats_the_die_and_shows_in_telemetry(self):
+        # The NeuronCores sleep while their tensor engines work: the power
+        # model counts each engine's busy time as its core's (EngineStats).
+        self.settle_idle()
+        idle = self.power()
+        before = self.s.vtrn_json("telemetry", 0)["chips"][0]
+        path = os.path.join(self.s.tmp, "long-tensor.json")
+        with open(path, "w") as f:
+            json.dump(dict(h.LONG_TENSOR_JOB, name="power-tensor"), f)
+        p = self.s.popen("submit", path, "--wait")
+        try:
+            hot = self.wait_for(
+                "power above idle with NeuronCores running their engines' GEMM",
+                lambda q: q["power_average_w"] > idle["power_average_w"]
+                and sum(c["state"] == "running" for c in q["cores"]) >= 2, 15)
+            self.assertGreater(hot["zones"][0]["temperature_c"], idle["zones"][0]["temperature_c"])
+            t = h.wait_until("the engines' time in telemetry", lambda: self.s.vtrn_json("telemetry", 0)["chips"][0],
+                             lambda t: t["tensor_busy_ns"] > before["tensor_busy_ns"], 10)
+            self.assertGreater(t["tensor_modeled_ns"], before["tensor_modeled_ns"])
+            # The modeled silicon is faster than this host.
+            self.assertLess(t["tensor_modeled_ns"] - before["tensor_modeled_ns"],
+                            t["tensor_busy_ns"] - before["tensor_busy_ns"])
+        finally:
+            self.stop_jobs()
+            p.terminate()
+            p.wait(timeout=30)
+            p.stdout.close()
+            p.stderr.close()
+
     def test_load_2_power_cap_is_respected(self):
         self.settle_idle()
         p = self.workload()
@@ -406,6 +435,7 @@ class PowerTests(h.BoardTestCase):
                           ("vtrn_chip_uptime_seconds", "gauge"), ("vtrn_chip_heartbeat_total", "counter"),
                           ("vtrn_chip_dma_bytes_total", "counter"), ("vtrn_chip_ecc_errors_total", "counter"),
                           ("vtrn_chip_hbm_used_bytes", "gauge"), ("vtrn_chip_jobs_completed_total", "counter"),
+                          ("vtrn_chip_tensor_modeled_seconds_total", "counter"),
                           ("vtrn_core_utilization_ratio", "gauge"), ("vtrn_chip_clock_event_reason", "gauge")):
             self.assertIn(name, fams)
             self.assertEqual(fams[name]["type"], typ, name)

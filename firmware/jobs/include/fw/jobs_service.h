@@ -99,6 +99,10 @@ class JobsService final : public Service {
   void publish_changes(bool all);
   void run_on_service_core();
   void init_tensor();
+  struct EngineTotals {
+    uint64_t busy_ns = 0, modeled_ns = 0;
+  };
+  void tensor_totals(EngineTotals* out) const;
   void watch_tensor(uint64_t now);
 
   Scheduler sched_;
