@@ -707,8 +707,10 @@ void test_tensor_tiles_stay_bounded_per_engine_and_mxfp4_scales_follow_rows(void
   Recorder rec;
   g_tensor->n = 1;
   g_tensor->auto_complete = false;
-  // 2 x 1024 x 2048 flops per row: 32 rows per tile, 4 tiles.
-  Step st = gemm_step(uint32_t(vtrn::num::DType::kMXFP4), 128, 1024, 2048, 0, 1, 2);
+  // 2 x 1024 x 2048 flops per row: 128 rows per tile, 4 tiles; C (2 MiB)
+  // in an allocation of its own.
+  g_hbm->add(buf(8), 4 * kMiB);
+  Step st = gemm_step(uint32_t(vtrn::num::DType::kMXFP4), 512, 1024, 2048, 0, 1, 8);
   st.a_scales = buf(3);
   st.b_scales = buf(4);
   Submit s = job(1, 1, 0, {st});
@@ -729,7 +731,8 @@ void test_tensor_tiles_stay_bounded_per_engine_and_mxfp4_scales_follow_rows(void
   assert_int_equal(g_tensor->cmds.size(), 4);
   for (const FakeTensor::Cmd& c : g_tensor->cmds) {
     const uint32_t row = uint32_t(c.c.cookie);
-    assert_int_equal(c.c.m, 32);
+    assert_int_equal(c.c.m, 128);
+    assert_int_equal(c.c.c, buf(8) + uint64_t(row) * 1024 * 4);
     assert_int_equal(c.c.a, buf(0) + uint64_t(row) * 1024);
     assert_int_equal(c.c.a_scales, buf(3) + uint64_t(row) * 64);
     assert_int_equal(c.c.b_scales, buf(4));

@@ -61,9 +61,11 @@ inline constexpr uint32_t kReasonLen = 112;
 // a TCG vCPU running the f32 GEMM kernel (measured 0.1-0.2 GFLOP/s per
 // vCPU), so cancel and timeout act within about a millisecond of work.
 inline constexpr uint64_t kDefaultChunkCost = 1u << 17;
-// Tensor tiles: at most this many flops each (about 1-3 ms of an engine on
-// this host), so a cancel, a timeout or another job waits about a tile.
-inline constexpr uint64_t kTileFlops = 1ull << 27;
+// Tensor tiles: at most this many flops each (5-10 ms of an engine on this
+// host), so a cancel, a timeout or another job waits about a tile. Not
+// smaller: every tile decodes all of B (non-f32 dtypes), so a 512^3 MXFP4
+// GEMM cut in two tiles on one engine ran at 0.22x OpenBLAS, in one 0.5x.
+inline constexpr uint64_t kTileFlops = 1ull << 29;
 inline constexpr uint32_t kTilesPerEngine = 2;  // one running, one queued behind it
 inline constexpr uint32_t kMaxEngines = vtrn::engine::kMaxTensorEngines;
 
