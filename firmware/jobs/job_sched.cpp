@@ -619,8 +619,17 @@ void Scheduler::progress(uint32_t slot, uint32_t* done, uint32_t* total) const {
   *done = 0;
   *total = 0;
   if (j.step < j.sub.step_count && j.step < kMaxSteps) {
-    *total = j.plan[j.step].chunks;
-    *done = j.state == kRunning ? load_rlx(&j.run.chunks_done) : 0;
+    const StepPlan& p = j.plan[j.step];
+    if (p.tensor) {
+      // Tiles: the ones submitted less the ones still on the engines.
+      const uint32_t rpt = p.rows_per_chunk ? p.rows_per_chunk : 1;
+      *total = (p.rows + rpt - 1) / rpt;
+      const uint32_t sent = (j.tensor.next_row + rpt - 1) / rpt;
+      *done = j.state == kRunning && sent >= j.tensor.in_flight ? sent - j.tensor.in_flight : 0;
+    } else {
+      *total = p.chunks;
+      *done = j.state == kRunning ? load_rlx(&j.run.chunks_done) : 0;
+    }
     if (*done > *total) *done = *total;
   }
 }

@@ -718,7 +718,16 @@ void test_tensor_tiles_stay_bounded_per_engine_and_mxfp4_scales_follow_rows(void
   g_sched->poll(1, true, *g_hbm);
   assert_int_equal(g_tensor->cmds.size(), kTilesPerEngine);
   assert_false(g_sched->service_work(true));  // asleep until a completion
-  for (int i = 0; i < 4 && g_sched->next_event(nullptr) < 0; ++i) {
+  uint32_t done = 9, total = 0;
+  g_sched->progress(0, &done, &total);
+  assert_int_equal(total, 4);
+  assert_int_equal(done, 0);
+  g_tensor->complete(0, 1);
+  g_sched->poll(2, true, *g_hbm);
+  g_sched->progress(0, &done, &total);
+  assert_int_equal(done, 1);
+  EndReport r;
+  for (int i = 0; i < 4 && g_sched->next_event(&r) < 0; ++i) {
     g_tensor->complete(0, 1);
     assert_true(g_sched->service_work(true));
     g_sched->poll(2, true, *g_hbm);

@@ -274,7 +274,8 @@ class Scheduler {
   uint32_t running() const;
   const Counters& counters() const { return counters_; }
   void count_rejected() { ++counters_.rejected; }
-  // Slot -> chunks done / total of its current step (racy snapshot).
+  // Slot -> chunks (tensor steps: tiles) done / total of its current step
+  // (racy snapshot).
   void progress(uint32_t slot, uint32_t* done, uint32_t* total) const;
   // Per-core: the job slot it is serving (-1 if none) and chunks run.
   int core_slot(uint32_t core) const;
