@@ -161,9 +161,14 @@ Error resolve_engine(uint32_t requested, uint32_t tensor_engines, uint32_t* out)
   }
 }
 
-Error tensor_reachable(const Submit& s, uint64_t limit) {
+Error tensor_eligible(const Submit& s, uint32_t dtype_mask, uint64_t limit) {
   for (uint32_t i = 0; i < s.step_count && i < kMaxSteps; ++i) {
     if (s.steps[i].kernel != kKernelGemm) continue;
+    if (s.steps[i].dtype >= 32 || !(dtype_mask & (1u << s.steps[i].dtype))) {
+      return Error(Code::kInvalidArgument, "steps[%u].dtype: the tensor engines do not take %s (engine cores can)", i,
+                   vtrn::num::dtype_valid(s.steps[i].dtype) ? vtrn::num::dtype_name(vtrn::num::DType(s.steps[i].dtype))
+                                                            : "it");
+    }
     Buffer b[kMaxBuffers];
     const uint32_t n = step_buffers(s.steps[i], b);
     for (uint32_t j = 0; j < n; ++j) {

@@ -314,9 +314,10 @@ Error JobsService::submit(const Vtrn__Ctrl__JobSubmitRequest& req,
   const Submit& sub = submit_;
   Error e = validate(sub, hbm_);
   if (e.ok() && tensor_.n && sub.engine != kEngineCores) {
-    // Stitched allocations are out of the engines' reach: the chip's own
-    // choice is then the cores; an explicit tensor is refused naming it.
-    const Error far = tensor_reachable(sub, hbm::kRemapBase);
+    // A dtype the engines do not take, or a stitched allocation (out of
+    // their reach): the chip's own choice is then the cores; an explicit
+    // tensor is refused naming it.
+    const Error far = tensor_eligible(sub, engines::service().region().id().dtype_mask, hbm::kRemapBase);
     if (!far.ok() && sub.engine == kEngineTensor) e = far;
     if (!far.ok()) submit_.engine = kEngineCores;
   }

@@ -650,17 +650,21 @@ void test_engine_default_is_tensor_with_engines_and_cores_without(void**) {
   assert_string_equal(g_err.detail(), "engine: 7 is not a known engine");
 }
 
-void test_stitched_gemm_buffers_are_named_as_out_of_the_engines_reach(void**) {
+void test_stitched_buffers_and_dtypes_the_engines_lack_are_named(void**) {
   Submit s = job(1, 1, 0, {add_step(4, 4, 0, 1, 2), gemm_step(0, 8, 8, 8, 0, 1, 2)});
-  assert_true(tensor_reachable(s, buf(16)).ok());
+  assert_true(tensor_eligible(s, 0x1f, buf(16)).ok());
   s.steps[1].b = 0x6000000000ull;
-  g_err = tensor_reachable(s, 0x6000000000ull);
+  g_err = tensor_eligible(s, 0x1f, 0x6000000000ull);
   assert_string_equal(g_err.detail(),
                       "steps[1].b_addr: 0x6000000000 is a stitched allocation the tensor engines cannot reach "
                       "(engine cores can)");
   s.steps[0].a = 0x6000000000ull;  // not a GEMM: the cores run it either way
   s.steps[1].b = buf(1);
-  assert_true(tensor_reachable(s, 0x6000000000ull).ok());
+  assert_true(tensor_eligible(s, 0x1f, 0x6000000000ull).ok());
+  // Engines without MXFP4 (bit 4): such a GEMM is theirs no more.
+  s.steps[1].dtype = uint32_t(vtrn::num::DType::kMXFP4);
+  g_err = tensor_eligible(s, 0x0f, 0x6000000000ull);
+  assert_string_equal(g_err.detail(), "steps[1].dtype: the tensor engines do not take mxfp4 (engine cores can)");
 }
 
 void test_tensor_job_on_a_chip_without_engines_is_rejected(void**) {
@@ -918,7 +922,7 @@ int main() {
       cmocka_unit_test_setup_teardown(test_max_cores_and_chunk_count_bound_the_cores_given, setup, teardown),
       cmocka_unit_test_setup_teardown(test_threaded_executors_cover_every_row_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_engine_default_is_tensor_with_engines_and_cores_without, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_stitched_gemm_buffers_are_named_as_out_of_the_engines_reach, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stitched_buffers_and_dtypes_the_engines_lack_are_named, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tensor_job_on_a_chip_without_engines_is_rejected, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tensor_gemm_tiles_cover_every_row_once_across_the_engines, setup_tensor, teardown_tensor),
       cmocka_unit_test_setup_teardown(test_tensor_tiles_stay_bounded_per_engine_and_mxfp4_scales_follow_rows, setup_tensor, teardown_tensor),

@@ -115,10 +115,12 @@ class BufferCheck {
 // tensor on a chip without tensor engines.
 vtrn::Error resolve_engine(uint32_t requested, uint32_t tensor_engines, uint32_t* out);
 
-// The first GEMM buffer of `s` at or above `limit` (the remap window of
-// stitched HBM allocations, which the engines do not translate), as one
-// line naming the step and field; ok when every GEMM buffer is below it.
-vtrn::Error tensor_reachable(const Submit& s, uint64_t limit);
+// Whether the tensor engines can run every GEMM step of `s`: its dtype in
+// `dtype_mask` (the ID block's bit per num::DType) and every buffer below
+// `limit` (the remap window of stitched HBM allocations, which the engines
+// do not translate). The first that is not, as one line naming the step
+// and field.
+vtrn::Error tensor_eligible(const Submit& s, uint32_t dtype_mask, uint64_t limit);
 
 // Copies the decoded request. Steps beyond kMaxSteps are not copied but
 // step_count keeps the number sent.
