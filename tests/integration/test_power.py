@@ -273,7 +273,7 @@ class PowerTests(h.BoardTestCase):
         self.assertGreater(cool["thermal_throttle_ns"], 0)
         self.assertGreater(cool["pstate_changes"], 0)
 
-    def test_load_3_gemm_on_the_tensor_engines_heats_the_die_and_shows_in_telemetry(self):
+    def test_load_3_gemm_on_the_tensor_engines_draws_core_power_and_shows_in_telemetry(self):
         # The NeuronCores sleep while their tensor engines work: the power
         # model counts each engine's busy time as its core's (EngineStats).
         self.settle_idle()
@@ -288,7 +288,10 @@ class PowerTests(h.BoardTestCase):
                 "power above idle with NeuronCores running their engines' GEMM",
                 lambda q: q["power_average_w"] > idle["power_average_w"]
                 and sum(c["state"] == "running" for c in q["cores"]) >= 2, 15)
-            self.assertGreater(hot["zones"][0]["temperature_c"], idle["zones"][0]["temperature_c"])
+            # (The die temperature follows with the zone's time constant: a
+            # few seconds of load may not lift it past a die still cooling
+            # from the test before, so it is not asserted here.)
+            self.assertGreater(hot["core_power_w"], idle["core_power_w"])
             t = h.wait_until("the engines' time in telemetry", lambda: self.s.vtrn_json("telemetry", 0)["chips"][0],
                              lambda t: t["tensor_busy_ns"] > before["tensor_busy_ns"], 10)
             self.assertGreater(t["tensor_modeled_ns"], before["tensor_modeled_ns"])
