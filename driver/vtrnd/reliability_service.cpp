@@ -32,6 +32,7 @@ const char* fault_kind_name(Vtrn__Api__FaultKind k) {
     case VTRN__API__FAULT_KIND__FAULT_KIND_PANIC: return "panic";
     case VTRN__API__FAULT_KIND__FAULT_KIND_DMA_CORRUPT: return "dma-corrupt";
     case VTRN__API__FAULT_KIND__FAULT_KIND_QEMU_KILL: return "qemu-kill";
+    case VTRN__API__FAULT_KIND__FAULT_KIND_TENSOR_ENGINE: return "tensor-engine";
     default: return "unknown";
   }
 }
@@ -110,6 +111,28 @@ void ReliabilityService::fault_inject(uint64_t cid, uint64_t id, Chip* chip,
                                         : "; the watchdog is off: reset it with vtrn reset";
                      reply_inject(cid, id, detail, hb, 0);
                    });
+      return;
+    }
+    case VTRN__API__FAULT_KIND__FAULT_KIND_TENSOR_ENGINE: {
+      // The firmware programs the engine; vtrnd never touches vtrn-hw.
+      Vtrn__Ctrl__ReliabilityInjectRequest ir = VTRN__CTRL__RELIABILITY_INJECT_REQUEST__INIT;
+      ir.fault = VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_TENSOR_ENGINE;
+      ir.engine = uint32_t(r.engine < 0 ? 0 : r.engine);
+      const uint32_t engine = ir.engine;
+      DRV_LOGW("%s: injecting a fault into tensor engine %u on request of client %llu", label.c_str(),
+               unsigned(engine), (unsigned long long)cid);
+      fw_call(*chip, &Vtrn__Ctrl__Request::reliability_inject, ir, &Vtrn__Ctrl__Response::reliability_inject,
+              kInjectTimeoutMs,
+              [this, cid, id, label, engine](const FwReply<Vtrn__Ctrl__ReliabilityInjectResponse>& res) {
+        if (!res.ok()) {
+          reply_error(cid, id, res.status, label + ": tensor engine fault not taken: " + res.error);
+          return;
+        }
+        reply_inject(cid, id,
+                     label + ": tensor engine " + std::to_string(engine) +
+                         " fails its next command; the job that sent it fails naming the fault",
+                     res.body->heartbeat, 0);
+      });
       return;
     }
     case VTRN__API__FAULT_KIND__FAULT_KIND_DMA_CORRUPT: {
