@@ -43,6 +43,7 @@ constexpr Vtrn__Api__Request__BodyCase kChipRequests[] = {
     VTRN__API__REQUEST__BODY_HBM_LIST,     VTRN__API__REQUEST__BODY_HBM_INJECT_ECC,
     VTRN__API__REQUEST__BODY_POWER_SET,    VTRN__API__REQUEST__BODY_CHIP_RESET,
     VTRN__API__REQUEST__BODY_FAULT_INJECT, VTRN__API__REQUEST__BODY_LINK_CONTROL,
+    VTRN__API__REQUEST__BODY_QMP,
 };
 
 // The `chip` field of a request's body, read through protobuf-c's
@@ -87,6 +88,7 @@ Vtrn__Api__ChipSummary* make_summary(ProtoArena& a, const ChipStatus& s, const s
   m->fw_version = a.str(fw);
   m->uptime_ns = s.uptime_ns;
   m->pci_address = a.str(s.info.pci_address);
+  m->pci_bus_id = a.str(host_pci_bus_id(s.id));
   m->bar2_bytes = s.bar2_bytes;
   m->board = a.str(board);
   m->qemu_pid = s.pid;
@@ -281,6 +283,8 @@ bool Daemon::start(std::string* err) {
   PowerService* power = services_.add(std::make_unique<PowerService>(&loop_, to_client));
   for (auto& c : chips_) power->add_chip(c.get());
   (void)services_.add(std::make_unique<ReliabilityService>(to_client));
+  (void)services_.add(std::make_unique<QmpService>(QmpServiceOptions{opts_.allow_qmp_write}, to_client,
+                                                   [this](uint64_t cid) { return client_is_admin(cid); }));
   for (auto& c : chips_) {
     // After the per-chip hooks the services set in add_chip.
     auto prev = c->on_state_change;
@@ -365,8 +369,15 @@ void Daemon::on_accept() {
     int raw = fd.get();
     Conn& c = conns_[cid];
     c.fd = std::move(fd);
+    c.uid = cred.uid;
     loop_.add(raw, EPOLLIN | EPOLLRDHUP, [this, cid](uint32_t ev) { on_conn_event(cid, ev); });
   }
+}
+
+// The admin identity: vtrnd's own uid, or root.
+bool Daemon::client_is_admin(uint64_t cid) const {
+  auto it = conns_.find(cid);
+  return it != conns_.end() && (it->second.uid == getuid() || it->second.uid == 0);
 }
 
 void Daemon::on_conn_event(uint64_t cid, uint32_t events) {

@@ -52,6 +52,16 @@ def test_lists_the_board_and_its_ready_chips(dev):
     assert all(vtrn.client.api.ChipState.Name(c.state) == "CHIP_STATE_READY" for c in b.chips)
     info = dev.info(1)
     assert info.summary.id == 1 and info.neuron_cores > 0 and info.hbm_stacks > 0
+    # Each card at its own host PCI address; the function inside each chip is the same.
+    assert [c.pci_bus_id for c in b.chips] == ["0000:10:00.0", "0000:10:01.0"]
+    assert info.summary.pci_address == "0000:00:01.0"
+
+
+def test_the_qemu_monitor_answers_read_only_commands_and_refuses_the_rest(dev):
+    assert "PCI device 1af4:1110" in dev.monitor(0, "info pci")
+    assert dev.qmp(1, "query-status")["status"] == "running"
+    with pytest.raises(vtrn.errors.Failed, match="system_reset"):
+        dev.qmp(0, "system_reset")
 
 
 def test_ping_returns_one_round_trip_per_ping(dev):

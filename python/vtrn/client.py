@@ -14,6 +14,7 @@ it allocates (and jobs it submits without detach) go away when it closes.
 Not thread safe; use one Client per thread.
 """
 
+import json
 import os
 import socket
 import struct
@@ -27,6 +28,7 @@ from .proto import vtrn_api_pb2 as api
 from .proto import vtrn_api_hbm_pb2 as api_hbm
 from .proto import vtrn_api_jobs_pb2 as api_jobs
 from .proto import vtrn_api_reliability_pb2 as api_rel
+from .proto import vtrn_api_qmp_pb2 as api_qmp
 
 MAX_FRAME = 4 << 20
 DMA_PIECE = 2 << 20  # bytes per DmaWrite/DmaRead request (the CLI's kDmaPieceBytes)
@@ -250,6 +252,20 @@ class Client:
             chip=_check_chip(chip), count=count, payload_bytes=payload_bytes,
             wait=api.WAIT_SPIN_BLOCK if spin else api.WAIT_BLOCK), timeout=max(self.timeout, count * 1.0))
         return np.array(r.rtt_ns, dtype=np.uint64)
+
+    def monitor(self, chip, command):
+        """The text a human-monitor command prints on the chip's QEMU
+        ("info pci"); vtrnd passes its read-only allow list only, unless it
+        runs with --allow-qmp-write (errors.Failed otherwise)."""
+        return self.call("qmp", api_qmp.QmpRequest(chip=_check_chip(chip), hmp=command)).output
+
+    def qmp(self, chip, execute, arguments=None):
+        """A raw QMP command on the chip's QEMU; its "return" value, decoded."""
+        cmd = {"execute": execute}
+        if arguments is not None:
+            cmd["arguments"] = arguments
+        r = self.call("qmp", api_qmp.QmpRequest(chip=_check_chip(chip), qmp_json=json.dumps(cmd)))
+        return json.loads(r.return_json)
 
     def logs(self, chip, tail=0):
         """The chip's firmware log lines (the last `tail`, 0 = all kept)."""
