@@ -76,6 +76,7 @@ class Daemon {
     size_t out_off = 0;
     bool want_write = false;
     std::vector<std::pair<uint32_t, int>> log_subs;  // (chip index, listener id)
+    std::vector<uint64_t> log_streams;  // request ids of its follow streams (end frames at shutdown)
     uid_t uid = 0;  // the peer's, from SO_PEERCRED
   };
 
@@ -92,7 +93,9 @@ class Daemon {
   void flush(uint64_t cid);
   Chip* find_chip(uint32_t id);
 
+  void do_hello(uint64_t cid, uint64_t id, const Vtrn__Api__HelloRequest& r);
   void do_list(uint64_t cid, uint64_t id);
+  void end_log_streams(const std::string& reason);
   // `chip`: resolved by handle_frame (never null, but for telemetry of
   // every chip).
   void do_info(uint64_t cid, uint64_t id, Chip* chip);
