@@ -81,6 +81,30 @@ bool parse_kernel(std::string_view s, Vtrn__Api__JobKernel* out) {
   return false;
 }
 
+// Lower-case suffixes of JOB_ENGINE_*, lowered once from the descriptor.
+const char* engine_name(Vtrn__Api__JobEngine e) {
+  static const std::array<std::string, 3> names = [] {
+    std::array<std::string, 3> n;
+    for (size_t i = 0; i < n.size(); ++i) {
+      n[i] = enum_suffix(vtrn__api__job_engine__descriptor, int(i), "JOB_ENGINE_", "");
+      for (char& c : n[i]) c = char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    }
+    return n;
+  }();
+  if (e < 0 || size_t(e) >= names.size() || names[size_t(e)].empty()) return "unknown";
+  return names[size_t(e)].c_str();
+}
+
+bool parse_engine(std::string_view s, Vtrn__Api__JobEngine* out) {
+  for (int e = 0; e < 3; ++e) {
+    if (s == engine_name(Vtrn__Api__JobEngine(e))) {
+      *out = Vtrn__Api__JobEngine(e);
+      return true;
+    }
+  }
+  return false;
+}
+
 bool parse_dtype(std::string_view s, Vtrn__Api__JobDType* out) {
   num::DType d{};
   if (!num::parse_dtype(std::string(s).c_str(), &d)) return false;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # From a fresh machine to a running board: installs what is missing, builds
 # everything, brings up the default board, runs its main job (a GEMM on chip
-# 0's NeuronCores, verified against the host reference, then the chip's
-# telemetry with the job counters and latency), shows the board, and brings
-# it down.
+# 0's tensor engines, the default where the chip has them, verified against
+# the host reference; `vtrn run` prints the engine, the wall time and the
+# modeled chip time; then the chip's telemetry with the job counters and
+# latency, and the jobs table), shows the board, and brings it down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,11 +18,10 @@ trap '"$vtrn" down >/dev/null 2>&1 || true' EXIT
 step() { printf '\n\033[1m$ vtrn %s\033[0m\n' "$*"; "$vtrn" "$@"; }
 
 step up "$@"
-# ---- jobs: the main job, a real kernel on the chip, verified ----
+# The main job: a real kernel on the chip's tensor engines, verified.
 step run gemm --m 256 --n 256 --k 256 --dtype bf16
 step telemetry 0
 step jobs
-# ---- end jobs ----
 step ls
 chips=$("$vtrn" ls --json | python3 -c 'import json,sys; print(" ".join(str(c["id"]) for c in json.load(sys.stdin)["chips"]))')
 for c in $chips; do

@@ -64,6 +64,9 @@ static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_BF16) == int(VTRN__CTRL__JOB_D
 static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E4M3) == int(VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_FP8_E4M3));
 static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_FP8_E5M2) == int(VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_FP8_E5M2));
 static_assert(int(VTRN__API__JOB_DTYPE__JOB_DTYPE_MXFP4) == int(VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_MXFP4));
+static_assert(int(VTRN__API__JOB_ENGINE__JOB_ENGINE_DEFAULT) == int(VTRN__CTRL__JOB_ENGINE__JOB_ENGINE_DEFAULT));
+static_assert(int(VTRN__API__JOB_ENGINE__JOB_ENGINE_TENSOR) == int(VTRN__CTRL__JOB_ENGINE__JOB_ENGINE_TENSOR));
+static_assert(int(VTRN__API__JOB_ENGINE__JOB_ENGINE_CORES) == int(VTRN__CTRL__JOB_ENGINE__JOB_ENGINE_CORES));
 
 }  // namespace
 
@@ -136,6 +139,9 @@ std::string JobService::validate(const Vtrn__Api__JobSubmitRequest& r, uint32_t 
     return "max_cores: " + std::to_string(r.max_cores) + " above the chip's " + std::to_string(neuron_cores) +
            " NeuronCores";
   if (r.detach && r.wait) return "detach: a detached job cannot also be waited for";
+  if (r.engine != VTRN__API__JOB_ENGINE__JOB_ENGINE_DEFAULT && r.engine != VTRN__API__JOB_ENGINE__JOB_ENGINE_TENSOR &&
+      r.engine != VTRN__API__JOB_ENGINE__JOB_ENGINE_CORES)
+    return "engine: " + std::to_string(int(r.engine)) + " is not a known engine";
   if (r.n_buffers == 0 || r.n_buffers > kMaxBuffers)
     return "buffers: " + std::to_string(r.n_buffers) + " buffers, expected 1.." + std::to_string(kMaxBuffers);
   if (r.n_steps == 0 || r.n_steps > kMaxSteps)
@@ -270,6 +276,7 @@ void JobService::submit(uint64_t cid, uint64_t id, const Vtrn__Api__JobSubmitReq
   j->priority = r.priority;
   j->timeout_ms = r.timeout_ms ? r.timeout_ms : opts_.default_timeout_ms;
   j->max_cores = r.max_cores;
+  j->engine = int(r.engine);
   j->detached = r.detach;
   std::map<std::string, int> idx;
   for (size_t i = 0; i < r.n_buffers; ++i) {
@@ -400,6 +407,8 @@ void JobService::submit_to_chip(Job& j) {
   js.priority = j.priority;
   js.timeout_ms = uint32_t(std::max<uint64_t>(1, j.timeout_ms - elapsed_ms));
   js.max_cores = j.max_cores;
+  // The API and ctrl JobEngine numbers are the same (static_assert at the top).
+  js.engine = Vtrn__Ctrl__JobEngine(j.engine);
   js.n_steps = ptrs.size();
   js.steps = ptrs.data();
   Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
@@ -485,6 +494,12 @@ void JobService::on_job_event(uint32_t chip, const Vtrn__Ctrl__JobEvent& ev) {
   const uint32_t cores = backend_->neuron_cores(chip);
   j->cores_used = ev.cores_used <= cores ? ev.cores_used : 0;
   j->flops = ev.flops;
+  // Engine figures only when they make sense (one tensor engine per NeuronCore).
+  if (ev.engine == VTRN__CTRL__JOB_ENGINE__JOB_ENGINE_TENSOR || ev.engine == VTRN__CTRL__JOB_ENGINE__JOB_ENGINE_CORES)
+    j->engine = int(ev.engine);
+  j->engines_used = ev.engines_used <= cores ? ev.engines_used : 0;
+  j->modeled_ns = ev.modeled_ns;
+  j->engine_wall_ns = ev.engine_wall_ns;
   j->chip_end_ns = monotonic_ns();
   const std::string reason = clean_reason(ev.reason);
   if (j->stop_pending) {
@@ -760,6 +775,10 @@ Vtrn__Api__JobInfo* JobService::make_info(const Job& j, ProtoArena& a) const {
   if (j.chip_stop_ns >= j.chip_start_ns && j.chip_start_ns) m->chip_run_ns = j.chip_stop_ns - j.chip_start_ns;
   m->cores_used = j.cores_used;
   m->flops = j.flops;
+  m->engine = Vtrn__Api__JobEngine(j.engine);
+  m->engines_used = j.engines_used;
+  m->chip_modeled_ns = j.modeled_ns;
+  m->engine_wall_ns = j.engine_wall_ns;
   m->gflops = m->chip_run_ns ? double(j.flops) / double(m->chip_run_ns) : 0.0;
   if (j.staged_ns) m->stage_in_ns = j.staged_ns - j.submit_ns;
   if (j.read_start_ns && j.end_ns) m->stage_out_ns = j.end_ns - j.read_start_ns;

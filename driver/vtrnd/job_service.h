@@ -231,6 +231,10 @@ class JobService final : public Service {
     uint64_t chip_queued_ns = 0, chip_start_ns = 0, chip_stop_ns = 0;
     uint32_t cores_used = 0;
     uint64_t flops = 0;
+    int engine = 0;               // Vtrn__Api__JobEngine: as asked, then as the chip ran it
+    uint32_t engines_used = 0;
+    uint64_t modeled_ns = 0;      // the chip's modeled time
+    uint64_t engine_wall_ns = 0;
     EventLoop::TimerId deadline = 0;
     bool deadline_margin = false;  // the first deadline passed; waiting out the margin
     std::vector<Waiter> waiters;

@@ -151,6 +151,11 @@ void render_telemetry(Exposition& e, uint32_t chip, const TelemetrySample& s) {
         double(t.jobs_completed));
   e.add("vtrn_chip_jobs_failed_total", "counter",
         "Jobs that ended FAILED, CANCELLED or TIMED_OUT.", c, double(t.jobs_failed));
+  e.add("vtrn_chip_tensor_busy_seconds_total", "counter", "Wall time the tensor engines spent on commands.", c,
+        double(t.tensor_busy_ns) / 1e9);
+  e.add("vtrn_chip_tensor_modeled_seconds_total", "counter",
+        "What the modeled silicon would have taken for the tensor engines' commands.", c,
+        double(t.tensor_modeled_ns) / 1e9);
 }
 
 void render_power(Exposition& e, uint32_t chip, const vp::PowerTelemetry& p) {

@@ -32,6 +32,7 @@ const char* fault_kind_name(Vtrn__Api__FaultKind k) {
     case VTRN__API__FAULT_KIND__FAULT_KIND_PANIC: return "panic";
     case VTRN__API__FAULT_KIND__FAULT_KIND_DMA_CORRUPT: return "dma-corrupt";
     case VTRN__API__FAULT_KIND__FAULT_KIND_QEMU_KILL: return "qemu-kill";
+    case VTRN__API__FAULT_KIND__FAULT_KIND_TENSOR_ENGINE: return "tensor-engine";
     default: return "unknown";
   }
 }
@@ -118,6 +119,33 @@ void ReliabilityService::fault_inject(uint64_t cid, uint64_t id, Chip* chip,
                                         : "; the watchdog is off: reset it with vtrn reset";
                      reply_inject(cid, id, detail, hb, 0);
                    });
+      return;
+    }
+    case VTRN__API__FAULT_KIND__FAULT_KIND_TENSOR_ENGINE: {
+      // The firmware programs the engine; vtrnd never touches vtrn-hw.
+      Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
+      Vtrn__Ctrl__ReliabilityInjectRequest ir = VTRN__CTRL__RELIABILITY_INJECT_REQUEST__INIT;
+      ir.fault = VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_TENSOR_ENGINE;
+      ir.engine = uint32_t(r.engine < 0 ? 0 : r.engine);
+      req.body_case = VTRN__CTRL__REQUEST__BODY_RELIABILITY_INJECT;
+      req.reliability_inject = &ir;
+      const uint32_t engine = ir.engine;
+      DRV_LOGW("%s: injecting a fault into tensor engine %u on request of client %llu", label.c_str(),
+               unsigned(engine), (unsigned long long)cid);
+      chip->submit(req, kInjectTimeoutMs, false, [this, cid, id, label, engine](const Chip::CtrlResult& res) {
+        if (res.status != VTRN__API__STATUS__STATUS_OK || res.response == nullptr ||
+            res.response->body_case != VTRN__CTRL__RESPONSE__BODY_RELIABILITY_INJECT) {
+          reply_error(cid, id,
+                      res.status == VTRN__API__STATUS__STATUS_OK ? VTRN__API__STATUS__STATUS_CHIP_ERROR : res.status,
+                      label + ": tensor engine fault not taken: " +
+                          (res.error.empty() ? "firmware answered another body" : res.error));
+          return;
+        }
+        reply_inject(cid, id,
+                     label + ": tensor engine " + std::to_string(engine) +
+                         " fails its next command; the job that sent it fails naming the fault",
+                     res.response->reliability_inject->heartbeat, 0);
+      });
       return;
     }
     case VTRN__API__FAULT_KIND__FAULT_KIND_DMA_CORRUPT: {

@@ -868,6 +868,8 @@ void Daemon::do_telemetry(uint64_t cid, uint64_t id, Chip* chip) {
     t->jobs_running = s.t.jobs_running;
     t->jobs_completed = s.t.jobs_completed;
     t->jobs_failed = s.t.jobs_failed;
+    t->tensor_busy_ns = s.t.tensor_busy_ns;
+    t->tensor_modeled_ns = s.t.tensor_modeled_ns;
     services_.each([c, t, &a](Service& svc) { svc.fill_telemetry(*c, *t, a); });
     const ResetInfo& ri = c->reset_info();
     t->resets = ri.count;

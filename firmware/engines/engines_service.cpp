@@ -9,6 +9,7 @@
 #include "hal/gic.h"
 #include "hal/ivshmem.h"
 #include "hal/pcie.h"
+#include "vtrn/seqlock.h"
 
 namespace fw::engines {
 namespace {
@@ -172,6 +173,15 @@ void EnginesService::drain_errors() {
         (unsigned long long)rec.address, (unsigned long long)rec.length, (unsigned long long)rec.cookie,
         unsigned(rec.mpu_generation));
   }
+}
+
+bool EnginesService::tensor_stats(uint32_t e, EngineStats* out, bool* busy) const {
+  if (!present_ || e >= region_.tensor_engines()) return false;
+  const TensorEngineBlock* b = region_.tensor(e);
+  vtrn::hostif::SeqlockAttempts tries(64);
+  if (!vtrn::hostif::seqlock_read(&b->stats, out, tries)) return false;
+  *busy = __atomic_load_n(&b->state.value, __ATOMIC_RELAXED) == kEngineBusy;
+  return true;
 }
 
 Vectors EnginesService::poll(Turn&) {

@@ -138,6 +138,50 @@ uint32_t kernel_intensity(uint32_t kernel, uint32_t dtype) {
   }
 }
 
+const char* engine_name(uint32_t engine) {
+  switch (engine) {
+    case kEngineDefault: return "default";
+    case kEngineTensor: return "tensor";
+    case kEngineCores: return "cores";
+    default: return "unknown";
+  }
+}
+
+Error resolve_engine(uint32_t requested, uint32_t tensor_engines, uint32_t* out) {
+  switch (requested) {
+    case kEngineDefault: *out = tensor_engines ? kEngineTensor : kEngineCores; return Error();
+    case kEngineCores: *out = kEngineCores; return Error();
+    case kEngineTensor:
+      if (!tensor_engines) {
+        return Error(Code::kInvalidArgument, "engine: tensor, but this chip has no tensor engines (see its log)");
+      }
+      *out = kEngineTensor;
+      return Error();
+    default: return Error(Code::kInvalidArgument, "engine: %u is not a known engine", unsigned(requested));
+  }
+}
+
+Error tensor_eligible(const Submit& s, uint32_t dtype_mask, uint64_t limit) {
+  for (uint32_t i = 0; i < s.step_count && i < kMaxSteps; ++i) {
+    if (s.steps[i].kernel != kKernelGemm) continue;
+    if (s.steps[i].dtype >= 32 || !(dtype_mask & (1u << s.steps[i].dtype))) {
+      return Error(Code::kInvalidArgument, "steps[%u].dtype: the tensor engines do not take %s (engine cores can)", i,
+                   vtrn::num::dtype_valid(s.steps[i].dtype) ? vtrn::num::dtype_name(vtrn::num::DType(s.steps[i].dtype))
+                                                            : "it");
+    }
+    Buffer b[kMaxBuffers];
+    const uint32_t n = step_buffers(s.steps[i], b);
+    for (uint32_t j = 0; j < n; ++j) {
+      if (b[j].addr + b[j].bytes > limit) {
+        return Error(Code::kInvalidArgument,
+                     "steps[%u].%s: 0x%llx is a stitched allocation the tensor engines cannot reach (engine cores can)",
+                     i, b[j].field, (unsigned long long)b[j].addr);
+      }
+    }
+  }
+  return Error();
+}
+
 void submit_from_proto(const Vtrn__Ctrl__JobSubmitRequest& req, Submit* out) {
   *out = Submit{};
   out->job_id = req.job_id;
@@ -146,6 +190,7 @@ void submit_from_proto(const Vtrn__Ctrl__JobSubmitRequest& req, Submit* out) {
   out->priority = req.priority;
   out->timeout_ms = req.timeout_ms;
   out->max_cores = req.max_cores;
+  out->engine = wire(req.engine);
   out->step_count = req.n_steps > 0xffffffffu ? 0xffffffffu : uint32_t(req.n_steps);
   const size_t n = req.n_steps < kMaxSteps ? req.n_steps : kMaxSteps;
   for (size_t i = 0; i < n; ++i) {

@@ -29,7 +29,29 @@ void store_rlx(T* p, T v) {
 
 uint32_t popcount(uint32_t v) { return uint32_t(__builtin_popcount(v)); }
 
+// Tile cookie: acceptance order (24 bits) << 40 | slot << 32 | first row.
+uint64_t tile_cookie(const Job& j, uint32_t slot, uint32_t row) {
+  return (uint64_t(j.seq & 0xffffff) << 40) | (uint64_t(slot) << 32) | row;
+}
+
 }  // namespace
+
+const char* tensor_status_name(uint32_t status) {
+  using namespace vtrn::engine;
+  switch (status) {
+    case kTensorOk: return "ok";
+    case kTensorBadOpcode: return "bad opcode";
+    case kTensorBadFlags: return "bad flags";
+    case kTensorBadShape: return "bad shape";
+    case kTensorMisaligned: return "misaligned operand";
+    case kTensorAddrOverflow: return "operand address wraps";
+    case kTensorRange: return "operand outside HBM";
+    case kTensorMpuFault: return "mpu fault";
+    case kTensorOverlap: return "C overlaps an input";
+    case kTensorInjected: return "injected fault";
+    default: return "unknown status";
+  }
+}
 
 const char* state_name(uint32_t state) {
   switch (state) {
@@ -55,7 +77,28 @@ void Scheduler::init(uint32_t executor_mask, uint64_t chunk_cost) {
   token_gen_ = 0;
   generation_ = 1;
   counters_ = Counters{};
+  feed_rr_ = 0;
   __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+void Scheduler::set_tensor_engines(TensorEngines* engines) { tensor_ = engines; }
+
+uint32_t Scheduler::tensor_engines() const {
+  if (!tensor_) return 0;
+  const uint32_t n = tensor_->count();
+  return n > kMaxEngines ? kMaxEngines : n;
+}
+
+uint32_t Scheduler::tiles_in_flight() const {
+  uint32_t n = 0;
+  for (const Job& j : jobs_) n += j.state == kRunning ? j.tensor.in_flight : 0;
+  return n;
+}
+
+uint32_t Scheduler::engine_load(uint32_t e) const {
+  uint32_t n = 0;
+  for (const Job& j : jobs_) n += j.state == kRunning ? j.tensor.on_engine[e] : 0;
+  return n;
 }
 
 void Scheduler::set_reason(Job& j, const char* fmt, ...) {
@@ -98,6 +141,12 @@ vtrn::Error Scheduler::submit(const Submit& s, uint64_t now) {
                          (unsigned long long)s.job_id, state_name(j.state));
     }
   }
+  uint32_t engine = kEngineCores;
+  const vtrn::Error eerr = resolve_engine(s.engine, tensor_engines(), &engine);
+  if (!eerr.ok()) {
+    ++counters_.rejected;
+    return eerr;
+  }
   const int slot = free_slot();
   if (slot < 0) {
     ++counters_.rejected;
@@ -108,9 +157,26 @@ vtrn::Error Scheduler::submit(const Submit& s, uint64_t now) {
   Job& j = jobs_[slot];
   j = Job{};
   j.sub = s;
+  j.engine = engine;
+  if (engine == kEngineTensor) {
+    const uint32_t n = tensor_engines();
+    j.engine_count = s.max_cores && s.max_cores < n ? s.max_cores : n;
+  }
   for (uint32_t i = 0; i < s.step_count && i < kMaxSteps; ++i) {
     StepPlan& p = j.plan[i];
     p.rows = step_rows(s.steps[i]);
+    if (engine == kEngineTensor && s.steps[i].kernel == kKernelGemm) {
+      // Tiles of at most kTileFlops, and at least one per engine it may use.
+      const uint64_t row_flops = step_flops(s.steps[i]) / (p.rows ? p.rows : 1);
+      uint64_t rpt = kTileFlops / (row_flops ? row_flops : 1);
+      const uint64_t even = (uint64_t(p.rows) + j.engine_count - 1) / j.engine_count;
+      if (rpt > even) rpt = even;
+      if (rpt == 0) rpt = 1;
+      p.tensor = true;
+      p.rows_per_chunk = uint32_t(rpt);
+      p.chunks = 0;
+      continue;
+    }
     const uint64_t cost = step_row_cost(s.steps[i]);
     uint64_t rpc = chunk_cost_ / (cost ? cost : 1);
     if (rpc == 0) rpc = 1;
@@ -124,6 +190,18 @@ vtrn::Error Scheduler::submit(const Submit& s, uint64_t now) {
   ++counters_.accepted;
   ++generation_;
   return vtrn::Error();
+}
+
+bool Scheduler::startable() const {
+  const int slot = pick_next();
+  if (slot < 0) return false;
+  // A job with core steps waits for a free core; one of tensor steps only
+  // starts at once.
+  const Job& j = jobs_[slot];
+  for (uint32_t s = 0; s < j.sub.step_count && s < kMaxSteps; ++s) {
+    if (j.plan[s].chunks != 0) return (executors_ & ~busy_cores()) != 0;
+  }
+  return true;
 }
 
 int Scheduler::pick_next() const {
@@ -202,7 +280,8 @@ uint32_t Scheduler::start(int slot, uint32_t free, uint64_t now, BufferCheck& hb
     end(slot, kFailed, now);
     return 0;
   }
-  uint32_t max_chunks = 1;
+  // Tensor steps need no core: a job of them only takes none.
+  uint32_t max_chunks = 0;
   for (uint32_t i = 0; i < j.sub.step_count; ++i) {
     if (j.plan[i].chunks > max_chunks) max_chunks = j.plan[i].chunks;
   }
@@ -227,6 +306,7 @@ uint32_t Scheduler::start(int slot, uint32_t free, uint64_t now, BufferCheck& hb
   j.core_mask = mask;
   j.cores_used = popcount(mask);
   j.step = 0;
+  begin_step(j, now);
   for (uint32_t c = 0; c < kMaxCores; ++c) {
     if (!(mask & (1u << c))) continue;
     token_gen_ = (token_gen_ + 1) & 0xffffff;
@@ -236,19 +316,177 @@ uint32_t Scheduler::start(int slot, uint32_t free, uint64_t now, BufferCheck& hb
   rr_client_ = j.sub.client;
   rr_valid_ = true;
   ++generation_;
+  if (j.plan[0].tensor) tensor_progress(slot, now);
   return mask;
+}
+
+void Scheduler::begin_step(Job& j, uint64_t now) {
+  j.step_start_ns = now;
+  j.tensor = TensorRun{};
+}
+
+// Routes every completion waiting on the engines to its job.
+void Scheduler::drain_tensor() {
+  const uint32_t n = tensor_engines();
+  for (uint32_t e = 0; e < n; ++e) {
+    if (engine_load(e) == 0 && !tensor_->pending(e)) continue;
+    vtrn::engine::TensorCompletion c;
+    uint32_t qerr = 0;
+    for (;;) {
+      const TensorEngines::Poll p = tensor_->poll(e, &c, &qerr);
+      if (p == TensorEngines::Poll::kEmpty) break;
+      if (p == TensorEngines::Poll::kBroken) {
+        // Its tiles will never complete: every job with one there fails.
+        for (Job& j : jobs_) {
+          if (j.state != kRunning || j.tensor.on_engine[e] == 0) continue;
+          j.tensor.in_flight -= j.tensor.on_engine[e];
+          j.tensor.on_engine[e] = 0;
+          if (!j.tensor.status && !j.tensor.broken) {
+            j.tensor.broken = qerr ? qerr : 0xffffffffu;
+            j.tensor.bad_engine = e;
+          }
+        }
+        break;
+      }
+      const uint32_t slot = uint32_t(c.cookie >> 32) & 0xff;
+      Job* j = slot < kSlots ? &jobs_[slot] : nullptr;
+      if (!j || j->state != kRunning || (j->seq & 0xffffff) != (c.cookie >> 40) || j->tensor.on_engine[e] == 0) {
+        ++counters_.stray_completions;
+        continue;
+      }
+      TensorRun& t = j->tensor;
+      --t.on_engine[e];
+      --t.in_flight;
+      ++counters_.tiles;
+      t.modeled_ns[e] += c.modeled_ns;
+      j->engine_wall_ns += c.wall_ns;
+      j->engine_mask |= 1u << e;
+      if (c.status != vtrn::engine::kTensorOk) {
+        ++counters_.tile_errors;
+        if (!t.status && !t.broken) {
+          t.status = c.status;
+          t.bad_engine = e;
+          t.bad_row = uint32_t(c.cookie);
+        }
+      }
+    }
+  }
+}
+
+// Submits tiles of a job's tensor step while its engines have room.
+void Scheduler::feed_tensor(int slot) {
+  Job& j = jobs_[slot];
+  TensorRun& t = j.tensor;
+  const StepPlan& p = j.plan[j.step];
+  const Step& s = j.sub.steps[j.step];
+  const vtrn::num::DType dt = vtrn::num::DType(s.dtype);
+  uint32_t rung = 0;
+  while (t.next_row < p.rows) {
+    // The engine of the job's set with the fewest tiles in flight.
+    uint32_t best = kMaxEngines, best_load = kTilesPerEngine;
+    for (uint32_t e = 0; e < j.engine_count; ++e) {
+      const uint32_t load = engine_load(e);
+      if (load < best_load) {
+        best = e;
+        best_load = load;
+      }
+    }
+    if (best == kMaxEngines) break;
+    const uint32_t row = t.next_row;
+    uint32_t rows = p.rows - row < p.rows_per_chunk ? p.rows - row : p.rows_per_chunk;
+    vtrn::engine::TensorCommand c{};
+    c.opcode = vtrn::engine::kTensorOpGemm;
+    c.dtype = s.dtype;
+    c.flags = vtrn::engine::kTensorIrq;
+    c.m = rows;
+    c.n = s.n;
+    c.k = s.k;
+    c.ldc = s.n;
+    c.a = s.a + vtrn::num::operand_bytes(dt, row, s.k);
+    c.b = s.b;
+    c.c = s.out + uint64_t(row) * s.n * 4;
+    if (dt == vtrn::num::DType::kMXFP4) {
+      c.a_scales = s.a_scales + vtrn::num::scale_bytes(dt, row, s.k);
+      c.b_scales = s.b_scales;
+    }
+    c.cookie = tile_cookie(j, uint32_t(slot), row);
+    if (!tensor_->submit(best, c)) break;
+    rung |= 1u << best;
+    ++t.on_engine[best];
+    ++t.in_flight;
+    t.next_row = row + rows;
+  }
+  for (uint32_t e = 0; e < kMaxEngines; ++e) {
+    if (rung & (1u << e)) tensor_->ring(e);
+  }
+}
+
+// Feeds a tensor step and, once nothing of it is in flight, completes or
+// fails it.
+void Scheduler::tensor_progress(int slot, uint64_t now) {
+  Job& j = jobs_[slot];
+  TensorRun& t = j.tensor;
+  const bool failing = t.status != 0 || t.broken != 0;
+  if (!failing && load_rlx(&j.run.stop) == kStopNone) feed_tensor(slot);
+  if (t.in_flight != 0) return;
+  if (failing) {
+    if (load_rlx(&j.run.stop) != kStopNone) return;  // a cancel or timeout came first
+    const Step& s = j.sub.steps[j.step];
+    if (t.broken) {
+      set_reason(j, "steps[%u]: tensor engine %u broke its queue (error %u); its tiles are lost", j.step,
+                 unsigned(t.bad_engine), unsigned(t.broken == 0xffffffffu ? 0 : t.broken));
+    } else {
+      const uint32_t rpt = j.plan[j.step].rows_per_chunk;
+      const uint32_t end = t.bad_row + rpt < s.m ? t.bad_row + rpt : s.m;
+      set_reason(j, "steps[%u]: tensor engine %u: %s (status %u) on rows %u..%u", j.step,
+                 unsigned(t.bad_engine), tensor_status_name(t.status), unsigned(t.status), unsigned(t.bad_row),
+                 unsigned(end));
+    }
+    j.failed_step = j.step;
+    stop_job(j, kStopFail);
+    return;
+  }
+  if (t.next_row < j.plan[j.step].rows || load_rlx(&j.run.stop) != kStopNone) return;
+  // Done: the engines ran in parallel, so the step took the busiest one's time.
+  uint64_t busiest = 0;
+  for (uint64_t m : t.modeled_ns) busiest = m > busiest ? m : busiest;
+  j.modeled_ns += busiest;
+  store_rel(&j.run.steps_done, j.step + 1);
+  (void)now;
+}
+
+uint32_t Scheduler::tensor_lost(const char* why) {
+  uint32_t wake = 0;
+  for (Job& j : jobs_) {
+    if (j.state != kRunning || j.tensor.in_flight == 0) continue;
+    j.tensor = TensorRun{};
+    j.tensor.next_row = j.plan[j.step].rows;
+    if (load_rlx(&j.run.stop) == kStopNone) {
+      set_reason(j, "steps[%u]: %s", j.step, why);
+      j.failed_step = j.step;
+      stop_job(j, kStopFail);
+    }
+    wake |= load_acq(&j.run.attached);
+  }
+  return wake;
 }
 
 uint32_t Scheduler::poll(uint64_t now, bool device_active, BufferCheck& hbm) {
   uint32_t wake = 0;
-  for (uint32_t i = 0; i < kSlots; ++i) {
+  if (tensor_engines()) drain_tensor();
+  for (uint32_t n = 0; n < kSlots; ++n) {
+    // The slot fed first rotates, so jobs share the engines' queues.
+    const uint32_t i = (feed_rr_ + n) % kSlots;
     Job& j = jobs_[i];
     if (j.state != kRunning) continue;
     RunState& r = j.run;
+    if (j.step < j.sub.step_count && j.plan[j.step].tensor) tensor_progress(int(i), now);
     const uint32_t done = load_acq(&r.steps_done);
     if (done > j.step) {
       j.flops += step_flops(j.sub.steps[j.step]);
+      if (!j.plan[j.step].tensor) j.modeled_ns += now - j.step_start_ns;
       j.step = done;
+      begin_step(j, now);
       ++generation_;
       const uint32_t attached = load_acq(&r.attached);
       if (j.step >= j.sub.step_count) {
@@ -265,11 +503,16 @@ uint32_t Scheduler::poll(uint64_t now, bool device_active, BufferCheck& hbm) {
           // (acquire) counts from zero.
           store_rlx(&r.chunks_done, 0u);
           store_rel(&r.cursor, uint64_t(j.step) << 32);
+          if (j.plan[j.step].tensor) tensor_progress(int(i), now);
         }
       }
       wake |= attached;
     }
-    if (load_acq(&r.attached) == 0) {
+    // Nothing of it on a core or an engine: it ends once past its last
+    // step or stopped (or, on the cores path, when every core left).
+    const bool stopped = load_rlx(&r.stop) != kStopNone;
+    if (load_acq(&r.attached) == 0 && j.tensor.in_flight == 0 &&
+        (j.step >= j.sub.step_count || stopped || j.core_mask != 0)) {
       const uint32_t stop = load_rlx(&r.stop);
       if (j.step >= j.sub.step_count) {
         j.reason[0] = '\0';
@@ -285,14 +528,9 @@ uint32_t Scheduler::poll(uint64_t now, bool device_active, BufferCheck& hbm) {
       }
     }
   }
+  feed_rr_ = (feed_rr_ + 1) % kSlots;
   if (!device_active) return wake;
-  for (;;) {
-    const uint32_t free = executors_ & ~busy_cores();
-    if (!free) break;
-    const int slot = pick_next();
-    if (slot < 0) break;
-    wake |= start(slot, free, now, hbm);
-  }
+  while (startable()) wake |= start(pick_next(), executors_ & ~busy_cores(), now, hbm);
   return wake;
 }
 
@@ -342,8 +580,10 @@ int Scheduler::next_event(EndReport* out) const {
   for (uint32_t i = 0; i < kSlots; ++i) {
     const Job& j = jobs_[i];
     if (!j.event_pending) continue;
-    *out = EndReport{j.sub.job_id, j.state,     j.reason,     j.failed_step, j.queued_ns,
-                     j.start_ns,   j.end_ns,    j.cores_used, j.flops};
+    *out = EndReport{j.sub.job_id, j.state,  j.reason,     j.failed_step,
+                     j.queued_ns,  j.start_ns, j.end_ns,     j.cores_used,
+                     j.flops,      j.engine,   uint32_t(popcount(j.engine_mask)),
+                     j.modeled_ns, j.engine_wall_ns};
     return int(i);
   }
   return -1;
@@ -359,9 +599,19 @@ bool Scheduler::service_work(bool device_active, bool events_blocked) const {
     if (j.event_pending && !events_blocked) return true;
     if (j.state == kQueued) queued = true;
     if (j.state != kRunning) continue;
-    if (load_acq(&j.run.steps_done) > j.step || load_acq(&j.run.attached) == 0) return true;
+    if (load_acq(&j.run.steps_done) > j.step) return true;
+    if (load_acq(&j.run.attached) != 0 || j.tensor.in_flight != 0) continue;
+    // A tensor step waiting for room on the engines waits for a completion.
+    const bool feeding = j.step < j.sub.step_count && j.plan[j.step].tensor && j.tensor.status == 0 &&
+                         j.tensor.broken == 0 && j.tensor.next_row < j.plan[j.step].rows &&
+                         load_rlx(&j.run.stop) == kStopNone;
+    if (!feeding) return true;
   }
-  return queued && device_active && (executors_ & ~busy_cores()) != 0;
+  // A completion on an engine (its interrupt woke us, or will).
+  for (uint32_t e = 0; e < tensor_engines(); ++e) {
+    if (tensor_->pending(e)) return true;
+  }
+  return queued && device_active && startable();
 }
 
 void Scheduler::progress(uint32_t slot, uint32_t* done, uint32_t* total) const {
@@ -369,8 +619,17 @@ void Scheduler::progress(uint32_t slot, uint32_t* done, uint32_t* total) const {
   *done = 0;
   *total = 0;
   if (j.step < j.sub.step_count && j.step < kMaxSteps) {
-    *total = j.plan[j.step].chunks;
-    *done = j.state == kRunning ? load_rlx(&j.run.chunks_done) : 0;
+    const StepPlan& p = j.plan[j.step];
+    if (p.tensor) {
+      // Tiles: the ones submitted less the ones still on the engines.
+      const uint32_t rpt = p.rows_per_chunk ? p.rows_per_chunk : 1;
+      *total = (p.rows + rpt - 1) / rpt;
+      const uint32_t sent = (j.tensor.next_row + rpt - 1) / rpt;
+      *done = j.state == kRunning && sent >= j.tensor.in_flight ? sent - j.tensor.in_flight : 0;
+    } else {
+      *total = p.chunks;
+      *done = j.state == kRunning ? load_rlx(&j.run.chunks_done) : 0;
+    }
     if (*done > *total) *done = *total;
   }
 }

@@ -15,6 +15,7 @@
 #include "fw/arch.h"
 #include "fw/cores.h"
 #include "fw/ctrl_service.h"
+#include "fw/engines_service.h"
 #include "fw/hbm_service.h"
 #include "fw/host_interface.h"
 #include "fw/log.h"
@@ -34,6 +35,9 @@ using vtrn::Error;
 // How long boot waits for secondaries to report online (they take
 // microseconds; this only bounds a core that never arrives).
 constexpr uint64_t kSmpTimeoutNs = 200ull * 1000 * 1000;
+// Tiles in flight and no heartbeat from vtrn-hw for this long (10 beats):
+// the engines are gone and those jobs fail instead of waiting forever.
+constexpr uint64_t kTensorSilenceNs = 1000ull * 1000 * 1000;
 
 const Route kRoutes[] = {
     route<&JobsService::submit>(VTRN__CTRL__REQUEST__BODY_JOB_SUBMIT,
@@ -102,6 +106,102 @@ void JobsService::KernelRunner::do_run(uint32_t core, const Step& s, uint32_t b,
   }
   // DVFS: the chunk takes as long as it would at the current clock.
   power::pace(core, arch::now_ns() - t0);
+}
+
+bool JobsService::HalTensor::do_submit(uint32_t e, const vtrn::engine::TensorCommand& c) {
+  hal::tensor::Gemm g;
+  g.dtype = c.dtype;
+  g.m = c.m;
+  g.n = c.n;
+  g.k = c.k;
+  g.ldc = c.ldc;
+  g.a = c.a;
+  g.a_scales = c.a_scales;
+  g.b = c.b;
+  g.b_scales = c.b_scales;
+  g.c = c.c;
+  g.cookie = c.cookie;
+  g.irq = (c.flags & vtrn::engine::kTensorIrq) != 0;
+  return e < n && engine[e].submit(g) == hal::Status::kOk;
+}
+
+void JobsService::HalTensor::do_ring(uint32_t e) {
+  if (e < n) (void)engine[e].ring();
+}
+
+TensorEngines::Poll JobsService::HalTensor::do_poll(uint32_t e, vtrn::engine::TensorCompletion* out,
+                                                    uint32_t* error) {
+  *error = 0;
+  if (e >= n) return Poll::kEmpty;
+  const hal::Status s = engine[e].poll(out);
+  if (s == hal::Status::kOk) return Poll::kDone;
+  if (s == hal::Status::kBadHardware) return Poll::kBroken;
+  *error = engine[e].error();
+  return *error ? Poll::kBroken : Poll::kEmpty;
+}
+
+bool JobsService::HalTensor::do_pending(uint32_t e) const {
+  if (e >= n) return false;
+  const vtrn::engine::TensorEngineBlock* b = fw::engines::service().region().tensor(e);
+  return __atomic_load_n(&b->cq_prod.value, __ATOMIC_ACQUIRE) !=
+         __atomic_load_n(&b->cq_cons.value, __ATOMIC_RELAXED);
+}
+
+// The engines' statistics summed (a block the engine is rewriting for
+// longer than a few tries is skipped this period rather than waited for).
+void JobsService::tensor_totals(EngineTotals* out) const {
+  *out = EngineTotals{};
+  for (uint32_t e = 0; e < tensor_.n; ++e) {
+    vtrn::engine::EngineStats s;
+    bool busy = false;
+    if (!engines::service().tensor_stats(e, &s, &busy)) continue;
+    out->busy_ns += s.busy_ns;
+    out->modeled_ns += s.modeled_ns;
+  }
+}
+
+// GEMM steps go to the tensor engines when fw::engines found them and they
+// execute GEMM commands; otherwise every job runs on the cores.
+void JobsService::init_tensor() {
+  engines::EnginesService& es = engines::service();
+  if (!es.present()) return;
+  hal::copy::EngineRegion& r = es.region();
+  if (!(r.id().capabilities & vtrn::engine::kCapTensorGemm) || r.tensor_engines() == 0) {
+    log(kLogWarn, "jobs: the engines execute no GEMM: every job runs on the cores");
+    return;
+  }
+  uint32_t n = 0;
+  for (uint32_t e = 0; e < r.tensor_engines() && e < kMaxEngines; ++e) {
+    if (tensor_.engine[e].init(r, e) != hal::Status::kOk) break;
+    tensor_.engine[e].arm_irq(true);
+    ++n;
+  }
+  tensor_.n = n;
+  if (n == 0) return;
+  sched_.set_tensor_engines(&tensor_);
+  tensor_heartbeat_ = r.heartbeat();
+  tensor_heartbeat_ns_ = arch::now_ns();
+  log(kLogInfo, "jobs: GEMM steps on %u tensor engines by default (engine cores: on-core kernels)",
+      unsigned(n));
+}
+
+// Tiles in flight while vtrn-hw's heartbeat stands still: they will not
+// complete, so their jobs fail now (nothing is lost silently).
+void JobsService::watch_tensor(uint64_t now) {
+  if (tensor_.n == 0) return;
+  const uint32_t beat = engines::service().region().heartbeat();
+  if (beat != tensor_heartbeat_ || sched_.tiles_in_flight() == 0) {
+    tensor_heartbeat_ = beat;
+    tensor_heartbeat_ns_ = now;
+    return;
+  }
+  if (now - tensor_heartbeat_ns_ < kTensorSilenceNs) return;
+  char why[96];
+  snprintf(why, sizeof why, "tensor engines stopped answering (no vtrn-hw heartbeat for %llu ms)",
+           (unsigned long long)((now - tensor_heartbeat_ns_) / 1000000));
+  log(kLogErr, "jobs: %s: failing the jobs with tiles in flight", why);
+  wake(sched_.tensor_lost(why));
+  tensor_heartbeat_ns_ = now;
 }
 
 void JobsService::wake(uint32_t mask) {
@@ -213,6 +313,14 @@ Error JobsService::submit(const Vtrn__Ctrl__JobSubmitRequest& req,
   submit_from_proto(req, &submit_);
   const Submit& sub = submit_;
   Error e = validate(sub, hbm_);
+  if (e.ok() && tensor_.n && sub.engine != kEngineCores) {
+    // A dtype the engines do not take, or a stitched allocation (out of
+    // their reach): the chip's own choice is then the cores; an explicit
+    // tensor is refused naming it.
+    const Error far = tensor_eligible(sub, engines::service().region().id().dtype_mask, hbm::kRemapBase);
+    if (!far.ok() && sub.engine == kEngineTensor) e = far;
+    if (!far.ok()) submit_.engine = kEngineCores;
+  }
   if (!e.ok()) {
     sched_.count_rejected();
     return e;
@@ -279,6 +387,7 @@ void JobsService::init(const Boot& boot) {
   cores::init(want, arch::now_ns);
   cores::set_state(0, cores::kCoreIdle, 0);
   sched_.init(0);
+  init_tensor();
   init_table(boot.bar2, boot.bar2_size);
   if (table_.attached()) {
     vtrn::hostif::FwHeader* header = boot.hostif->header();
@@ -313,6 +422,10 @@ Vectors JobsService::poll(Turn&) {
     body.end_ns = r.end_ns;
     body.cores_used = r.cores_used;
     body.flops = r.flops;
+    body.engine = Vtrn__Ctrl__JobEngine(r.engine);
+    body.engines_used = r.engines_used;
+    body.modeled_ns = r.modeled_ns;
+    body.engine_wall_ns = r.engine_wall_ns;
     Vtrn__Ctrl__Event ev = VTRN__CTRL__EVENT__INIT;
     ev.body_case = VTRN__CTRL__EVENT__BODY_JOB;
     ev.job = &body;
@@ -325,10 +438,11 @@ Vectors JobsService::poll(Turn&) {
     sched_.event_sent(slot);
     sent = true;
     const uint32_t level = r.state == kDone || r.state == kCancelled ? kLogDebug : kLogWarn;
-    log(level, "jobs: job %llu %s after %llu us on %u cores%s%s", (unsigned long long)r.job_id,
-        state_name(r.state),
+    log(level, "jobs: job %llu %s after %llu us (modeled %llu us) on %u cores, %u tensor engines%s%s",
+        (unsigned long long)r.job_id, state_name(r.state),
         (unsigned long long)((r.end_ns - (r.start_ns ? r.start_ns : r.queued_ns)) / 1000),
-        unsigned(r.cores_used), r.state == kDone ? "" : ": ", r.state == kDone ? "" : r.reason);
+        (unsigned long long)(r.modeled_ns / 1000), unsigned(r.cores_used), unsigned(r.engines_used),
+        r.state == kDone ? "" : ": ", r.state == kDone ? "" : r.reason);
   }
   publish_changes(false);
   run_on_service_core();
@@ -336,7 +450,9 @@ Vectors JobsService::poll(Turn&) {
 }
 
 void JobsService::tick(Turn&) {
-  wake(sched_.tick(arch::now_ns()));
+  const uint64_t now = arch::now_ns();
+  watch_tensor(now);
+  wake(sched_.tick(now));
   publish_changes(true);
   publish_cores();
 }
@@ -363,6 +479,10 @@ void JobsService::fill_telemetry(vtrn::hostif::Telemetry* t) const {
   t->jobs_running = sched_.running();
   t->jobs_completed = c.completed;
   t->jobs_failed = c.failed + c.cancelled + c.timed_out;
+  EngineTotals e;
+  tensor_totals(&e);
+  t->tensor_busy_ns = e.busy_ns;
+  t->tensor_modeled_ns = e.modeled_ns;
 }
 
 void JobsService::executor(uint32_t core) {

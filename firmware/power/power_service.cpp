@@ -13,6 +13,13 @@
 // than a dense matmul). Cores 1..N-1 come from the jobs service's fw::cores
 // (fw/cores.h) counters when that service is built in and has started them;
 // otherwise they were never started (PSCI off) and count as power gated.
+// Each NeuronCore's tensor engine (fw::engines, EngineStats) is part of it:
+// the time the engine worked counts as the core's busy time (taken from
+// its idle, then off time) and an engine at work makes its core run at
+// full activity (a dense matmul), so a GEMM on the engines heats the die
+// as one on the cores does. The engine's wall time, not its modeled time,
+// is what counts: the power model's clock is the board's, in which the
+// GEMM took that long (the modeled time is reported beside it).
 #include "fw/power_service.h"
 
 #include <stdio.h>
@@ -20,6 +27,7 @@
 
 #include "fw/arch.h"
 #include "fw/dma_service.h"
+#include "fw/engines_service.h"
 #include "fw/host_interface.h"
 #include "fw/log.h"
 #include "fw/panic.h"
@@ -44,6 +52,7 @@ using vtrn::hostif::kRegionPower;
 using vtrn::power::PowerTelemetry;
 
 constexpr uint32_t kBootCoreIntensityPermille = 500;
+constexpr uint32_t kTensorEngineIntensityPermille = 1000;
 
 constinit PowerService g_service;
 
@@ -93,6 +102,7 @@ void PowerService::init(const Boot& boot) {
   CoreSample base[vtrn::power::kMaxCores];
   uint32_t n = 0;
   sample(base, &n, now, 0);
+  fold_tensor(base, n, true);
   set_baseline(base, n);
 
   // The region table is ours (written at boot, before READY); still check
@@ -167,6 +177,49 @@ void PowerService::sample(CoreSample* out, uint32_t* n, uint64_t now_ns, uint64_
   *n = core_count_;
 }
 
+// Moves each tensor engine's new busy time since the last sample from its
+// core's idle (then off) time into its busy time, on deltas, so every
+// counter the controller sees still only grows; an engine at work makes
+// its core run at full activity. `first`: only remember where things are.
+void PowerService::fold_tensor(CoreSample* s, uint32_t n, bool first) {
+  for (uint32_t i = 0; i < n && i < vtrn::power::kMaxCores; ++i) {
+    const CoreSample raw = s[i];
+    vtrn::engine::EngineStats st{};
+    bool working = false;
+    const bool have = engines::service().tensor_stats(i, &st, &working);
+    const uint64_t eb = have ? st.busy_ns : tensor_busy_[i];
+    if (first) {
+      raw_[i] = raw;
+      folded_[i] = raw;
+      tensor_busy_[i] = eb;
+      continue;
+    }
+    const CoreSample& p = raw_[i];
+    const uint64_t d_busy = raw.busy_ns >= p.busy_ns ? raw.busy_ns - p.busy_ns : raw.busy_ns;
+    uint64_t d_idle = raw.idle_ns >= p.idle_ns ? raw.idle_ns - p.idle_ns : raw.idle_ns;
+    uint64_t d_off = raw.off_ns >= p.off_ns ? raw.off_ns - p.off_ns : raw.off_ns;
+    // An engine reset (chip reset) starts its counters again from 0.
+    uint64_t d_eng = eb >= tensor_busy_[i] ? eb - tensor_busy_[i] : eb;
+    const uint64_t from_idle = d_eng < d_idle ? d_eng : d_idle;
+    d_idle -= from_idle;
+    d_eng -= from_idle;
+    const uint64_t from_off = d_eng < d_off ? d_eng : d_off;
+    d_off -= from_off;
+    folded_[i].busy_ns += d_busy + from_idle + from_off;
+    folded_[i].idle_ns += d_idle;
+    folded_[i].off_ns += d_off;
+    folded_[i].state = raw.state;
+    folded_[i].intensity_permille = raw.intensity_permille;
+    if (working) {
+      folded_[i].state = 2;
+      folded_[i].intensity_permille = kTensorEngineIntensityPermille;
+    }
+    raw_[i] = raw;
+    tensor_busy_[i] = eb;
+    s[i] = folded_[i];
+  }
+}
+
 void PowerService::publish(uint64_t now_ns) {
   const vtrn::power::ClockBudget b = clock();
   publish_clock(b.frequency_mhz, b.max_frequency_mhz);
@@ -211,6 +264,7 @@ void PowerService::tick(Turn& turn) {
   CoreSample s[vtrn::power::kMaxCores];
   uint32_t n = 0;
   sample(s, &n, now, turn.idle_ns);
+  fold_tensor(s, n, false);
   refresh(s, n, now);
   complete(now);
   publish(now);

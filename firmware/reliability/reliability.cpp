@@ -2,6 +2,7 @@
 #include "fw/reliability.h"
 
 #include "fw/arch.h"
+#include "fw/engines_service.h"
 #include "fw/host_interface.h"
 #include "fw/log.h"
 #include "fw/wire.h"
@@ -29,6 +30,7 @@ const char* fault_name(uint32_t f) {
     case VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_HANG: return "hang (IRQs masked)";
     case VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_STALL: return "stall (WFI forever)";
     case VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_PANIC: return "panic (data abort)";
+    case VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_TENSOR_ENGINE: return "tensor engine fault";
     default: return "none";
   }
 }
@@ -44,6 +46,7 @@ void ReliabilityService::init(const Boot& boot) { hostif_ = boot.hostif; }
 Error ReliabilityService::inject(const Vtrn__Ctrl__ReliabilityInjectRequest& r,
                                  Vtrn__Ctrl__ReliabilityInjectResponse& body, Call&) {
   const uint32_t fault = wire(r.fault);
+  if (fault == VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_TENSOR_ENGINE) return inject_tensor(r.engine, body);
   if (fault != VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_HANG &&
       fault != VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_STALL &&
       fault != VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_PANIC) {
@@ -51,6 +54,29 @@ Error ReliabilityService::inject(const Vtrn__Ctrl__ReliabilityInjectRequest& r,
   }
   body.heartbeat = hostif_ != nullptr ? hostif_->heartbeat() : 0;
   armed_ = fault;
+  return Error();
+}
+
+// The engines' own fault injection (engine_abi.h ControlBlock): the engine
+// fails its next command, which ends the job that sent it with a reason
+// naming the engine. Nothing in the firmware breaks.
+Error ReliabilityService::inject_tensor(uint32_t engine, Vtrn__Ctrl__ReliabilityInjectResponse& body) {
+  engines::EnginesService& es = engines::service();
+  const uint32_t n = es.present() ? es.region().tensor_engines() : 0;
+  if (n == 0) return Error(Code::kInvalidArgument, "engine: this chip has no tensor engines (see its log)");
+  if (engine >= n) {
+    return Error(Code::kInvalidArgument, "engine: %u, but this chip has %u tensor engines", unsigned(engine),
+                 unsigned(n));
+  }
+  if (!(es.region().id().capabilities & vtrn::engine::kCapFaultInject)) {
+    return Error(Code::kUnsupported, "engine: the engines do not take injected faults");
+  }
+  const hal::Status s = es.region().inject(vtrn::engine::kInjectTensor, engine);
+  if (s != hal::Status::kOk) {
+    return Error(Code::kInternal, "engine: fault injection refused: %s", hal::status_name(s));
+  }
+  log(kLogWarn, "reliability: tensor engine %u fails its next command (injected)", unsigned(engine));
+  body.heartbeat = hostif_ != nullptr ? hostif_->heartbeat() : 0;
   return Error();
 }
 

@@ -36,7 +36,8 @@ std::string with_step(const std::string& step) {
 void test_valid_file_becomes_its_spec(void**) {
   JobSpec spec;
   std::string err;
-  const std::string text = std::string(R"({"name": "demo", "chip": 1, "priority": 2, "timeout_ms": 500, )") + kBuffers +
+  const std::string text =
+      std::string(R"({"name": "demo", "chip": 1, "priority": 2, "timeout_ms": 500, "engine": "cores", )") + kBuffers +
                            R"(, "steps": [{"kernel": "add", "m": 2, "n": 2, "a": "a", "b": "b", "out": "c"},
                                          {"kernel": "gemm", "dtype": "mxfp4", "m": 1, "n": 1, "k": 32,
                                           "a": "a", "a_scales": "b", "b": "a", "b_scales": "b", "out": "c"}]})";
@@ -45,6 +46,7 @@ void test_valid_file_becomes_its_spec(void**) {
   assert_int_equal(spec.chip, 1);
   assert_int_equal(spec.priority, 2);
   assert_int_equal(spec.timeout_ms, 500);
+  assert_int_equal(spec.engine, VTRN__API__JOB_ENGINE__JOB_ENGINE_CORES);
   assert_int_equal(spec.buffers.size(), 3);
   assert_int_equal(spec.buffers[0].bytes, 16);
   assert_true(spec.buffers[0].has_values);
@@ -90,6 +92,8 @@ void test_mistakes_name_their_field(void**) {
        "/buffers/1/name: 'a' is used twice"},
       {R"({"buffers": [{"name": "a", "bytes": 4}], "steps": [], "prio": 1})", "/prio: unknown field"},
       {R"({"buffers": [{"name": "a", "bytes": 4}], "steps": [], "priority": 9})", "/priority: 9 outside 0..7"},
+      {R"({"buffers": [{"name": "a", "bytes": 4}], "steps": [], "engine": "gpu"})",
+       "/engine: unknown engine 'gpu' (tensor, cores, default)"},
   };
   for (const Case& c : cases) {
     const std::string err = parse_error(c.text);

@@ -2,8 +2,10 @@
 // detect and recover it. Kinds: hang (firmware spins with IRQs masked),
 // stall (firmware sleeps forever with IRQs on), panic (firmware takes a data
 // abort), dma-corrupt (vtrnd pushes one DMA queue's submission index past
-// the ring in BAR2), qemu-kill (SIGKILL to the chip's QEMU); `vtrn inject ecc`
-// comes from the HBM commands (add_inject_ecc_subcommand).
+// the ring in BAR2), qemu-kill (SIGKILL to the chip's QEMU), tensor-engine
+// (the firmware makes one tensor engine fail its next command: the job that
+// sent it fails naming the fault; nothing reboots, so no --wait); `vtrn
+// inject ecc` comes from the HBM commands (add_inject_ecc_subcommand).
 //
 // Without --wait the command returns once the fault is in. With --wait it
 // follows the chip until vtrnd has detected the fault and the chip is READY
@@ -28,6 +30,7 @@ struct InjectOptions {
   std::string name;
   uint32_t chip = 0;
   int32_t queue = 0;
+  int32_t engine = 0;
   bool wait = false;
   double timeout_s = 60;
   bool json = false;
@@ -99,13 +102,15 @@ std::string wait_latched(DaemonConnection& conn, const InjectOptions& o) {
 
 void run_inject(const InjectOptions& o) {
   DaemonConnection conn = DaemonConnection::open();
-  const bool reboots = o.kind != VTRN__API__FAULT_KIND__FAULT_KIND_DMA_CORRUPT;
+  const bool reboots = o.kind != VTRN__API__FAULT_KIND__FAULT_KIND_DMA_CORRUPT &&
+                       o.kind != VTRN__API__FAULT_KIND__FAULT_KIND_TENSOR_ENGINE;
   const uint32_t before = o.wait && reboots ? resets_now(conn, o.chip) : 0;
   Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
   Vtrn__Api__FaultInjectRequest r = VTRN__API__FAULT_INJECT_REQUEST__INIT;
   r.chip = o.chip;
   r.kind = o.kind;
   r.queue = o.queue;
+  r.engine = o.engine;
   req.body_case = VTRN__API__REQUEST__BODY_FAULT_INJECT;
   req.fault_inject = &r;
   drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_FAULT_INJECT);
@@ -151,6 +156,8 @@ void add_inject_command(CLI::App& app, Action* action) {
       {"dma-corrupt", VTRN__API__FAULT_KIND__FAULT_KIND_DMA_CORRUPT,
        "Corrupt a DMA queue's submission index in BAR2 (the queue latches; vtrn dma reset clears it)"},
       {"qemu-kill", VTRN__API__FAULT_KIND__FAULT_KIND_QEMU_KILL, "SIGKILL the chip's QEMU (vtrnd launches a new one)"},
+      {"tensor-engine", VTRN__API__FAULT_KIND__FAULT_KIND_TENSOR_ENGINE,
+       "Make a tensor engine fail its next command (the job that sent it fails naming the fault)"},
   };
   for (const Kind& k : kKinds) {
     auto o = std::make_shared<InjectOptions>();
@@ -160,11 +167,15 @@ void add_inject_command(CLI::App& app, Action* action) {
     c->add_option("chip", o->chip, "Chip id")->required()->check(chip_id_validator());
     if (k.kind == VTRN__API__FAULT_KIND__FAULT_KIND_DMA_CORRUPT)
       c->add_option("--queue", o->queue, "DMA queue to corrupt")->check(CLI::Range(0, 15));
-    c->add_flag("--wait", o->wait,
-                k.kind == VTRN__API__FAULT_KIND__FAULT_KIND_DMA_CORRUPT
-                    ? "Wait until the queue has latched"
-                    : "Wait until the fault is detected and the chip is READY again; print the times");
-    c->add_option("--timeout", o->timeout_s, "Seconds --wait waits")->check(CLI::Range(0.1, 600.0));
+    if (k.kind == VTRN__API__FAULT_KIND__FAULT_KIND_TENSOR_ENGINE) {
+      c->add_option("--engine", o->engine, "Tensor engine (one per NeuronCore)")->check(CLI::Range(0, 7));
+    } else {
+      c->add_flag("--wait", o->wait,
+                  k.kind == VTRN__API__FAULT_KIND__FAULT_KIND_DMA_CORRUPT
+                      ? "Wait until the queue has latched"
+                      : "Wait until the fault is detected and the chip is READY again; print the times");
+      c->add_option("--timeout", o->timeout_s, "Seconds --wait waits")->check(CLI::Range(0.1, 600.0));
+    }
     c->add_flag("--json", o->json, "Print one JSON document instead of text");
     c->callback([o, action] { *action = [o] { run_inject(*o); }; });
   }

@@ -62,6 +62,10 @@ json job_json(const Vtrn__Api__JobInfo& j) {
           {"chip_run_ns", j.chip_run_ns},
           {"stage_out_ns", j.stage_out_ns},
           {"cores_used", j.cores_used},
+          {"engine", vtrn::proto::engine_name(j.engine)},
+          {"engines_used", j.engines_used},
+          {"chip_modeled_ns", j.chip_modeled_ns},
+          {"engine_wall_ns", j.engine_wall_ns},
           {"flops", j.flops},
           {"gflops", j.gflops}};
 }
@@ -84,14 +88,23 @@ std::string join(const json& arr) {
   return s;
 }
 
+// "tensor x4" (engines that ran a tile), "cores", or "-" before the chip said.
+std::string engine_text(const json& j) {
+  const std::string e = j["engine"];
+  if (e == "tensor") return "tensor x" + std::to_string(j["engines_used"].get<uint32_t>());
+  return e == "default" ? "-" : e;
+}
+
 void print_job_table(const json& jobs) {
-  Table t({"ID", "CHIP", "NAME", "STATE", "KERNELS", "CORES", "LATENCY", "CHIP RUN", "GFLOP/S", "REASON"});
+  Table t({"ID", "CHIP", "NAME", "STATE", "KERNELS", "ENGINE", "CORES", "LATENCY", "CHIP RUN", "MODELED", "GFLOP/S",
+           "REASON"});
   for (const auto& j : jobs) {
-    const uint64_t lat = j["latency_ns"], run = j["chip_run_ns"];
+    const uint64_t lat = j["latency_ns"], run = j["chip_run_ns"], modeled = j["chip_modeled_ns"];
     t.add({std::to_string(j["id"].get<uint64_t>()), std::to_string(j["chip"].get<uint32_t>()),
            j["name"].get<std::string>().empty() ? "-" : j["name"].get<std::string>(), j["state"].get<std::string>(),
-           join(j["kernels"]), j["cores_used"].get<uint32_t>() ? std::to_string(j["cores_used"].get<uint32_t>()) : "-",
-           lat ? format_ns(lat) : "-", run ? format_ns(run) : "-",
+           join(j["kernels"]), engine_text(j),
+           j["cores_used"].get<uint32_t>() ? std::to_string(j["cores_used"].get<uint32_t>()) : "-",
+           lat ? format_ns(lat) : "-", run ? format_ns(run) : "-", modeled ? format_ns(modeled) : "-",
            run ? fixed(j["gflops"].get<double>(), 3) : "-", j["reason"].get<std::string>()});
   }
   std::cout << t.render();
@@ -109,11 +122,14 @@ void print_job_detail(const json& j) {
   t.add({"buffers", format_bytes(j["buffer_bytes"].get<uint64_t>())});
   t.add({"priority / timeout", std::to_string(j["priority"].get<uint32_t>()) + " / " +
                                    std::to_string(j["timeout_ms"].get<uint32_t>()) + " ms"});
+  t.add({"engine", engine_text(j)});
   t.add({"cores used", std::to_string(j["cores_used"].get<uint32_t>())});
   t.add({"latency (submit -> end)", ns("latency_ns")});
   t.add({"staging in (alloc + DMA)", ns("stage_in_ns")});
   t.add({"queued on chip", ns("chip_queue_ns")});
   t.add({"running on chip", ns("chip_run_ns")});
+  t.add({"modeled chip time", ns("chip_modeled_ns")});
+  t.add({"tensor engines busy (host)", ns("engine_wall_ns")});
   t.add({"reading out (DMA)", ns("stage_out_ns")});
   t.add({"GFLOP/s (chip run)", j["chip_run_ns"].get<uint64_t>() ? fixed(j["gflops"].get<double>(), 3) : "-"});
   std::cout << t.render();
@@ -175,6 +191,7 @@ struct SubmitMsg {
     req.priority = spec.priority;
     req.timeout_ms = spec.timeout_ms;
     req.max_cores = spec.max_cores;
+    req.engine = spec.engine;
     req.n_buffers = bufp.size();
     req.buffers = bufp.data();
     req.n_steps = stepp.size();
@@ -296,6 +313,7 @@ struct RunOptions {
   std::string dtype = "fp32";
   uint32_t chip = 0;
   uint32_t cores = 0;
+  std::string engine = "default";
   uint64_t seed = 0;
   bool seed_given = false;
   bool specials = false;
@@ -347,6 +365,8 @@ void run_kernel(const RunOptions& o) {
   spec.name = "run-" + o.kernel;
   spec.max_cores = o.cores;
   spec.timeout_ms = o.timeout_ms;
+  if (!vtrn::proto::parse_engine(o.engine, &spec.engine))
+    throw CliError(Exit::kUsage, "--engine " + o.engine + ": expected tensor, cores or default");
   JobStepSpec st;
   st.kernel = kernel;
   st.dtype = dt;
@@ -475,6 +495,7 @@ void run_kernel(const RunOptions& o) {
   doc["check"] = check;
   doc["gflops"] = run_ns > 0 ? flops / run_ns : 0.0;
   doc["end_to_end_gflops"] = info.latency_ns ? flops / double(info.latency_ns) : 0.0;
+  doc["modeled_gflops"] = info.chip_modeled_ns ? flops / double(info.chip_modeled_ns) : 0.0;
   const std::string mismatch = "chip result does not match the host reference (" +
                                std::to_string(check["bad"].get<uint64_t>()) + " elements)";
   if (o.json) {
@@ -483,9 +504,14 @@ void run_kernel(const RunOptions& o) {
   } else {
     std::string what = o.kernel + " " + std::to_string(o.m) + "x" + std::to_string(o.n);
     if (gemm) what += "x" + std::to_string(o.k) + " " + dtype_name(dt);
-    std::cout << what << " on chip " << o.chip << ": job " << info.id << " DONE on " << info.cores_used
-              << " core(s), seed " << seed << "\n";
-    std::cout << "  time     chip " << (info.chip_run_ns ? format_ns(info.chip_run_ns) : "-") << ", submit->end "
+    const std::string where = info.engine == VTRN__API__JOB_ENGINE__JOB_ENGINE_TENSOR
+                                  ? std::to_string(info.engines_used) + " tensor engine(s)"
+                                  : std::to_string(info.cores_used) + " core(s)";
+    std::cout << what << " on chip " << o.chip << ": job " << info.id << " DONE on " << where << ", seed " << seed
+              << "\n";
+    std::cout << "  engine   " << vtrn::proto::engine_name(info.engine) << "\n";
+    std::cout << "  time     chip " << (info.chip_run_ns ? format_ns(info.chip_run_ns) : "-") << " wall, "
+              << (info.chip_modeled_ns ? format_ns(info.chip_modeled_ns) : "-") << " modeled; submit->end "
               << format_ns(info.latency_ns) << " (staging " << format_ns(info.stage_in_ns) << ", read-back "
               << format_ns(info.stage_out_ns) << ")\n";
     if (gemm || flops > 0)
@@ -612,7 +638,11 @@ void add_jobs_commands(CLI::App& app, Action* action) {
           ->check(CLI::IsMember({"fp32", "f32", "bf16", "fp8-e4m3", "fp8-e5m2", "mxfp4"}));
     }
     r->add_option("--chip", ro->chip, "Chip id")->check(chip_id_validator());
-    r->add_option("--cores", ro->cores, "NeuronCores to use (0: all)")->check(CLI::Range(0u, 1024u));
+    r->add_option("--cores", ro->cores, "NeuronCores to use (0: all); with the tensor engines, engines to use")
+        ->check(CLI::Range(0u, 1024u));
+    if (gemm)
+      r->add_option("--engine", ro->engine, "Where the GEMM runs: tensor engines, cores, or the chip's default")
+          ->check(CLI::IsMember({"tensor", "cores", "default"}));
     auto* seed = r->add_option("--seed", ro->seed, "Random seed (default: a fresh one, printed)");
     r->add_flag("--specials", ro->specials, "Put NaN and infinities into the inputs");
     r->add_option("--timeout-ms", ro->timeout_ms, "Job timeout (0: vtrnd's default)")->check(CLI::Range(0u, 600000u));

@@ -68,6 +68,10 @@ std::string render_telemetry(const nlohmann::json& chips) {
       return std::to_string(c.at("jobs_queued").get<uint32_t>()) + " / " +
              std::to_string(c.at("jobs_running").get<uint32_t>());
     });
+    row("tensor engines busy / modeled", [](const nlohmann::json& c) {
+      return format_ns(c.at("tensor_busy_ns").get<uint64_t>()) + " / " +
+             format_ns(c.at("tensor_modeled_ns").get<uint64_t>());
+    });
     row("jobs done / failed", [](const nlohmann::json& c) {
       return std::to_string(c.at("jobs_completed").get<uint64_t>()) + " / " +
              std::to_string(c.at("jobs_failed").get<uint64_t>());

@@ -183,7 +183,8 @@ class Parser {
 
   bool job(const json& doc, JobSpec* out) {
     if (!doc.is_object()) return fail("", "a job file is a JSON object");
-    if (!only_keys(doc, "", {"name", "chip", "priority", "timeout_ms", "max_cores", "buffers", "steps"})) return false;
+    if (!only_keys(doc, "", {"name", "chip", "priority", "timeout_ms", "max_cores", "engine", "buffers", "steps"}))
+      return false;
     if (!str(doc, "name", "", &out->name, false)) return false;
     if (out->name.size() > kMaxNameChars) return fail("/name", "longer than 64 characters");
     if (doc.contains("chip")) {
@@ -194,6 +195,10 @@ class Parser {
     if (!u32(doc, "priority", "", 0, 7, &out->priority, false)) return false;
     if (!u32(doc, "timeout_ms", "", 1, 600000, &out->timeout_ms, false)) return false;
     if (!u32(doc, "max_cores", "", 0, 1024, &out->max_cores, false)) return false;
+    std::string engine;
+    if (!str(doc, "engine", "", &engine, false)) return false;
+    if (!engine.empty() && !vtrn::proto::parse_engine(engine, &out->engine))
+      return fail("/engine", "unknown engine " + quote(engine) + " (tensor, cores, default)");
     auto bufs = doc.find("buffers");
     if (bufs == doc.end()) return fail("/buffers", "missing");
     if (!bufs->is_array() || bufs->empty() || bufs->size() > kMaxBuffers)

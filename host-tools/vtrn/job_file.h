@@ -13,7 +13,7 @@
 // a person gets the message in terms of their own file.
 //
 // Format (paths are relative to the job file's directory):
-//   { "name": "demo", "chip": 0, "priority": 0, "timeout_ms": 10000, "max_cores": 0,
+//   { "name": "demo", "chip": 0, "priority": 0, "timeout_ms": 10000, "max_cores": 0, "engine": "tensor",
 //     "buffers": [ { "name": "a", "file": "a.bin" },             // input bytes from a file
 //                  { "name": "x", "values": [1.0, 2.5, -3] },    // input f32 values
 //                  { "name": "c", "bytes": 4096, "output": "c.bin" } ],  // zero-filled; read back
@@ -21,6 +21,9 @@
 //                  "a": "a", "b": "b", "out": "c" } ] }
 // kernel: gemm add mul gelu softmax sum; dtype (gemm only, default fp32):
 // fp32 bf16 fp8-e4m3 fp8-e5m2 mxfp4 (which adds a_scales and b_scales).
+// engine (where GEMM steps run): tensor, cores or default (the chip's
+// choice: its tensor engines when it has them); max_cores then limits the
+// NeuronCores, and so the tensor engines (one each), the job may use.
 #pragma once
 
 #include <stdint.h>
@@ -57,6 +60,7 @@ struct JobSpec {
   uint32_t priority = 0;
   uint32_t timeout_ms = 0;
   uint32_t max_cores = 0;
+  Vtrn__Api__JobEngine engine = VTRN__API__JOB_ENGINE__JOB_ENGINE_DEFAULT;
   std::vector<JobBufferSpec> buffers;
   std::vector<JobStepSpec> steps;
 };

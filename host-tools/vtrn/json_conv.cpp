@@ -103,6 +103,8 @@ nlohmann::json to_json(const Vtrn__Api__Telemetry& t) {
               {"jobs_running", t.jobs_running},
               {"jobs_completed", t.jobs_completed},
               {"jobs_failed", t.jobs_failed},
+              {"tensor_busy_ns", t.tensor_busy_ns},
+              {"tensor_modeled_ns", t.tensor_modeled_ns},
               {"jobs_submitted", t.jobs_submitted},
               {"jobs_cancelled", t.jobs_cancelled},
               {"jobs_timed_out", t.jobs_timed_out},

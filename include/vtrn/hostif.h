@@ -231,13 +231,17 @@ struct Telemetry {
   uint32_t jobs_running;         // jobs on a NeuronCore now
   uint64_t jobs_completed;       // jobs ended DONE since boot
   uint64_t jobs_failed;          // jobs ended FAILED, CANCELLED or TIMED_OUT since boot
-  uint64_t reserved[3];
+  // Version 3: the tensor engines (engine_abi.h EngineStats, summed over the
+  // chip's engines since their last reset; from one reserved word each).
+  uint64_t tensor_busy_ns;       // wall time the engines spent on commands
+  uint64_t tensor_modeled_ns;    // what the modeled silicon would have taken
+  uint64_t reserved[1];
 };
 static_assert(offsetof(Telemetry, uptime_ns) == 8);
 static_assert(offsetof(Telemetry, dma_descriptors) == 104);
 static_assert(offsetof(Telemetry, hbm_total_bytes) == 136);
 static_assert(sizeof(Telemetry) == 232);
-inline constexpr uint32_t kTelemetryVersion = 2;
+inline constexpr uint32_t kTelemetryVersion = 3;
 static_assert(sizeof(Telemetry) % 8 == 0);
 
 // ---- Panic record -----------------------------------------------------------

@@ -52,6 +52,20 @@ void test_kernels_print_in_lower_case(void**) {
   assert_string_equal(kernel_name(Vtrn__Api__JobKernel(99)), "unknown");
 }
 
+void test_engines_print_in_lower_case_and_parse_back(void**) {
+  assert_string_equal(engine_name(VTRN__API__JOB_ENGINE__JOB_ENGINE_DEFAULT), "default");
+  assert_string_equal(engine_name(VTRN__API__JOB_ENGINE__JOB_ENGINE_TENSOR), "tensor");
+  assert_string_equal(engine_name(VTRN__API__JOB_ENGINE__JOB_ENGINE_CORES), "cores");
+  assert_string_equal(engine_name(Vtrn__Api__JobEngine(7)), "unknown");
+  Vtrn__Api__JobEngine e = VTRN__API__JOB_ENGINE__JOB_ENGINE_DEFAULT;
+  assert_true(parse_engine("cores", &e));
+  assert_int_equal(e, VTRN__API__JOB_ENGINE__JOB_ENGINE_CORES);
+  assert_true(parse_engine("tensor", &e));
+  assert_int_equal(e, VTRN__API__JOB_ENGINE__JOB_ENGINE_TENSOR);
+  assert_false(parse_engine("gpsimd", &e));
+  assert_int_equal(e, VTRN__API__JOB_ENGINE__JOB_ENGINE_TENSOR);
+}
+
 void test_dtypes_print_as_numerics_names(void**) {
   assert_string_equal(dtype_name(VTRN__API__JOB_DTYPE__JOB_DTYPE_F32), "fp32");
   assert_string_equal(dtype_name(VTRN__API__JOB_DTYPE__JOB_DTYPE_BF16), "bf16");
@@ -107,6 +121,7 @@ int main() {
       cmocka_unit_test(test_chip_states_print_without_prefix),
       cmocka_unit_test(test_job_states_print_without_prefix),
       cmocka_unit_test(test_kernels_print_in_lower_case),
+      cmocka_unit_test(test_engines_print_in_lower_case_and_parse_back),
       cmocka_unit_test(test_dtypes_print_as_numerics_names),
       cmocka_unit_test(test_every_listed_kernel_and_dtype_parses_back),
       cmocka_unit_test(test_parse_takes_exact_names_only),

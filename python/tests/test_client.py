@@ -113,13 +113,14 @@ def test_hbm_round_trip_larger_than_one_frame(dev):
     assert e.value.code == vtrn.errors.FAILED
 
 
+@pytest.mark.parametrize("engine", ["default", "cores"])
 @pytest.mark.parametrize("dtype", dtypes.NAMES)
-def test_gemm_in_every_dtype_matches_numpy_within_the_bound(dev, dtype):
+def test_gemm_in_every_dtype_matches_numpy_within_the_bound(dev, dtype, engine):
     rng = np.random.default_rng(hash(dtype) & 0xFFFF)
     m, k, n = 48, 96, 40
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
-    c = dev.gemm(a, b, dtype=dtype, chip=1)
+    c = dev.gemm(a, b, dtype=dtype, chip=1, engine=engine)
     assert c.shape == (m, n) and c.dtype == np.float32
     qa = dtypes.quantize(a, dtype).astype(np.float64)
     qb = dtypes.quantize(np.ascontiguousarray(b.T), dtype).astype(np.float64)

@@ -58,6 +58,12 @@ _KERNELS = {
     "softmax": api_jobs.JOB_KERNEL_SOFTMAX,
     "sum": api_jobs.JOB_KERNEL_SUM,
 }
+_ENGINES = {
+    "default": api_jobs.JOB_ENGINE_DEFAULT,
+    "tensor": api_jobs.JOB_ENGINE_TENSOR,
+    "cores": api_jobs.JOB_ENGINE_CORES,
+}
+
 _DTYPES = {
     dtypes.F32: api_jobs.JOB_DTYPE_F32,
     dtypes.BF16: api_jobs.JOB_DTYPE_BF16,
@@ -360,13 +366,17 @@ class Client:
         return arr.reshape(shape) if shape is not None else arr
 
     def submit(self, buffers, steps, chip=0, name="", priority=0, timeout_ms=0, max_cores=0, wait=False,
-               detach=False, timeout=None):
+               detach=False, timeout=None, engine="default"):
         """Submits a job: `buffers` is a list of dicts {name, bytes | data,
         output}, `steps` a list of dicts with JobStep's fields (kernel and
-        dtype by name: "gemm", "bf16", ...). Returns the JobSubmitResponse
-        (job info, and the outputs when wait and DONE)."""
+        dtype by name: "gemm", "bf16", ...); `engine` where its GEMM steps
+        run ("tensor", "cores", or "default": the chip's choice). Returns the
+        JobSubmitResponse (job info, and the outputs when wait and DONE)."""
+        if engine not in _ENGINES:
+            raise errors.UsageError(f"engine must be one of {', '.join(_ENGINES)}, not {engine!r}")
         req = api_jobs.JobSubmitRequest(chip=_check_chip(chip), name=name, priority=priority,
-                                        timeout_ms=timeout_ms, max_cores=max_cores, wait=wait, detach=detach)
+                                        timeout_ms=timeout_ms, max_cores=max_cores, wait=wait, detach=detach,
+                                        engine=_ENGINES[engine])
         for b in buffers:
             data = b.get("data", b"")
             if isinstance(data, np.ndarray):
@@ -401,17 +411,18 @@ class Client:
     def cancel(self, job_id):
         return self.call("job_cancel", api_jobs.JobCancelRequest(job_id=job_id)).job
 
-    def _run(self, chip, buffers, step, out_shape, timeout_ms):
-        r = self.submit(buffers, [step], chip=chip, wait=True, timeout_ms=timeout_ms)
+    def _run(self, chip, buffers, step, out_shape, timeout_ms, engine="default"):
+        r = self.submit(buffers, [step], chip=chip, wait=True, timeout_ms=timeout_ms, engine=engine)
         if r.job.state != api_jobs.JOB_STATE_DONE:
             raise errors.Failed(f"job {r.job.id} on chip {chip} ended {job_state_name(r.job.state)}: {r.job.reason}")
         out = {o.name: o.data for o in r.outputs}["out"]
         return np.frombuffer(out, dtype=np.float32).reshape(out_shape).copy()
 
-    def gemm(self, a, b, dtype="fp32", chip=0, timeout_ms=0):
+    def gemm(self, a, b, dtype="fp32", chip=0, timeout_ms=0, engine="default"):
         """C = a @ b on the chip: a [m, k] and b [k, n] float arrays are
         rounded to `dtype` (dtypes.quantize shows the values the chip uses),
-        multiplied with fp32 accumulation, C comes back float32 [m, n]."""
+        multiplied with fp32 accumulation (on the tensor engines, the chip's
+        default, or `engine="cores"`), C comes back float32 [m, n]."""
         a = np.asarray(a, dtype=np.float32)
         b = np.asarray(b, dtype=np.float32)
         if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
@@ -427,7 +438,7 @@ class Client:
         if dtype == dtypes.MXFP4:
             bufs += [{"name": "as", "data": a_scales}, {"name": "bs", "data": b_scales}]
             step.update(a_scales="as", b_scales="bs")
-        return self._run(chip, bufs, step, (m, n), timeout_ms)
+        return self._run(chip, bufs, step, (m, n), timeout_ms, engine)
 
     def _elementwise(self, kernel, chip, timeout_ms, a, b=None):
         a = np.ascontiguousarray(a, dtype=np.float32)

@@ -338,6 +338,8 @@ class HbmOnRealChip(h.BoardTestCase):
                 self.assertEqual(r.returncode, 0, r.stderr)
                 doc = json.loads(r.stdout)
                 self.assertTrue(doc["verified"], doc)
+                # The engines do not translate stitched addresses: the chip's choice is the cores.
+                self.assertEqual(doc["job"]["engine"], "cores", doc)
                 self.assertGreater(self.stats()["stitches"], before)
 
                 # An uncorrectable error at a stitched address: the physical

@@ -204,13 +204,14 @@ def shm_files_of(pid):
     return sorted(n for n in os.listdir("/dev/shm") if n.endswith(f"-{pid}"))
 
 
-# A GEMM long enough to be caught running, cancelled or reset (tens of
-# GFLOP take minutes under TCG): fp8 1024 x 1024 x 2048 with zero-filled
-# inputs (nothing to upload), 4 GFLOP. Tests copy it with their own name
-# and timeout.
+# A GEMM long enough to be caught running, cancelled or reset on the
+# NeuronCores (tens of GFLOP take minutes under TCG): fp8 1024 x 1024 x 2048
+# on the cores path with zero-filled inputs (nothing to upload), 4 GFLOP.
+# Tests copy it with their own name and timeout.
 LONG_GEMM_JOB = {
     "name": "long",
     "timeout_ms": 120000,
+    "engine": "cores",
     "buffers": [
         {"name": "a", "bytes": 1024 * 2048},
         {"name": "b", "bytes": 1024 * 2048},
@@ -218,6 +219,17 @@ LONG_GEMM_JOB = {
     ],
     "steps": [{"kernel": "gemm", "dtype": "fp8-e4m3", "m": 1024, "n": 1024, "k": 2048,
                "a": "a", "b": "b", "out": "c"}],
+}
+
+# The same on the tensor engines: 16 steps of fp32 2048^3 (275 GFLOP, a few
+# seconds of four engines on this host), 48 MiB of zero-filled HBM.
+LONG_TENSOR_JOB = {
+    "name": "long-tensor",
+    "timeout_ms": 120000,
+    "engine": "tensor",
+    "buffers": [{"name": n, "bytes": 2048 * 2048 * 4} for n in ("a", "b", "c")],
+    "steps": [{"kernel": "gemm", "dtype": "fp32", "m": 2048, "n": 2048, "k": 2048,
+               "a": "a", "b": "b", "out": "c"}] * 16,
 }
 
 

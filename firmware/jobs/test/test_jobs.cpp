@@ -4,7 +4,9 @@
 // the bounded table, exactly one end event per job, and the split of a
 // step's rows over several executors, single-threaded and with real threads.
 // The HBM allocator is a fake list of live and poisoned ranges; the kernel
-// runner records which rows ran where and touches no memory.
+// runner records which rows ran where and touches no memory; the tensor
+// engines are a fake queue per engine (tiles, failures, a broken queue,
+// cancel with tiles in flight, engines that stop answering).
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -82,6 +84,75 @@ class CountingRunner final : public ChunkRunner {
   void do_run(uint32_t, const Step&, uint32_t b, uint32_t e) override {
     for (uint32_t r = b; r < e; ++r) hits[r].fetch_add(1);
     rows += e - b;
+  }
+};
+
+// Tensor engines as the scheduler sees them: commands are recorded and, in
+// auto mode, complete ok at the next poll (modeled time = flops / 1000 ns,
+// wall time 1 us); `fail_row` makes the tile starting at that row complete
+// with `fail_status`; `broken` latches an engine's queue.
+class FakeTensor final : public TensorEngines {
+ public:
+  struct Cmd {
+    uint32_t engine;
+    vtrn::engine::TensorCommand c;
+  };
+  uint32_t n = 4;
+  bool auto_complete = true;
+  int64_t fail_row = -1;
+  uint32_t fail_status = 0;
+  uint32_t broken_engine = kMaxEngines;
+  std::vector<Cmd> cmds;
+  std::vector<vtrn::engine::TensorCommand> queued[kMaxEngines];
+  uint32_t rings[kMaxEngines] = {};
+  uint32_t max_queued = 0;
+  bool broken_seen = false;
+
+  // Completes up to `count` commands of engine e (all of them with UINT32_MAX).
+  void complete(uint32_t e, uint32_t count = UINT32_MAX) {
+    auto& q = queued[e];
+    while (!q.empty() && count-- > 0) {
+      const auto& c = q.front();
+      vtrn::engine::TensorCompletion d{};
+      d.cookie = c.cookie;
+      d.engine = e;
+      d.flops = 2ull * c.m * c.n * c.k;
+      d.status = int64_t(uint32_t(c.cookie)) == fail_row ? fail_status : 0;
+      d.wall_ns = 1000;
+      d.modeled_ns = d.flops / 1000;
+      done[e].push_back(d);
+      q.erase(q.begin());
+    }
+  }
+  std::vector<vtrn::engine::TensorCompletion> done[kMaxEngines];
+
+ private:
+  uint32_t do_count() const override { return n; }
+  bool do_submit(uint32_t e, const vtrn::engine::TensorCommand& c) override {
+    if (queued[e].size() + done[e].size() >= vtrn::engine::kTensorDepth) return false;
+    cmds.push_back({e, c});
+    queued[e].push_back(c);
+    if (queued[e].size() > max_queued) max_queued = uint32_t(queued[e].size());
+    return true;
+  }
+  void do_ring(uint32_t e) override { ++rings[e]; }
+  Poll do_poll(uint32_t e, vtrn::engine::TensorCompletion* out, uint32_t* error) override {
+    *error = 0;
+    if (e == broken_engine) {
+      *error = 3;
+      broken_seen = true;
+      return Poll::kBroken;
+    }
+    if (auto_complete) complete(e);
+    if (done[e].empty()) return Poll::kEmpty;
+    *out = done[e].front();
+    done[e].erase(done[e].begin());
+    return Poll::kDone;
+  }
+  bool do_pending(uint32_t e) const override {
+    // A latched queue raises an error record (its interrupt wakes core 0 once).
+    if (e == broken_engine) return !broken_seen;
+    return !done[e].empty() || (auto_complete && !queued[e].empty());
   }
 };
 
@@ -548,6 +619,259 @@ void test_threaded_executors_cover_every_row_once(void**) {
 uint64_t g_fake_now = 0;
 uint64_t fake_clock() { return g_fake_now; }
 
+// tensor engines
+
+FakeTensor* g_tensor;
+
+int setup_tensor(void** state) {
+  setup(state);
+  g_tensor = new FakeTensor;
+  g_sched->set_tensor_engines(g_tensor);
+  return 0;
+}
+
+int teardown_tensor(void** state) {
+  teardown(state);
+  delete g_tensor;
+  return 0;
+}
+
+void test_engine_default_is_tensor_with_engines_and_cores_without(void**) {
+  uint32_t e = 99;
+  assert_true(resolve_engine(kEngineDefault, 4, &e).ok());
+  assert_int_equal(e, kEngineTensor);
+  assert_true(resolve_engine(kEngineDefault, 0, &e).ok());
+  assert_int_equal(e, kEngineCores);
+  assert_true(resolve_engine(kEngineCores, 4, &e).ok());
+  assert_int_equal(e, kEngineCores);
+  g_err = resolve_engine(kEngineTensor, 0, &e);
+  assert_string_equal(g_err.detail(), "engine: tensor, but this chip has no tensor engines (see its log)");
+  g_err = resolve_engine(7, 4, &e);
+  assert_string_equal(g_err.detail(), "engine: 7 is not a known engine");
+}
+
+void test_stitched_buffers_and_dtypes_the_engines_lack_are_named(void**) {
+  Submit s = job(1, 1, 0, {add_step(4, 4, 0, 1, 2), gemm_step(0, 8, 8, 8, 0, 1, 2)});
+  assert_true(tensor_eligible(s, 0x1f, buf(16)).ok());
+  s.steps[1].b = 0x6000000000ull;
+  g_err = tensor_eligible(s, 0x1f, 0x6000000000ull);
+  assert_string_equal(g_err.detail(),
+                      "steps[1].b_addr: 0x6000000000 is a stitched allocation the tensor engines cannot reach "
+                      "(engine cores can)");
+  s.steps[0].a = 0x6000000000ull;  // not a GEMM: the cores run it either way
+  s.steps[1].b = buf(1);
+  assert_true(tensor_eligible(s, 0x1f, 0x6000000000ull).ok());
+  // Engines without MXFP4 (bit 4): such a GEMM is theirs no more.
+  s.steps[1].dtype = uint32_t(vtrn::num::DType::kMXFP4);
+  g_err = tensor_eligible(s, 0x0f, 0x6000000000ull);
+  assert_string_equal(g_err.detail(), "steps[1].dtype: the tensor engines do not take mxfp4 (engine cores can)");
+}
+
+void test_tensor_job_on_a_chip_without_engines_is_rejected(void**) {
+  Submit s = job(1, 1, 0, {gemm_step(0, 8, 8, 8, 0, 1, 2)});
+  s.engine = kEngineTensor;
+  assert_false((g_err = g_sched->submit(s, 0)).ok());
+  assert_int_equal(int(g_err.code()), int(vtrn::Code::kInvalidArgument));
+  assert_int_equal(g_sched->counters().rejected, 1);
+}
+
+void test_tensor_gemm_tiles_cover_every_row_once_across_the_engines(void**) {
+  Recorder rec;
+  // 2 x 64 x 64 flops per row: 16384 rows fit a tile, so 100 rows make one
+  // tile per engine of 25 rows.
+  Submit s = job(1, 1, 0, {gemm_step(uint32_t(vtrn::num::DType::kBF16), 100, 64, 64, 0, 1, 2)});
+  accept(s);
+  std::vector<EndReport> ev = drain(rec, 0x2);
+  assert_int_equal(ev.size(), 1);
+  assert_int_equal(ev[0].state, kDone);
+  assert_int_equal(ev[0].engine, kEngineTensor);
+  assert_int_equal(ev[0].engines_used, 4);
+  assert_int_equal(ev[0].cores_used, 0);
+  assert_true(rec.calls.empty());
+  std::vector<int> hits(100);
+  for (const FakeTensor::Cmd& c : g_tensor->cmds) {
+    const uint32_t row = uint32_t(c.c.cookie);
+    assert_int_equal(c.c.opcode, vtrn::engine::kTensorOpGemm);
+    assert_int_equal(c.c.ldc, 64);
+    assert_int_equal(c.c.n, 64);
+    // A (bf16, 2 bytes) and C (f32) offset by the tile's first row, B whole.
+    assert_int_equal(c.c.a, buf(0) + uint64_t(row) * 64 * 2);
+    assert_int_equal(c.c.b, buf(1));
+    assert_int_equal(c.c.c, buf(2) + uint64_t(row) * 64 * 4);
+    for (uint32_t r = row; r < row + c.c.m; ++r) ++hits[r];
+  }
+  for (int h : hits) assert_int_equal(h, 1);
+  // The engines ran in parallel: the busiest one's modeled time.
+  assert_int_equal(ev[0].modeled_ns, 2ull * 25 * 64 * 64 / 1000);
+  assert_int_equal(ev[0].engine_wall_ns, 4 * 1000);
+  assert_int_equal(ev[0].flops, 2ull * 100 * 64 * 64);
+}
+
+void test_tensor_tiles_stay_bounded_per_engine_and_mxfp4_scales_follow_rows(void**) {
+  Recorder rec;
+  g_tensor->n = 1;
+  g_tensor->auto_complete = false;
+  // 2 x 1024 x 2048 flops per row: 128 rows per tile, 4 tiles; C (2 MiB)
+  // in an allocation of its own.
+  g_hbm->add(buf(8), 4 * kMiB);
+  Step st = gemm_step(uint32_t(vtrn::num::DType::kMXFP4), 512, 1024, 2048, 0, 1, 8);
+  st.a_scales = buf(3);
+  st.b_scales = buf(4);
+  Submit s = job(1, 1, 0, {st});
+  accept(s);
+  g_sched->poll(1, true, *g_hbm);
+  assert_int_equal(g_tensor->cmds.size(), kTilesPerEngine);
+  assert_false(g_sched->service_work(true));  // asleep until a completion
+  uint32_t done = 9, total = 0;
+  g_sched->progress(0, &done, &total);
+  assert_int_equal(total, 4);
+  assert_int_equal(done, 0);
+  g_tensor->complete(0, 1);
+  g_sched->poll(2, true, *g_hbm);
+  g_sched->progress(0, &done, &total);
+  assert_int_equal(done, 1);
+  EndReport r;
+  for (int i = 0; i < 4 && g_sched->next_event(&r) < 0; ++i) {
+    g_tensor->complete(0, 1);
+    assert_true(g_sched->service_work(true));
+    g_sched->poll(2, true, *g_hbm);
+  }
+  g_tensor->auto_complete = true;
+  std::vector<EndReport> ev = drain(rec, 0x2);
+  assert_int_equal(ev.size(), 1);
+  assert_int_equal(ev[0].state, kDone);
+  assert_int_equal(g_tensor->max_queued, kTilesPerEngine);
+  assert_int_equal(g_tensor->cmds.size(), 4);
+  for (const FakeTensor::Cmd& c : g_tensor->cmds) {
+    const uint32_t row = uint32_t(c.c.cookie);
+    assert_int_equal(c.c.m, 128);
+    assert_int_equal(c.c.c, buf(8) + uint64_t(row) * 1024 * 4);
+    assert_int_equal(c.c.a, buf(0) + uint64_t(row) * 1024);
+    assert_int_equal(c.c.a_scales, buf(3) + uint64_t(row) * 64);
+    assert_int_equal(c.c.b_scales, buf(4));
+  }
+}
+
+void test_max_cores_limits_the_tensor_engines_a_job_uses(void**) {
+  Recorder rec;
+  Submit s = job(1, 1, 0, {gemm_step(0, 64, 64, 64, 0, 1, 2)});
+  s.max_cores = 2;
+  accept(s);
+  std::vector<EndReport> ev = drain(rec, 0x2);
+  assert_int_equal(ev[0].state, kDone);
+  assert_int_equal(ev[0].engines_used, 2);
+  for (const FakeTensor::Cmd& c : g_tensor->cmds) assert_true(c.engine < 2);
+}
+
+void test_cores_engine_keeps_gemm_on_the_executors(void**) {
+  Recorder rec;
+  Submit s = job(1, 1, 0, {gemm_step(0, 8, 8, 8, 0, 1, 2)});
+  s.engine = kEngineCores;
+  accept(s);
+  std::vector<EndReport> ev = drain(rec, 0x2);
+  assert_int_equal(ev[0].state, kDone);
+  assert_int_equal(ev[0].engine, kEngineCores);
+  assert_int_equal(ev[0].cores_used, 1);
+  assert_true(g_tensor->cmds.empty());
+  assert_false(rec.calls.empty());
+}
+
+void test_tensor_step_then_core_step_run_in_order(void**) {
+  Recorder rec;
+  Submit s = job(1, 1, 0, {gemm_step(0, 8, 8, 8, 0, 1, 2), add_step(8, 8, 2, 2, 3)});
+  accept(s);
+  std::vector<EndReport> ev = drain(rec, 0x2);
+  assert_int_equal(ev.size(), 1);
+  assert_int_equal(ev[0].state, kDone);
+  assert_int_equal(ev[0].cores_used, 1);
+  assert_false(g_tensor->cmds.empty());
+  for (const Call& c : rec.calls) assert_int_equal(c.m, 8);  // only the add ran on a core
+  uint64_t rows = 0;
+  for (const Call& c : rec.calls) rows += c.end - c.begin;
+  assert_int_equal(rows, 8);
+}
+
+void test_failed_tile_fails_the_job_naming_engine_status_and_rows(void**) {
+  Recorder rec;
+  g_tensor->fail_row = 50;
+  g_tensor->fail_status = vtrn::engine::kTensorMpuFault;
+  Submit s = job(1, 1, 0, {add_step(4, 4, 5, 6, 7), gemm_step(0, 100, 64, 64, 0, 1, 2)});
+  accept(s);
+  std::vector<EndReport> ev = drain(rec, 0x2);
+  assert_int_equal(ev.size(), 1);
+  assert_int_equal(ev[0].state, kFailed);
+  assert_int_equal(ev[0].failed_step, 1);
+  assert_string_equal(ev[0].reason, "steps[1]: tensor engine 2: mpu fault (status 7) on rows 50..75");
+  assert_int_equal(g_sched->counters().tile_errors, 1);
+}
+
+void test_injected_fault_names_itself(void**) {
+  Recorder rec;
+  g_tensor->fail_row = 0;
+  g_tensor->fail_status = vtrn::engine::kTensorInjected;
+  accept(job(1, 1, 0, {gemm_step(0, 4, 4, 4, 0, 1, 2)}));
+  std::vector<EndReport> ev = drain(rec, 0x2);
+  assert_int_equal(ev[0].state, kFailed);
+  assert_string_equal(ev[0].reason, "steps[0]: tensor engine 0: injected fault (status 9) on rows 0..1");
+}
+
+void test_cancel_of_a_tensor_job_ends_it_once_its_tiles_are_back(void**) {
+  Recorder rec;
+  g_tensor->auto_complete = false;
+  accept(job(1, 1, 0, {gemm_step(0, 100, 64, 64, 0, 1, 2)}));
+  g_sched->poll(1, true, *g_hbm);
+  const size_t sent = g_tensor->cmds.size();
+  assert_int_equal(sent, 4);
+  uint32_t state = 0, wake = 0;
+  assert_true(g_sched->cancel(1, 2, &state, &wake));
+  assert_int_equal(state, kRunning);
+  g_sched->poll(3, true, *g_hbm);
+  EndReport r;
+  assert_int_equal(g_sched->next_event(&r), -1);  // tiles still on the engines
+  for (uint32_t e = 0; e < 4; ++e) g_tensor->complete(e);
+  std::vector<EndReport> ev = drain(rec, 0x2);
+  assert_int_equal(ev.size(), 1);
+  assert_int_equal(ev[0].state, kCancelled);
+  assert_int_equal(g_tensor->cmds.size(), sent);  // nothing submitted after the cancel
+}
+
+void test_broken_engine_fails_the_jobs_with_tiles_on_it(void**) {
+  Recorder rec;
+  g_tensor->auto_complete = false;
+  accept(job(1, 1, 0, {gemm_step(0, 100, 64, 64, 0, 1, 2)}));
+  g_sched->poll(1, true, *g_hbm);
+  g_tensor->broken_engine = 1;
+  g_tensor->auto_complete = true;
+  std::vector<EndReport> ev = drain(rec, 0x2);
+  assert_int_equal(ev.size(), 1);
+  assert_int_equal(ev[0].state, kFailed);
+  assert_string_equal(ev[0].reason, "steps[0]: tensor engine 1 broke its queue (error 3); its tiles are lost");
+}
+
+void test_lost_engines_fail_jobs_with_tiles_in_flight(void**) {
+  Recorder rec;
+  g_tensor->auto_complete = false;
+  accept(job(1, 1, 0, {gemm_step(0, 100, 64, 64, 0, 1, 2)}));
+  g_sched->poll(1, true, *g_hbm);
+  assert_int_equal(g_sched->tiles_in_flight(), 4);
+  g_sched->tensor_lost("tensor engines stopped answering");
+  assert_int_equal(g_sched->tiles_in_flight(), 0);
+  std::vector<EndReport> ev = drain(rec, 0x2);
+  assert_int_equal(ev.size(), 1);
+  assert_int_equal(ev[0].state, kFailed);
+  assert_string_equal(ev[0].reason, "steps[0]: tensor engines stopped answering");
+}
+
+void test_tensor_jobs_share_the_engines_and_all_end(void**) {
+  Recorder rec;
+  for (uint64_t id = 1; id <= 6; ++id) accept(job(id, uint32_t(id), 0, {gemm_step(0, 64, 512, 512, 0, 1, 2)}));
+  std::vector<EndReport> ev = drain(rec, 0x2);
+  assert_int_equal(ev.size(), 6);
+  for (const EndReport& r : ev) assert_int_equal(r.state, kDone);
+  assert_true(g_tensor->max_queued <= kTilesPerEngine);
+  assert_int_equal(g_sched->counters().stray_completions, 0);
+}
+
 void test_core_snapshot_accumulates_time_per_state(void**) {
   g_fake_now = 100;
   fw::cores::init(3, fake_clock);
@@ -597,6 +921,20 @@ int main() {
       cmocka_unit_test_setup_teardown(test_rows_of_each_step_are_split_over_the_executors_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_max_cores_and_chunk_count_bound_the_cores_given, setup, teardown),
       cmocka_unit_test_setup_teardown(test_threaded_executors_cover_every_row_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_engine_default_is_tensor_with_engines_and_cores_without, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stitched_buffers_and_dtypes_the_engines_lack_are_named, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tensor_job_on_a_chip_without_engines_is_rejected, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tensor_gemm_tiles_cover_every_row_once_across_the_engines, setup_tensor, teardown_tensor),
+      cmocka_unit_test_setup_teardown(test_tensor_tiles_stay_bounded_per_engine_and_mxfp4_scales_follow_rows, setup_tensor, teardown_tensor),
+      cmocka_unit_test_setup_teardown(test_max_cores_limits_the_tensor_engines_a_job_uses, setup_tensor, teardown_tensor),
+      cmocka_unit_test_setup_teardown(test_cores_engine_keeps_gemm_on_the_executors, setup_tensor, teardown_tensor),
+      cmocka_unit_test_setup_teardown(test_tensor_step_then_core_step_run_in_order, setup_tensor, teardown_tensor),
+      cmocka_unit_test_setup_teardown(test_failed_tile_fails_the_job_naming_engine_status_and_rows, setup_tensor, teardown_tensor),
+      cmocka_unit_test_setup_teardown(test_injected_fault_names_itself, setup_tensor, teardown_tensor),
+      cmocka_unit_test_setup_teardown(test_cancel_of_a_tensor_job_ends_it_once_its_tiles_are_back, setup_tensor, teardown_tensor),
+      cmocka_unit_test_setup_teardown(test_broken_engine_fails_the_jobs_with_tiles_on_it, setup_tensor, teardown_tensor),
+      cmocka_unit_test_setup_teardown(test_lost_engines_fail_jobs_with_tiles_in_flight, setup_tensor, teardown_tensor),
+      cmocka_unit_test_setup_teardown(test_tensor_jobs_share_the_engines_and_all_end, setup_tensor, teardown_tensor),
       cmocka_unit_test_setup_teardown(test_core_snapshot_accumulates_time_per_state, setup, teardown),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);

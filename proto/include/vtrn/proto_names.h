@@ -29,10 +29,12 @@ const char* chip_state_name(Vtrn__Api__ChipState s);  // "STARTING" ... "HALTED"
 const char* job_state_name(Vtrn__Api__JobState s);    // "QUEUED" ... "TIMED_OUT"
 const char* kernel_name(Vtrn__Api__JobKernel k);      // "gemm", "add", ..., "sum"
 const char* dtype_name(Vtrn__Api__JobDType d);        // "fp32", "bf16", ...
+const char* engine_name(Vtrn__Api__JobEngine e);      // "default", "tensor", "cores"
 
 // Exact names as printed; "f32" is also fp32. False and *out untouched for
 // anything else (UNSPECIFIED is not a kernel).
 bool parse_kernel(std::string_view s, Vtrn__Api__JobKernel* out);
 bool parse_dtype(std::string_view s, Vtrn__Api__JobDType* out);
+bool parse_engine(std::string_view s, Vtrn__Api__JobEngine* out);
 
 }  // namespace vtrn::proto

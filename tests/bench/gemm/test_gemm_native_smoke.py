@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Smoke test of gemm_native_bench: it runs every dtype on small odd shapes
 (with two threads too), verifies each result against the host reference and
-prints well-formed JSON with every field; a bad option is a usage error.
+prints well-formed JSON with every field, OpenBLAS one-thread sgemm per
+shape beside them; a bad option is a usage error.
 No timing assertions: speed on a shared machine is not a test criterion."""
 import json
 import subprocess
@@ -40,6 +41,11 @@ def main():
                 failures.append(f"{r['dtype']} {r['m']}x{r['n']}x{r['k']}: not verified")
             if r["flops"] != 2 * r["m"] * r["n"] * r["k"] or r["reps"] < 1 or r["gflops"] <= 0:
                 failures.append(f"{r['dtype']}: inconsistent figures {r}")
+        blas = doc["openblas_sgemm"]
+        if [(b["m"], b["n"], b["k"]) for b in blas] != [(33, 17, 64), (64, 64, 64)]:
+            failures.append(f"openblas_sgemm shapes {blas}")
+        if any(b["threads"] != 1 or b["reps"] < 1 or b["gflops"] <= 0 for b in blas):
+            failures.append(f"openblas_sgemm figures {blas}")
     p = run(exe, "--sizes", "33x17x33", "--dtypes", "mxfp4")
     if p.returncode != 2 or "not a multiple of 32" not in p.stderr:
         failures.append(f"mxfp4 k=33: exit {p.returncode}, stderr {p.stderr.strip()!r}")

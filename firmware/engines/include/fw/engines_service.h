@@ -58,6 +58,11 @@ class EnginesService final : public Service {
   [[nodiscard]] uint32_t mpu_generation() const { return mpu_gen_; }
   [[nodiscard]] const MpuTableStats& mpu_stats() const { return mpu_stats_; }
 
+  // Tensor engine e's statistics (EngineStats, copied under its seqlock)
+  // and whether it is working now; false without engines, for an engine
+  // beyond them, or while the engine keeps rewriting the block.
+  bool tensor_stats(uint32_t e, vtrn::engine::EngineStats* out, bool* busy) const;
+
   // SPI of engine vector v (valid once present()).
   [[nodiscard]] uint32_t spi(uint16_t vector) const { return first_spi_ + vector; }
 

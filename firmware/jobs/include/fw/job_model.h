@@ -35,6 +35,15 @@ enum Kernel : uint32_t {
   kKernelSum = VTRN__CTRL__JOB_KERNEL__JOB_KERNEL_SUM,
 };
 
+// Where a job's GEMM steps run, by their vtrn.ctrl.JobEngine numbers.
+// Elementwise, softmax and sum always run on the cores (hw/README.md).
+enum Engine : uint32_t {
+  kEngineDefault = VTRN__CTRL__JOB_ENGINE__JOB_ENGINE_DEFAULT,
+  kEngineTensor = VTRN__CTRL__JOB_ENGINE__JOB_ENGINE_TENSOR,
+  kEngineCores = VTRN__CTRL__JOB_ENGINE__JOB_ENGINE_CORES,
+};
+const char* engine_name(uint32_t engine);  // "tensor", "cores", "default"
+
 // A step's dtype is a vtrn.ctrl.JobDType carried as vtrn::num::DType
 // (common/numerics, which cannot see the protocol): the numbers must agree.
 static_assert(uint32_t(vtrn::num::DType::kF32) == VTRN__CTRL__JOB_DTYPE__JOB_DTYPE_F32);
@@ -57,7 +66,8 @@ struct Submit {
   uint32_t client = 0;
   uint32_t priority = 0;
   uint32_t timeout_ms = 0;
-  uint32_t max_cores = 0;
+  uint32_t max_cores = 0;   // cores path: executor cores; tensor path: tensor engines
+  uint32_t engine = 0;      // Engine as sent; resolve_engine() makes it tensor or cores
   uint32_t step_count = 0;  // as sent (may exceed kMaxSteps: validate rejects it)
   Step steps[kMaxSteps];
 };
@@ -98,6 +108,19 @@ class BufferCheck {
  private:
   virtual Access do_check(uint64_t addr, uint64_t bytes) = 0;
 };
+
+// The engine a job runs its GEMM steps on: DEFAULT becomes tensor when the
+// chip has tensor engines (`tensor_engines` > 0, kCapTensorGemm), else cores.
+// kInvalidArgument (one line naming "engine") for an unknown value or
+// tensor on a chip without tensor engines.
+vtrn::Error resolve_engine(uint32_t requested, uint32_t tensor_engines, uint32_t* out);
+
+// Whether the tensor engines can run every GEMM step of `s`: its dtype in
+// `dtype_mask` (the ID block's bit per num::DType) and every buffer below
+// `limit` (the remap window of stitched HBM allocations, which the engines
+// do not translate). The first that is not, as one line naming the step
+// and field.
+vtrn::Error tensor_eligible(const Submit& s, uint32_t dtype_mask, uint64_t limit);
 
 // Copies the decoded request. Steps beyond kMaxSteps are not copied but
 // step_count keeps the number sent.

@@ -26,6 +26,21 @@
 // A core learns about a new job from its assignment token (generation << 8
 // | slot), written by core 0 only while the core is free.
 //
+// Tensor path (a job whose engine is kEngineTensor): its GEMM steps do not
+// go to executors (their plan has no chunks) but to the chip's tensor
+// engines, driven by core 0 alone. A step's rows are cut into tiles of at
+// most kTileFlops (A, its scales and C offset by rows, ldc = n), fed to the
+// engines the job may use (the first max_cores of them, all for 0) with at
+// most kTilesPerEngine in flight per engine, each completion routed back by
+// its cookie (slot, acceptance order, first row). Core 0 sleeps between
+// completions (their interrupts wake it). A step is done when every tile
+// completed ok; the first tile that did not fails the job with a reason
+// naming the engine, the status and the rows, once no tile of it is still
+// in flight (an engine cannot be stopped mid-command: cancel and timeout
+// also wait for the tiles in flight, never longer than one tile each).
+// Steps of other kernels in the same job run on the executor cores the
+// job was given; a job of GEMM steps only takes no core at all.
+//
 // Portable: no hardware; the firmware supplies the clock, the buffer check,
 // the chunk runner and the wake-ups. Host tests drive it single-threaded.
 #pragma once
@@ -34,6 +49,7 @@
 #include <stdint.h>
 
 #include "fw/job_model.h"
+#include "vtrn/engine_abi.h"
 #include "vtrn/jobs_abi.h"
 
 namespace fw::jobs {
@@ -45,6 +61,13 @@ inline constexpr uint32_t kReasonLen = 112;
 // a TCG vCPU running the f32 GEMM kernel (measured 0.1-0.2 GFLOP/s per
 // vCPU), so cancel and timeout act within about a millisecond of work.
 inline constexpr uint64_t kDefaultChunkCost = 1u << 17;
+// Tensor tiles: at most this many flops each (5-10 ms of an engine on this
+// host), so a cancel, a timeout or another job waits about a tile. Not
+// smaller: every tile decodes all of B (non-f32 dtypes), so a 512^3 MXFP4
+// GEMM cut in two tiles on one engine ran at 0.22x OpenBLAS, in one 0.5x.
+inline constexpr uint64_t kTileFlops = 1ull << 29;
+inline constexpr uint32_t kTilesPerEngine = 2;  // one running, one queued behind it
+inline constexpr uint32_t kMaxEngines = vtrn::engine::kMaxTensorEngines;
 
 // A job's state: the vtrn.ctrl.JobState numbers (kFree, a slot never used,
 // is JOB_STATE_UNKNOWN), which the BAR2 job table carries as they are.
@@ -72,8 +95,22 @@ enum Stop : uint32_t { kStopNone = 0, kStopCancel = 1, kStopTimeout = 2, kStopFa
 
 struct StepPlan {
   uint32_t rows = 0;
-  uint32_t rows_per_chunk = 0;
-  uint32_t chunks = 0;
+  uint32_t rows_per_chunk = 0;  // tensor steps: rows per tile
+  uint32_t chunks = 0;          // executor chunks; 0 for a tensor step
+  bool tensor = false;          // runs on the tensor engines
+};
+
+// Core 0's view of a tensor step in progress.
+struct TensorRun {
+  uint32_t next_row = 0;                   // first row not yet submitted
+  uint32_t in_flight = 0;                  // tiles submitted, not completed
+  uint8_t on_engine[kMaxEngines] = {};     // of them, per engine
+  uint64_t modeled_ns[kMaxEngines] = {};   // this step, per engine
+  uint32_t status = 0;                     // first TensorStatus that was not ok
+  uint32_t bad_engine = 0;
+  uint32_t bad_row = 0;                    // first row of that tile
+  uint32_t bad_rows = 0;
+  uint32_t broken = 0;                     // nonzero: an engine broke (its error / kBadHardware)
 };
 
 struct alignas(64) RunState {
@@ -95,6 +132,13 @@ struct Job {
   uint32_t cores_used = 0;
   uint32_t failed_step = 0;
   uint64_t flops = 0;       // of the steps completed
+  uint32_t engine = kEngineCores;  // resolved: kEngineTensor or kEngineCores
+  uint32_t engine_count = 0;       // tensor engines it may use
+  uint32_t engine_mask = 0;        // tensor engines it used
+  uint64_t step_start_ns = 0;
+  uint64_t modeled_ns = 0;         // of the steps completed (see EndReport)
+  uint64_t engine_wall_ns = 0;     // host time of its tensor commands
+  TensorRun tensor;
   bool event_pending = false;
   char reason[kReasonLen] = {};
   RunState run;
@@ -109,7 +153,42 @@ struct EndReport {
   uint64_t queued_ns, start_ns, end_ns;
   uint32_t cores_used;
   uint64_t flops;
+  uint32_t engine;          // kEngineTensor or kEngineCores
+  uint32_t engines_used;    // tensor engines that ran a tile
+  uint64_t modeled_ns;      // tensor steps: the busiest engine's modeled time; core steps: their time
+  uint64_t engine_wall_ns;  // host time the tensor engines spent on its tiles
 };
+
+// The chip's tensor engines as the scheduler drives them (core 0 only):
+// hal::tensor in the firmware, a fake in host tests.
+class TensorEngines {
+ public:
+  enum class Poll : uint8_t { kDone, kEmpty, kBroken };
+  uint32_t count() const { return do_count(); }
+  // False when the engine refused it (queue full or not ready).
+  bool submit(uint32_t engine, const vtrn::engine::TensorCommand& c) { return do_submit(engine, c); }
+  void ring(uint32_t engine) { do_ring(engine); }
+  // kBroken: the engine latched an error or broke the queue rules; *error
+  // gets the dma::QueueError value (0 for a rule the driver caught).
+  Poll poll(uint32_t engine, vtrn::engine::TensorCompletion* out, uint32_t* error) {
+    return do_poll(engine, out, error);
+  }
+  // True when a completion is waiting (one index read; the WFI predicate).
+  bool pending(uint32_t engine) const { return do_pending(engine); }
+
+ protected:
+  ~TensorEngines() = default;
+
+ private:
+  virtual uint32_t do_count() const = 0;
+  virtual bool do_submit(uint32_t engine, const vtrn::engine::TensorCommand& c) = 0;
+  virtual void do_ring(uint32_t engine) = 0;
+  virtual Poll do_poll(uint32_t engine, vtrn::engine::TensorCompletion* out, uint32_t* error) = 0;
+  virtual bool do_pending(uint32_t engine) const = 0;
+};
+
+// The one name table of tensor statuses in the firmware ("mpu fault").
+const char* tensor_status_name(uint32_t status);
 
 // Runs rows [row_begin, row_end) of a step on the calling core.
 class ChunkRunner {
@@ -134,6 +213,7 @@ enum class ExecResult : uint8_t {
 
 struct Counters {
   uint64_t accepted = 0, completed = 0, failed = 0, cancelled = 0, timed_out = 0, rejected = 0;
+  uint64_t tiles = 0, tile_errors = 0, stray_completions = 0;
 };
 
 class Scheduler {
@@ -144,13 +224,23 @@ class Scheduler {
 
   // executor_mask: the cores that run chunks (bit n = core n).
   void init(uint32_t executor_mask, uint64_t chunk_cost = kDefaultChunkCost);
+  // The tensor engines (nullptr or none: every job runs on the cores).
+  void set_tensor_engines(TensorEngines* engines);
+  [[nodiscard]] uint32_t tensor_engines() const;
 
   // core 0
   // Cores come online after boot: the executor set only grows.
   void add_executors(uint32_t mask) { executors_ |= mask & ((1u << kMaxCores) - 1); }
   // Queues a job validate() accepted. Fails with kCapacity (table full:
-  // retry later) or kInvalidArgument (job_id already queued or running).
+  // retry later) or kInvalidArgument (job_id already queued or running, or
+  // an engine resolve_engine refuses).
   vtrn::Error submit(const Submit& s, uint64_t now);
+  // Ends every running job with tensor tiles in flight as FAILED with
+  // `why` (the engines stopped answering: vtrn-hw gone, or reset under
+  // them): their tiles will never complete. Returns the cores to wake.
+  uint32_t tensor_lost(const char* why);
+  // Tiles in flight on all engines (0: the engines may be reset).
+  [[nodiscard]] uint32_t tiles_in_flight() const;
   // Cancels a job: queued -> CANCELLED now (event pending); running -> stop
   // requested, *state_after = RUNNING (the event follows when its cores
   // leave); ended -> its end state, unchanged. False if no slot holds job_id.
@@ -184,7 +274,8 @@ class Scheduler {
   uint32_t running() const;
   const Counters& counters() const { return counters_; }
   void count_rejected() { ++counters_.rejected; }
-  // Slot -> chunks done / total of its current step (racy snapshot).
+  // Slot -> chunks (tensor steps: tiles) done / total of its current step
+  // (racy snapshot).
   void progress(uint32_t slot, uint32_t* done, uint32_t* total) const;
   // Per-core: the job slot it is serving (-1 if none) and chunks run.
   int core_slot(uint32_t core) const;
@@ -194,9 +285,15 @@ class Scheduler {
 
  private:
   int pick_next() const;
+  bool startable() const;
   int free_slot() const;
   uint32_t busy_cores() const;
   uint32_t start(int slot, uint32_t free, uint64_t now, BufferCheck& hbm);
+  void begin_step(Job& j, uint64_t now);
+  void drain_tensor();
+  void feed_tensor(int slot);
+  void tensor_progress(int slot, uint64_t now);
+  uint32_t engine_load(uint32_t e) const;
   void end(int slot, uint32_t state, uint64_t now);
   void set_reason(Job& j, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
   bool stop_job(Job& j, uint32_t code);
@@ -210,6 +307,8 @@ class Scheduler {
   uint32_t token_gen_ = 0;
   uint64_t generation_ = 0;
   Counters counters_;
+  TensorEngines* tensor_ = nullptr;
+  uint32_t feed_rr_ = 0;  // the slot fed first rotates
   // Assignment tokens (core 0 writes) and what each executor last served
   // (the executor writes); separate lines per core.
   struct alignas(64) CoreLine {

@@ -14,6 +14,12 @@
 // and DMA stay served between chunks; with secondaries it stays a pure
 // service core, so control latency never waits on a kernel.
 //
+// GEMM steps run on the chip's tensor engines (fw::engines' region,
+// hal::tensor, one per NeuronCore) when the job's engine resolves to
+// tensor (the default when the engines advertise kCapTensorGemm); core 0
+// feeds their tiles and sleeps in WFI until their completion interrupts
+// (fw/job_sched.h). `engine: cores` keeps the on-core kernels.
+//
 // Not the DMA part of a job: vtrnd moves inputs in and outputs out around
 // the kernel steps; the firmware only runs kernels over HBM buffers.
 #pragma once
@@ -24,6 +30,7 @@
 #include "fw/job_model.h"
 #include "fw/job_sched.h"
 #include "fw/service.h"
+#include "hal/tensor.h"
 #include "vtrn/hostif.h"
 #include "vtrn/jobs_abi.h"
 #include "vtrn/kernels.h"
@@ -69,6 +76,18 @@ class JobsService final : public Service {
   class KernelRunner final : public ChunkRunner {
     void do_run(uint32_t core, const Step& s, uint32_t b, uint32_t e) override;
   };
+  class HalTensor final : public TensorEngines {
+   public:
+    hal::tensor::TensorEngine engine[kMaxEngines];
+    uint32_t n = 0;
+
+   private:
+    uint32_t do_count() const override { return n; }
+    bool do_submit(uint32_t e, const vtrn::engine::TensorCommand& c) override;
+    void do_ring(uint32_t e) override;
+    Poll do_poll(uint32_t e, vtrn::engine::TensorCompletion* out, uint32_t* error) override;
+    bool do_pending(uint32_t e) const override;
+  };
 
   void wake(uint32_t mask);
   void start_cores();
@@ -79,10 +98,19 @@ class JobsService final : public Service {
   void publish_cores();
   void publish_changes(bool all);
   void run_on_service_core();
+  void init_tensor();
+  struct EngineTotals {
+    uint64_t busy_ns = 0, modeled_ns = 0;
+  };
+  void tensor_totals(EngineTotals* out) const;
+  void watch_tensor(uint64_t now);
 
   Scheduler sched_;
   HbmCheck hbm_;
   KernelRunner runner_;
+  HalTensor tensor_;
+  uint32_t tensor_heartbeat_ = 0;     // the engines' heartbeat when it last moved
+  uint64_t tensor_heartbeat_ns_ = 0;  // and when
   Submit submit_;               // 1 KiB+: kept off the stack; core 0 only
   uint32_t ready_ = 0;          // executors start serving once init is done
   uint32_t cores_online_ = 1;

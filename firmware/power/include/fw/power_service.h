@@ -93,6 +93,7 @@ class PowerService final : public Controller {
 
  private:
   void sample(CoreSample* out, uint32_t* n, uint64_t now_ns, uint64_t boot_idle_ns) const;
+  void fold_tensor(CoreSample* s, uint32_t n, bool first);
   void publish(uint64_t now_ns);
   void report_changes();
   void settle();
@@ -104,6 +105,10 @@ class PowerService final : public Controller {
   uint64_t init_ns_ = 0;
   uint64_t init_idle_ns_ = 0;
   uint64_t hbm_bytes_seen_ = 0;
+  // The tensor engines' busy time folded into their cores' (fold_tensor).
+  CoreSample raw_[vtrn::power::kMaxCores] = {};
+  CoreSample folded_[vtrn::power::kMaxCores] = {};
+  uint64_t tensor_busy_[vtrn::power::kMaxCores] = {};
   bool enabled_ = false;
   // Refresh cost, measured with the generic timer around tick().
   uint64_t refresh_ns_ = 0;

@@ -16,6 +16,9 @@
 //    real synchronous-exception path into fw::panic.
 // Only a reset ends a committed fault. This is not a general fault
 // framework: DMA ring corruption and QEMU death are done by the host.
+// TENSOR_ENGINE is not a break of the firmware: it is handed to the engine
+// region at once (fw::engines, kInjectTensor), and the engine fails its
+// next command, which ends the job that sent it naming the fault.
 #pragma once
 
 #include <stdint.h>
@@ -41,6 +44,8 @@ class ReliabilityService final : public Service {
                      Vtrn__Ctrl__ReliabilityInjectResponse& out, Call& c);
 
  private:
+  vtrn::Error inject_tensor(uint32_t engine, Vtrn__Ctrl__ReliabilityInjectResponse& out);
+
   const hostif::HostInterface* hostif_ = nullptr;
   volatile uint32_t armed_ = VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_NONE;
 };
