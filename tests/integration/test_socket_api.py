@@ -23,7 +23,16 @@ class LogStreams(h.SessionTestCase):
         # mostly "recovered" too): 520 of them fill more than one frame.
         for _ in range(520):
             self.assertEqual(self.s.vtrn("link", "retrain", 0, 0).returncode, 0)
-        lines = len(self.s.vtrn_json("logs", 0)["lines"])
+        # The last retrains' "recovered" lines may still be on their way:
+        # compare once two reads in a row agree.
+        last = [-1]
+
+        def settled(n):
+            same, last[0] = n == last[0], n
+            return same
+
+        lines = h.wait_until("chip 0's log to settle", lambda: len(self.s.vtrn_json("logs", 0)["lines"]),
+                             settled, 30, 0.3)
         self.assertGreater(lines, 533)
         text = self.s.vtrn("logs", 0).stdout.splitlines()
         self.assertEqual(len(text), lines)  # every line, oldest first, the newest last
