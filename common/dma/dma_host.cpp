@@ -87,6 +87,10 @@ uint32_t HostQueue::reap(Completion* out, uint32_t max) {
   }
   cq_prod_seen_ = prod;
   const uint32_t n = avail < max ? avail : max;
+  // Nothing taken, nothing to tell the device: cq_cons is written only when
+  // it moves (a store of the unchanged value would also overwrite whatever
+  // else is there, e.g. a fault injected on purpose before the device saw it).
+  if (n == 0) return 0;
   for (uint32_t i = 0; i < n; ++i) memcpy(&out[i], &cq_[(cq_cons_ + i) & (depth_ - 1)], sizeof *out);
   cq_cons_ += n;
   reaped_ += n;

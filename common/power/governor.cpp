@@ -69,7 +69,13 @@ Decision Governor::evaluate(const GovernorInput& in) {
   if (cap_mw_ != 0) {
     const int64_t err = static_cast<int64_t>(in.measured_mw) -
                         static_cast<int64_t>(in.predicted_mw[pstate_]);
-    correction_mw_ += (err - correction_mw_) / 4;
+    // Fast attack, slow release: a window that drew more than the model
+    // said counts in full at once (the cap is a limit; a correction that
+    // lagged let the load's rising power push the 1 s average over the cap
+    // for several windows), one that drew less decays in at gain 1/4, so a
+    // single light window does not lift the limit.
+    if (err > correction_mw_) correction_mw_ = err;
+    else correction_mw_ += (err - correction_mw_) / 4;
     const int64_t lim = static_cast<int64_t>(cap_mw_);
     if (correction_mw_ > lim) correction_mw_ = lim;
     if (correction_mw_ < -lim) correction_mw_ = -lim;

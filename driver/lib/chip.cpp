@@ -636,6 +636,22 @@ std::string Chip::panic_summary() const {
   return buf + printable(panic_.reason);
 }
 
+std::string host_pci_bus_id(uint32_t id) {
+  char buf[24];  // board chip ids are < 256 (vtrn::board::kMaxChips): buses 0x10..0x17
+  snprintf(buf, sizeof buf, "0000:%02x:%02x.0", unsigned(0x10 + id / 32), unsigned(id % 32));
+  return buf;
+}
+
+void Chip::monitor(const std::string& command, const std::string& arguments_json,
+                   QmpClient::Reply reply) {
+  if (!monitor_connected()) {
+    reply(false, label_ + " has no QEMU monitor connected (" + chip_state_name(state_) + ")");
+    return;
+  }
+  if (arguments_json.empty()) qmp_->execute(command, std::move(reply));
+  else qmp_->execute(command, arguments_json, std::move(reply));
+}
+
 void Chip::reset(Vtrn__Api__ResetCause cause, const std::string& reason, ResetDone done) {
   if (stopping_) {
     if (done) done(false, label_ + " is stopping");

@@ -63,10 +63,26 @@ void QmpClient::on_readable() {
   while ((pos = inbuf_.find('\n')) != std::string::npos) {
     std::string line = inbuf_.substr(0, pos);
     inbuf_.erase(0, pos + 1);
+    if (skipping_) {  // the tail of a line already answered as too long
+      skipping_ = false;
+      continue;
+    }
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (!line.empty()) handle_line(line);
   }
-  if (inbuf_.size() > (1u << 20)) inbuf_.clear();  // a runaway line is not QMP
+  if (inbuf_.size() > kMaxLineBytes) {
+    // An answer this long fails its own command; the next answer still
+    // goes to the next command.
+    inbuf_.clear();
+    if (!skipping_) {
+      skipping_ = true;
+      if (!awaiting_.empty()) {
+        Reply reply = std::move(awaiting_.front());
+        awaiting_.pop_front();
+        reply(false, "QMP answer longer than " + std::to_string(kMaxLineBytes >> 20) + " MiB");
+      }
+    }
+  }
   if (closed) disconnect();
 }
 
@@ -133,17 +149,28 @@ void QmpClient::send_raw(const std::string& json) {
 }
 
 void QmpClient::execute(const std::string& command, Reply reply) {
-  queued_.emplace_back(command, std::move(reply));
+  queued_.emplace_back(nlohmann::json{{"execute", command}}.dump(), std::move(reply));
+  flush_pending();
+}
+
+void QmpClient::execute(const std::string& command, const std::string& arguments_json, Reply reply) {
+  nlohmann::json args = nlohmann::json::parse(arguments_json, nullptr, false);
+  if (args.is_discarded() || !args.is_object()) {
+    reply(false, "QMP arguments are not a JSON object");
+    return;
+  }
+  queued_.emplace_back(nlohmann::json{{"execute", command}, {"arguments", std::move(args)}}.dump(),
+                       std::move(reply));
   flush_pending();
 }
 
 void QmpClient::flush_pending() {
   if (!negotiated_ || !conn_) return;
   while (!queued_.empty()) {
-    auto [cmd, reply] = std::move(queued_.front());
+    auto [line, reply] = std::move(queued_.front());
     queued_.pop_front();
     awaiting_.push_back(std::move(reply));
-    send_raw(nlohmann::json{{"execute", cmd}}.dump());
+    send_raw(line);
   }
 }
 
@@ -162,6 +189,7 @@ void QmpClient::disconnect() {
   inbuf_.clear();
   negotiated_ = false;
   caps_sent_ = false;
+  skipping_ = false;
   fail_all("QMP connection closed");
 }
 

@@ -175,7 +175,9 @@ void DmaService::copy(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__Dm
   if (!r.raw && (r.src_space != VTRN__API__DMA_SPACE__DMA_SPACE_HBM ||
                  r.dst_space != VTRN__API__DMA_SPACE__DMA_SPACE_HBM))
     return bad("only HBM -> HBM without raw (use DmaWrite / DmaRead for host data)");
-  if (r.queue >= int32_t(e.queue_count())) return bad("no queue " + std::to_string(r.queue));
+  // Unset or -1: vtrnd picks.
+  const int32_t queue = r.queue_select_case == VTRN__API__DMA_COPY_REQUEST__QUEUE_SELECT_QUEUE ? r.queue : -1;
+  if (queue < -1 || queue >= int32_t(e.queue_count())) return bad("no queue " + std::to_string(queue));
   if (r.length == 0 && !r.raw) return bad("zero length");
   if (nseg > e.depth() || (!r.raw && nseg > e.max_chain_descs()))
     return bad(std::to_string(nseg) + " segments exceed the chain limit");
@@ -184,7 +186,7 @@ void DmaService::copy(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__Dm
   auto j = std::make_unique<Job>();
   j->kind = Kind::kCopy;
   j->raw = r.raw;
-  j->queue = r.queue;
+  j->queue = queue;
   j->cid = cid;
   j->req_id = id;
   const uint32_t piece = r.length / nseg;

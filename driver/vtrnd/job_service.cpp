@@ -874,16 +874,18 @@ void JobService::show(uint64_t cid, uint64_t id, const Vtrn__Api__JobShowRequest
 }
 
 void JobService::list(uint64_t cid, uint64_t id, const Vtrn__Api__JobListRequest& r) {
-  if (r.chip >= 0) {
+  // Unset or -1: every chip.
+  const int64_t chip = r.select_case == VTRN__API__JOB_LIST_REQUEST__SELECT_CHIP ? r.chip : -1;
+  if (chip >= 0) {
     std::string why;
-    const Vtrn__Api__Status st = backend_->chip_check(uint32_t(r.chip), &why);
+    const Vtrn__Api__Status st = backend_->chip_check(uint32_t(chip), &why);
     if (st == VTRN__API__STATUS__STATUS_UNKNOWN_CHIP) return reply_error(cid, id, st, why);
   }
   for (auto& [jid, j] : jobs_) refresh(*j);
   ProtoArena a;
   std::vector<Vtrn__Api__JobInfo*> out;
-  auto want = [&r](const Job& j) {
-    if (r.chip >= 0 && j.chip != uint32_t(r.chip)) return false;
+  auto want = [&r, chip](const Job& j) {
+    if (chip >= 0 && j.chip != uint32_t(chip)) return false;
     return !r.active_only || j.phase != Phase::kEnded;
   };
   for (const auto& [jid, j] : jobs_) {

@@ -29,7 +29,7 @@ constexpr const char* kUsage =
     "             [--gdb-port BASE] [--boot-timeout-ms MS] [--runtime-dir DIR]\n"
     "             [--allow-raw-dma] [--metrics-port PORT] [--foreground] [--verbose]\n"
     "             [--watchdog-ms MS] [--no-auto-reset] [--reset-limit N] [--reset-window-ms MS]\n"
-    "             [--hbm-quota-mib MIB] [--hbm-dma-unchecked] [--vtrn-hw BIN]\n"
+    "             [--hbm-quota-mib MIB] [--hbm-dma-unchecked] [--vtrn-hw BIN] [--allow-qmp-write]\n"
     "  --board FILE          board .dtb or .dts (default " VTRN_DEFAULT_BOARD_DTB ")\n"
     "  --chips N             resize the board to N chips (first N kept, last cloned)\n"
     "  --firmware ELF        firmware image (default $VTRN_FIRMWARE or " VTRN_DEFAULT_FIRMWARE ")\n"
@@ -45,6 +45,9 @@ constexpr const char* kUsage =
     "                        ${XDG_RUNTIME_DIR:-/tmp}/vtrn-UID)\n"
     "  --allow-raw-dma       accept raw DmaCopy requests (unvalidated descriptors, for\n"
     "                        hostile-input tests; also VTRN_ALLOW_RAW_DMA=1)\n"
+    "  --allow-qmp-write     let `vtrn qmp` send monitor commands beyond the read-only allow\n"
+    "                        list (stop, system_reset, memory reads...; also\n"
+    "                        VTRN_ALLOW_QMP_WRITE=1)\n"
     "  --watchdog-ms MS      reset a READY chip whose heartbeat stops for MS (default: 10\n"
     "                        telemetry periods, at least 1000; 0 turns the watchdog off)\n"
     "  --no-auto-reset       leave hung, panicked or dead chips as they are (also with --gdb)\n"
@@ -81,7 +84,8 @@ int main(int argc, char** argv) {
   enum { kBoard = 1000, kChips, kFirmware, kQemu, kGdb, kGdbPort, kBootTimeout, kRuntimeDir,
          kForeground, kVerbose, kHelp, kAllowRawDma, kMetricsPort,
          kWatchdogMs, kNoAutoReset, kResetLimit, kResetWindowMs };  // the last four: recovery
-  constexpr int kHbmQuotaMib = 1100, kHbmDmaUnchecked = 1101, kVtrnHw = 1200, kCopyEngine = 1201;  // clear of the enum above
+  constexpr int kHbmQuotaMib = 1100, kHbmDmaUnchecked = 1101, kVtrnHw = 1200, kCopyEngine = 1201,
+                kAllowQmpWrite = 1300;  // clear of the enum above
   static const option kOptions[] = {
       {"board", required_argument, nullptr, kBoard},
       {"chips", required_argument, nullptr, kChips},
@@ -102,6 +106,7 @@ int main(int argc, char** argv) {
       {"hbm-dma-unchecked", no_argument, nullptr, kHbmDmaUnchecked},
       {"vtrn-hw", required_argument, nullptr, kVtrnHw},
       {"copy-engine", required_argument, nullptr, kCopyEngine},
+      {"allow-qmp-write", no_argument, nullptr, kAllowQmpWrite},
       {"verbose", no_argument, nullptr, kVerbose},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0},
@@ -137,6 +142,8 @@ int main(int argc, char** argv) {
   }
   const char* raw_env = getenv("VTRN_ALLOW_RAW_DMA");
   bool allow_raw_dma = raw_env != nullptr && strcmp(raw_env, "1") == 0;
+  const char* qmp_write_env = getenv("VTRN_ALLOW_QMP_WRITE");
+  bool allow_qmp_write = qmp_write_env != nullptr && strcmp(qmp_write_env, "1") == 0;
   // Prometheus exporter port, flag or $VTRN_METRICS_PORT.
   uint32_t metrics_port = 0;
   bool metrics_on = false;
@@ -171,6 +178,7 @@ int main(int argc, char** argv) {
       case kRuntimeDir: runtime_dir = optarg; break;
       case kForeground: break;
       case kAllowRawDma: allow_raw_dma = true; break;
+      case kAllowQmpWrite: allow_qmp_write = true; break;
       case kMetricsPort:
         if (!parse_u32(optarg, 0, 65535, &metrics_port))
           return usage_error(std::string("--metrics-port ") + optarg + ": expected 0..65535");
@@ -242,6 +250,7 @@ int main(int argc, char** argv) {
   opts.gdb = gdb;
   opts.gdb_base_port = gdb_port;
   opts.allow_raw_dma = allow_raw_dma;
+  opts.allow_qmp_write = allow_qmp_write;
   opts.hbm_client_quota_bytes = uint64_t(hbm_quota_mib) << 20;
   opts.hbm_dma_unchecked = hbm_dma_unchecked;
   opts.metrics_port = metrics_on ? int32_t(metrics_port) : -1;

@@ -349,6 +349,7 @@ ChipMetrics collect_chip_metrics(Chip& chip) {
   m.ready = chip.state() == VTRN__API__CHIP_STATE__CHIP_STATE_READY;
   const ChipStatus st = chip.status();
   m.resets = st.reset.count;
+  m.pci_bus_id = chip.pci_bus_id();
   if (st.info.valid) {
     m.fw_version = st.info.fw_version;
     m.build_id = st.info.build_id;
@@ -369,9 +370,10 @@ std::string render_metrics(const std::vector<ChipMetrics>& chips) {
   }
   for (const ChipMetrics& m : chips) {
     if (m.fw_version.empty()) continue;
-    e.add("vtrn_chip_info", "gauge", "Firmware and board of the chip (always 1).",
+    e.add("vtrn_chip_info", "gauge", "Firmware, board and host PCI address of the chip (always 1).",
           lbl(m.id) + ",fw_version=\"" + escaped(m.fw_version) + "\",build_id=\"" +
-              escaped(m.build_id) + "\",board=\"" + escaped(m.board) + "\"",
+              escaped(m.build_id) + "\",board=\"" + escaped(m.board) + "\",pci_bus_id=\"" +
+              escaped(m.pci_bus_id) + "\"",
           1);
   }
   for (const ChipMetrics& m : chips) {

@@ -45,6 +45,7 @@ struct ChipMetrics {
   uint32_t id = 0;
   bool ready = false;
   std::string fw_version, build_id, board;  // vtrn_chip_info (empty before the first boot)
+  std::string pci_bus_id;                   // vtrn_chip_info: the card's host-side PCI address
   uint32_t resets = 0;                      // resets since vtrnd started, any cause
   bool have_telemetry = false;
   TelemetrySample telemetry;

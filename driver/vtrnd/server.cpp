@@ -43,11 +43,13 @@ constexpr Vtrn__Api__Request__BodyCase kChipRequests[] = {
     VTRN__API__REQUEST__BODY_HBM_LIST,     VTRN__API__REQUEST__BODY_HBM_INJECT_ECC,
     VTRN__API__REQUEST__BODY_POWER_SET,    VTRN__API__REQUEST__BODY_CHIP_RESET,
     VTRN__API__REQUEST__BODY_FAULT_INJECT, VTRN__API__REQUEST__BODY_LINK_CONTROL,
+    VTRN__API__REQUEST__BODY_QMP,
 };
 
 // The `chip` field of a request's body, read through protobuf-c's
 // descriptors (every body that names a chip calls it that); -1 when the
-// body has none or names every chip (TelemetryRequest's -1).
+// body has none, names every chip (-1), or leaves a oneof `chip` unset
+// (TelemetryRequest: every chip).
 int64_t request_chip(const Vtrn__Api__Request& req) {
   const ProtobufCFieldDescriptor* f =
       protobuf_c_message_descriptor_get_field(&vtrn__api__request__descriptor, int(req.body_case));
@@ -57,12 +59,29 @@ int64_t request_chip(const Vtrn__Api__Request& req) {
   if (body == nullptr) return -1;
   const ProtobufCFieldDescriptor* c = protobuf_c_message_descriptor_get_field_by_name(body->descriptor, "chip");
   if (c == nullptr || c->label == PROTOBUF_C_LABEL_REPEATED) return -1;
+  if ((c->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) != 0 &&
+      *reinterpret_cast<const uint32_t*>(reinterpret_cast<const uint8_t*>(body) + c->quantifier_offset) != c->id)
+    return -1;
   const uint8_t* at = reinterpret_cast<const uint8_t*>(body) + c->offset;
   switch (c->type) {
     case PROTOBUF_C_TYPE_UINT32: return *reinterpret_cast<const uint32_t*>(at);
     case PROTOBUF_C_TYPE_INT32: return *reinterpret_cast<const int32_t*>(at);
     default: return -1;
   }
+}
+
+// The requests Daemon answers itself (the rest go to the registry).
+constexpr Vtrn__Api__Request__BodyCase kBoardRequests[] = {
+    VTRN__API__REQUEST__BODY_HELLO, VTRN__API__REQUEST__BODY_LIST,      VTRN__API__REQUEST__BODY_INFO,
+    VTRN__API__REQUEST__BODY_PING,  VTRN__API__REQUEST__BODY_LOGS,      VTRN__API__REQUEST__BODY_TELEMETRY,
+    VTRN__API__REQUEST__BODY_SHUTDOWN,
+};
+
+bool is_board_request(Vtrn__Api__Request__BodyCase body) {
+  for (Vtrn__Api__Request__BodyCase b : kBoardRequests) {
+    if (b == body) return true;
+  }
+  return false;
 }
 
 bool names_chip(Vtrn__Api__Request__BodyCase body) {
@@ -87,6 +106,7 @@ Vtrn__Api__ChipSummary* make_summary(ProtoArena& a, const ChipStatus& s, const s
   m->fw_version = a.str(fw);
   m->uptime_ns = s.uptime_ns;
   m->pci_address = a.str(s.info.pci_address);
+  m->pci_bus_id = a.str(host_pci_bus_id(s.id));
   m->bar2_bytes = s.bar2_bytes;
   m->board = a.str(board);
   m->qemu_pid = s.pid;
@@ -281,6 +301,8 @@ bool Daemon::start(std::string* err) {
   PowerService* power = services_.add(std::make_unique<PowerService>(&loop_, to_client));
   for (auto& c : chips_) power->add_chip(c.get());
   (void)services_.add(std::make_unique<ReliabilityService>(to_client));
+  (void)services_.add(std::make_unique<QmpService>(QmpServiceOptions{opts_.allow_qmp_write}, to_client,
+                                                   [this](uint64_t cid) { return client_is_admin(cid); }));
   for (auto& c : chips_) {
     // After the per-chip hooks the services set in add_chip.
     auto prev = c->on_state_change;
@@ -365,8 +387,15 @@ void Daemon::on_accept() {
     int raw = fd.get();
     Conn& c = conns_[cid];
     c.fd = std::move(fd);
+    c.uid = cred.uid;
     loop_.add(raw, EPOLLIN | EPOLLRDHUP, [this, cid](uint32_t ev) { on_conn_event(cid, ev); });
   }
+}
+
+// The admin identity: vtrnd's own uid, or root.
+bool Daemon::client_is_admin(uint64_t cid) const {
+  auto it = conns_.find(cid);
+  return it != conns_.end() && (it->second.uid == getuid() || it->second.uid == 0);
 }
 
 void Daemon::on_conn_event(uint64_t cid, uint32_t events) {
@@ -487,13 +516,14 @@ void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
   const int64_t chip_id = names_chip(req->body_case) ? request_chip(*req) : -1;
   if (chip_id >= 0) chip = find_chip(uint32_t(chip_id));
   if (shutting_down_ && req->body_case != VTRN__API__REQUEST__BODY_LIST &&
-      req->body_case != VTRN__API__REQUEST__BODY_SHUTDOWN) {
+      req->body_case != VTRN__API__REQUEST__BODY_SHUTDOWN && req->body_case != VTRN__API__REQUEST__BODY_HELLO) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_SHUTTING_DOWN, "vtrnd is shutting down");
   } else if (chip_id >= 0 && chip == nullptr) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
                 no_chip_text(uint64_t(chip_id)));
   } else {
     switch (req->body_case) {
+      case VTRN__API__REQUEST__BODY_HELLO: do_hello(cid, id, *req->hello); break;
       case VTRN__API__REQUEST__BODY_LIST: do_list(cid, id); break;
       case VTRN__API__REQUEST__BODY_INFO: do_info(cid, id, chip); break;
       case VTRN__API__REQUEST__BODY_PING: do_ping(cid, id, chip, *req->ping); break;
@@ -716,20 +746,22 @@ void Daemon::do_logs(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__Log
     lines = chip->status().last_log;
   }
   if (r.tail != 0 && lines.size() > r.tail) lines.erase(lines.begin(), lines.end() - r.tail);
-  auto send = [this, cid, id](const std::vector<std::string>& l, uint64_t dropped) {
+  auto send = [this, cid, id](const std::vector<std::string>& l, uint64_t dropped, bool end) {
     ProtoArena a;
     Vtrn__Api__LogsResponse lr = VTRN__API__LOGS_RESPONSE__INIT;
     lr.n_lines = l.size();
     lr.lines = a.strv(l);
     lr.dropped = dropped;
+    lr.end = end;
     reply_body(reply_fn_, cid, id, VTRN__API__RESPONSE__BODY_LOGS, &lr.base);
   };
-  // Keep frames well below kMaxFrame even for a full history.
+  // Keep frames well below kMaxFrame even for a full history; without
+  // follow the last one says it is the last.
   constexpr size_t kLinesPerFrame = 512;
   for (size_t i = 0; i < lines.size() || i == 0; i += kLinesPerFrame) {
     std::vector<std::string> part(lines.begin() + ptrdiff_t(std::min(i, lines.size())),
                                   lines.begin() + ptrdiff_t(std::min(i + kLinesPerFrame, lines.size())));
-    send(part, 0);
+    send(part, 0, !r.follow && i + kLinesPerFrame >= lines.size());
     if (conns_.find(cid) == conns_.end()) return;
   }
   if (!r.follow) return;
@@ -740,9 +772,51 @@ void Daemon::do_logs(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__Log
   // Lost bytes are what the ring reports; the protocol field counts lines,
   // so report one per overrun event as a lower bound.
   int sub = chip->subscribe_logs([send](const std::vector<std::string>& l, uint64_t lost) {
-    send(l, lost ? 1 : 0);
+    send(l, lost ? 1 : 0, false);
   });
-  conns_[cid].log_subs.emplace_back(uint32_t(idx), sub);
+  Conn& c = conns_[cid];
+  c.log_subs.emplace_back(uint32_t(idx), sub);
+  c.log_streams.push_back(id);
+}
+
+// The end frame of every follow stream a connection holds.
+void Daemon::end_log_streams(const std::string& reason) {
+  for (auto& [cid, c] : conns_) {
+    for (auto [chip, sub] : c.log_subs) chips_[chip]->unsubscribe_logs(sub);
+    c.log_subs.clear();
+    for (uint64_t id : std::exchange(c.log_streams, {})) {
+      std::string why = reason;
+      Vtrn__Api__LogsResponse lr = VTRN__API__LOGS_RESPONSE__INIT;
+      lr.end = true;
+      lr.end_reason = why.data();
+      reply_body(reply_fn_, cid, id, VTRN__API__RESPONSE__BODY_LOGS, &lr.base);
+    }
+  }
+}
+
+void Daemon::do_hello(uint64_t cid, uint64_t id, const Vtrn__Api__HelloRequest& r) {
+  DRV_LOGI("client %llu: hello from %.64s (API %u.%u)", (unsigned long long)cid, r.client ? r.client : "",
+           r.client_api_major, r.client_api_minor);
+  // Every body this daemon answers: its own and the registry's.
+  std::vector<std::string> names;
+  const ProtobufCMessageDescriptor& d = vtrn__api__request__descriptor;
+  for (unsigned i = 0; i < d.n_fields; ++i) {
+    const ProtobufCFieldDescriptor& f = d.fields[i];
+    if ((f.flags & PROTOBUF_C_FIELD_FLAG_ONEOF) == 0) continue;
+    const auto body = Vtrn__Api__Request__BodyCase(f.id);
+    if (is_board_request(body) || services_.route(body) != nullptr) names.emplace_back(f.name);
+  }
+  ProtoArena a;
+  Vtrn__Api__HelloResponse hr = VTRN__API__HELLO_RESPONSE__INIT;
+  hr.api_major = kApiMajor;
+  hr.api_minor = kApiMinor;
+  hr.vtrnd_version = a.str(VTRN_VERSION_STRING);
+  hr.max_frame_bytes = kMaxFrame;
+  hr.n_requests = names.size();
+  hr.requests = a.strv(names);
+  hr.board = a.str(board_.board.model);
+  hr.chips = uint32_t(chips_.size());
+  reply_body(reply_fn_, cid, id, VTRN__API__RESPONSE__BODY_HELLO, &hr.base);
 }
 
 void Daemon::do_telemetry(uint64_t cid, uint64_t id, Chip* chip) {
@@ -857,6 +931,7 @@ void Daemon::reap_children() {
 void Daemon::begin_shutdown() {
   if (shutting_down_) return;
   shutting_down_ = true;
+  end_log_streams("vtrnd is stopping");
   chips_to_stop_ = uint32_t(chips_.size());
   chips_stopped_ = 0;
   if (chips_.empty()) {

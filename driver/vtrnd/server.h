@@ -24,6 +24,7 @@
 #include "metrics.h"
 #include "power_service.h"
 #include "reliability_service.h"
+#include "qmp_service.h"
 #include "link_service.h"
 #include "job_backend.h"
 #include "job_service.h"
@@ -45,6 +46,7 @@ struct DaemonOptions {
   bool gdb = false;            // a gdbstub per chip
   uint32_t gdb_base_port = 0;  // chip N on base + N; 0: any free port for each
   bool allow_raw_dma = false;  // DmaCopy.raw (hostile-input tests)
+  bool allow_qmp_write = false;  // QmpRequest beyond the read-only allow list
   uint64_t hbm_client_quota_bytes = 0;  // per client per chip, 0 = none
   bool hbm_dma_unchecked = false;  // DMA outside allocations allowed
   int32_t metrics_port = -1;   // Prometheus exporter on 127.0.0.1 (-1 = off, 0 = any port)
@@ -74,6 +76,8 @@ class Daemon {
     size_t out_off = 0;
     bool want_write = false;
     std::vector<std::pair<uint32_t, int>> log_subs;  // (chip index, listener id)
+    std::vector<uint64_t> log_streams;  // request ids of its follow streams (end frames at shutdown)
+    uid_t uid = 0;  // the peer's, from SO_PEERCRED
   };
 
   bool take_runtime_dir(std::string* err);
@@ -81,6 +85,7 @@ class Daemon {
   bool start_board_hw(const std::vector<Chip*>& chips, std::string* err);
   void on_accept();
   void on_conn_event(uint64_t cid, uint32_t events);
+  [[nodiscard]] bool client_is_admin(uint64_t cid) const;
   void close_conn(uint64_t cid);
   void handle_frame(uint64_t cid, const std::vector<uint8_t>& payload);
   void reply(uint64_t cid, Vtrn__Api__Response* resp);
@@ -88,7 +93,9 @@ class Daemon {
   void flush(uint64_t cid);
   Chip* find_chip(uint32_t id);
 
+  void do_hello(uint64_t cid, uint64_t id, const Vtrn__Api__HelloRequest& r);
   void do_list(uint64_t cid, uint64_t id);
+  void end_log_streams(const std::string& reason);
   // `chip`: resolved by handle_frame (never null, but for telemetry of
   // every chip).
   void do_info(uint64_t cid, uint64_t id, Chip* chip);

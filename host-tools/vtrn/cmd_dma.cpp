@@ -134,8 +134,7 @@ void run_copy(const CopyOptions& o) {
     c.src_addr = addr;
     c.dst_addr = dst;
     c.length = uint32_t(n);
-    c.segments = o.chain;
-    c.queue = -1;
+    c.segments = o.chain;  // queue unset: vtrnd picks
     req.body_case = VTRN__API__REQUEST__BODY_DMA_COPY;
     req.dma_copy = &c;
     (void)conn.call(&req, VTRN__API__RESPONSE__BODY_DMA_COPY);

@@ -48,7 +48,8 @@ std::string render_info(const nlohmann::json& info) {
   row("telemetry period", std::to_string(info.at("telemetry_period_ms").get<uint32_t>()) + " ms");
   row("timer", std::to_string(info.at("timer_hz").get<uint64_t>()) + " Hz");
   row("GIC", "v" + std::to_string(info.at("gic_version").get<uint32_t>()));
-  row("PCI", text_or_dash(s.at("pci_address")) + ", BAR2 " + format_bytes(s.at("bar2_bytes").get<uint64_t>()));
+  row("PCI", text_or_dash(s.at("pci_bus_id")) + " (inside the chip " + text_or_dash(s.at("pci_address")) +
+                 "), BAR2 " + format_bytes(s.at("bar2_bytes").get<uint64_t>()));
   row("uptime", format_ns(s.at("uptime_ns").get<uint64_t>()));
   row("heartbeat", std::to_string(s.at("heartbeat").get<uint64_t>()));
   const uint64_t boot_ns = s.at("boot_ns").get<uint64_t>();

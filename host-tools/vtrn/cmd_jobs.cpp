@@ -535,7 +535,10 @@ struct ListOptions {
 
 void run_list(const ListOptions& o) {
   Vtrn__Api__JobListRequest l = VTRN__API__JOB_LIST_REQUEST__INIT;
-  l.chip = o.chip.empty() ? -1 : int32_t(std::stoul(o.chip));
+  if (!o.chip.empty()) {  // unset: every chip
+    l.select_case = VTRN__API__JOB_LIST_REQUEST__SELECT_CHIP;
+    l.chip = int32_t(std::stoul(o.chip));
+  }
   l.active_only = o.active;
   Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
   req.body_case = VTRN__API__REQUEST__BODY_JOB_LIST;

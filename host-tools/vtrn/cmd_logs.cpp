@@ -1,7 +1,10 @@
 // `vtrn logs CHIP [-f] [--tail N]`: the chip's firmware log (its dmesg).
-// With -f the command streams until vtrnd closes the stream (e.g. on
-// `vtrn down`) or the user interrupts it; with --json each frame is then one
-// JSON document on its own line, so a reader can parse line by line.
+// The history comes in frames of up to 512 lines, gathered until the one
+// marked end. With -f the command streams until vtrnd ends the stream (an
+// end frame, e.g. on `vtrn down`: exit 0) or the user interrupts it; a vtrnd
+// that goes away without one is exit 3. With --json each frame is then one
+// JSON document on its own line, so a reader can parse line by line; the
+// last has "end": true and "end_reason".
 #include <iostream>
 #include <memory>
 
@@ -28,8 +31,9 @@ nlohmann::json frame_json(uint32_t chip, const Vtrn__Api__LogsResponse& logs) {
 
 void print_frame(const LogsOptions& opts, const Vtrn__Api__LogsResponse& logs) {
   if (opts.json && opts.follow) {
-    std::cout << frame_json(opts.chip, logs).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-              << "\n";
+    nlohmann::json doc = frame_json(opts.chip, logs);
+    if (logs.end) doc.update({{"end", true}, {"end_reason", logs.end_reason ? logs.end_reason : ""}});
+    std::cout << doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else if (opts.json) {
     print_json(frame_json(opts.chip, logs));
   } else {
@@ -51,15 +55,34 @@ void run_logs(const LogsOptions& opts) {
   req.body_case = VTRN__API__REQUEST__BODY_LOGS;
   req.logs = &body;
   if (!opts.follow) {
+    // The history comes in frames of up to 512 lines, the last marked end.
     drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_LOGS);
-    print_frame(opts, *resp->logs);
+    Vtrn__Api__LogsResponse all = *resp->logs;
+    std::vector<char*> lines(all.lines, all.lines + all.n_lines);
+    std::vector<drv::ResponsePtr> keep;
+    while (!resp->logs->end) {
+      keep.push_back(std::move(resp));
+      resp = conn.next();
+      if (!resp) throw CliError(Exit::kNotRunning, "vtrnd stopped (it closed the connection)");
+      if (resp->body_case != VTRN__API__RESPONSE__BODY_LOGS)
+        throw CliError(Exit::kFailed, "vtrnd answered with an unexpected message (body " +
+                                          std::to_string(int(resp->body_case)) + ")");
+      lines.insert(lines.end(), resp->logs->lines, resp->logs->lines + resp->logs->n_lines);
+    }
+    all.lines = lines.data();
+    all.n_lines = lines.size();
+    print_frame(opts, all);
     return;
   }
   conn.send(&req);
   for (;;) {
     drv::ResponsePtr resp = conn.next();
-    if (!resp) return;  // vtrnd closed the stream
-    if (resp->body_case == VTRN__API__RESPONSE__BODY_LOGS) print_frame(opts, *resp->logs);
+    // vtrnd ends the stream with an end frame (vtrn down); a connection that
+    // closes without one is a vtrnd that died.
+    if (!resp) throw CliError(Exit::kNotRunning, "vtrnd stopped (it closed the connection)");
+    if (resp->body_case != VTRN__API__RESPONSE__BODY_LOGS) continue;
+    if (resp->logs->n_lines > 0 || resp->logs->dropped > 0 || opts.json) print_frame(opts, *resp->logs);
+    if (resp->logs->end) return;
   }
 }
 

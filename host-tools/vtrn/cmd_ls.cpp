@@ -16,7 +16,7 @@ std::string render_chip_table(const nlohmann::json& list) {
   for (const auto& chip : list.at("chips")) {
     const uint64_t boot_ns = chip.at("boot_ns").get<uint64_t>();
     const std::string fw = chip.at("fw_version").get<std::string>();
-    const std::string pci = chip.at("pci_address").get<std::string>();
+    const std::string pci = chip.at("pci_bus_id").get<std::string>();
     table.add({std::to_string(chip.at("id").get<uint32_t>()), chip.at("state").get<std::string>(),
                fw.empty() ? "-" : fw, format_ns(chip.at("uptime_ns").get<uint64_t>()),
                pci.empty() ? "-" : pci, format_bytes(chip.at("bar2_bytes").get<uint64_t>()),

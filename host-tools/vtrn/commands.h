@@ -59,6 +59,7 @@ void add_inject_command(CLI::App& app, Action* action);       // vtrn inject KIN
 // HBM code (cmd_mem.cpp).
 void add_inject_ecc_subcommand(CLI::App& inject, Action* action);
 void add_reset_command(CLI::App& app, Action* action);        // vtrn reset CHIP
+void add_qmp_command(CLI::App& app, Action* action);          // vtrn qmp CHIP COMMAND...
 void add_jobs_commands(CLI::App& app, Action* action);        // submit, run, jobs, job
 void add_link_commands(CLI::App& app, Action* action);        // link, topo
 void add_power_commands(CLI::App& app, Action* action);       // power, top

@@ -199,7 +199,10 @@ drv::ResponsePtr request_telemetry(DaemonConnection& conn, int32_t chip) {
   Vtrn__Api__TelemetryRequest body;
   vtrn__api__request__init(&req);
   vtrn__api__telemetry_request__init(&body);
-  body.chip = chip;
+  if (chip >= 0) {  // unset: every chip
+    body.select_case = VTRN__API__TELEMETRY_REQUEST__SELECT_CHIP;
+    body.chip = chip;
+  }
   req.body_case = VTRN__API__REQUEST__BODY_TELEMETRY;
   req.telemetry = &body;
   drv::ResponsePtr resp = conn.call(&req);

@@ -21,6 +21,7 @@ nlohmann::json to_json(const Vtrn__Api__ChipSummary& chip) {
           {"fw_version", chip.fw_version},
           {"uptime_ns", chip.uptime_ns},
           {"pci_address", chip.pci_address},
+          {"pci_bus_id", chip.pci_bus_id},
           {"bar2_bytes", chip.bar2_bytes},
           {"board", chip.board},
           {"qemu_pid", chip.qemu_pid},

@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   tools::add_mem_command(app, &action);  // HBM
   tools::add_reset_command(app, &action);   // reliability
   tools::add_inject_command(app, &action);  // reliability (calls add_inject_ecc_subcommand)
+  tools::add_qmp_command(app, &action);     // the chip's QEMU monitor
   tools::add_jobs_commands(app, &action);  // jobs
   tools::add_power_commands(app, &action);  // power
   tools::add_link_commands(app, &action);  // links

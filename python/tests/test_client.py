@@ -52,6 +52,36 @@ def test_lists_the_board_and_its_ready_chips(dev):
     assert all(vtrn.client.api.ChipState.Name(c.state) == "CHIP_STATE_READY" for c in b.chips)
     info = dev.info(1)
     assert info.summary.id == 1 and info.neuron_cores > 0 and info.hbm_stacks > 0
+    # Each card at its own host PCI address; the function inside each chip is the same.
+    assert [c.pci_bus_id for c in b.chips] == ["0000:10:00.0", "0000:10:01.0"]
+    assert info.summary.pci_address == "0000:00:01.0"
+
+
+def test_the_qemu_monitor_answers_read_only_commands_and_refuses_the_rest(dev):
+    assert "PCI device 1af4:1110" in dev.monitor(0, "info pci")
+    assert dev.qmp(1, "query-status")["status"] == "running"
+    with pytest.raises(vtrn.errors.Failed, match="system_reset"):
+        dev.qmp(0, "system_reset")
+
+
+def test_hello_says_the_api_version_and_what_vtrnd_serves(dev):
+    h = dev.hello()
+    assert (h.api_major, h.api_minor) == (vtrn.client.API_MAJOR, vtrn.client.API_MINOR)
+    assert h.max_frame_bytes == vtrn.client.MAX_FRAME
+    assert {"hello", "list", "logs", "telemetry", "dma_write", "hbm_alloc", "job_submit", "qmp"} <= set(h.requests)
+    assert h.board == "vtrn-dev2" and h.chips == 2 and h.vtrnd_version
+
+
+def test_an_unset_chip_is_every_chip_and_an_explicit_0_is_chip_0(dev):
+    api = vtrn.client.api
+    assert [t.chip for t in dev.call("telemetry", api.TelemetryRequest()).chips] == [0, 1]
+    assert [t.chip for t in dev.call("telemetry", api.TelemetryRequest(chip=0)).chips] == [0]
+    assert [t.chip for t in dev.call("telemetry", api.TelemetryRequest(chip=-1)).chips] == [0, 1]  # API 1's "every"
+    a = np.ones((4, 4), dtype=np.float32)
+    dev.add(a, a, chip=1)
+    on_1 = {j.id for j in dev.jobs(chip=1)}
+    assert on_1 and not on_1 & {j.id for j in dev.jobs(chip=0)}
+    assert on_1 <= {j.id for j in dev.jobs()}
 
 
 def test_ping_returns_one_round_trip_per_ping(dev):

@@ -14,6 +14,7 @@ it allocates (and jobs it submits without detach) go away when it closes.
 Not thread safe; use one Client per thread.
 """
 
+import json
 import os
 import socket
 import struct
@@ -27,7 +28,10 @@ from .proto import vtrn_api_pb2 as api
 from .proto import vtrn_api_hbm_pb2 as api_hbm
 from .proto import vtrn_api_jobs_pb2 as api_jobs
 from .proto import vtrn_api_reliability_pb2 as api_rel
+from .proto import vtrn_api_qmp_pb2 as api_qmp
 
+# The vtrn.api version this package was written for (driver/lib wire.h kApiMajor/kApiMinor).
+API_MAJOR, API_MINOR = 2, 0
 MAX_FRAME = 4 << 20
 DMA_PIECE = 2 << 20  # bytes per DmaWrite/DmaRead request (the CLI's kDmaPieceBytes)
 _HEADER = struct.Struct("<I")
@@ -235,6 +239,12 @@ class Client:
             raise errors.Failed(f"vtrnd answered {body} with {which or 'no body'}")
         return getattr(resp, body)
 
+    def hello(self):
+        """HelloResponse: the API version this vtrnd speaks (api_major must
+        be API_MAJOR), its frame limit and the requests it serves."""
+        return self.call("hello", api.HelloRequest(client_api_major=API_MAJOR, client_api_minor=API_MINOR,
+                                                   client="vtrn-python"))
+
     def board(self):
         """ListResponse: the board's model, its file and every chip's summary."""
         return self.call("list", api.ListRequest())
@@ -257,14 +267,34 @@ class Client:
             wait=api.WAIT_SPIN_BLOCK if spin else api.WAIT_BLOCK), timeout=max(self.timeout, count * 1.0))
         return np.array(r.rtt_ns, dtype=np.uint64)
 
+    def monitor(self, chip, command):
+        """The text a human-monitor command prints on the chip's QEMU
+        ("info pci"); vtrnd passes its read-only allow list only, unless it
+        runs with --allow-qmp-write (errors.Failed otherwise)."""
+        return self.call("qmp", api_qmp.QmpRequest(chip=_check_chip(chip), hmp=command)).output
+
+    def qmp(self, chip, execute, arguments=None):
+        """A raw QMP command on the chip's QEMU; its "return" value, decoded."""
+        cmd = {"execute": execute}
+        if arguments is not None:
+            cmd["arguments"] = arguments
+        r = self.call("qmp", api_qmp.QmpRequest(chip=_check_chip(chip), qmp_json=json.dumps(cmd)))
+        return json.loads(r.return_json)
+
     def logs(self, chip, tail=0):
         """The chip's firmware log lines (the last `tail`, 0 = all kept)."""
         rid = self.send("logs", api.LogsRequest(chip=_check_chip(chip), tail=tail))
-        return list(self.receive(rid).logs.lines)
+        lines = []
+        while True:  # frames of up to 512 lines, the last marked end
+            frame = self.receive(rid).logs
+            lines += frame.lines
+            if frame.end:
+                return lines
 
     def telemetry(self, chip=None):
         """Telemetry of one chip, or a list for every READY chip (chip=None)."""
-        r = self.call("telemetry", api.TelemetryRequest(chip=-1 if chip is None else _check_chip(chip)))
+        req = api.TelemetryRequest() if chip is None else api.TelemetryRequest(chip=_check_chip(chip))
+        r = self.call("telemetry", req)
         return list(r.chips) if chip is None else r.chips[0]
 
     def watch_telemetry(self, chip=None, interval=1.0, count=None):
@@ -373,8 +403,10 @@ class Client:
         return self.call("job_show", api_jobs.JobShowRequest(job_id=job_id)).job
 
     def jobs(self, chip=None, active_only=False):
-        return list(self.call("job_list", api_jobs.JobListRequest(
-            chip=-1 if chip is None else _check_chip(chip), active_only=active_only)).jobs)
+        req = api_jobs.JobListRequest(active_only=active_only)
+        if chip is not None:  # unset: every chip
+            req.chip = _check_chip(chip)
+        return list(self.call("job_list", req).jobs)
 
     def cancel(self, job_id):
         return self.call("job_cancel", api_jobs.JobCancelRequest(job_id=job_id)).job

@@ -60,6 +60,7 @@ class BootedBoard(h.BoardTestCase):
                 self.assertEqual(c["state"], "READY")
                 self.assertRegex(c["fw_version"], r"^\d+\.\d+\.\d+")
                 self.assertRegex(c["pci_address"], r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+                self.assertRegex(c["pci_bus_id"], r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
                 self.assertGreaterEqual(c["bar2_bytes"], 4 << 20)
                 self.assertEqual(c["bar2_bytes"] & (c["bar2_bytes"] - 1), 0, "BAR2 size is a power of two")
                 self.assertGreater(c["uptime_ns"], 0)
@@ -67,6 +68,8 @@ class BootedBoard(h.BoardTestCase):
                 self.assertTrue(h.process_alive(c["qemu_pid"]))
                 self.assertEqual(c["error"], "")
                 self.assertEqual(c["gdb_port"], 0)
+        # Each card at its own host address, as a host enumerates them.
+        self.assertEqual(len({c["pci_bus_id"] for c in doc["chips"]}), len(doc["chips"]), doc["chips"])
         print(f"\nboot time (QEMU launch to READY): "
               + ", ".join(f"chip {c['id']} {c['boot_ns'] / 1e6:.1f} ms" for c in doc["chips"]), file=sys.stderr)
 
@@ -83,7 +86,7 @@ class BootedBoard(h.BoardTestCase):
                 cells = row.split()
                 self.assertEqual(len(cells), 11, row)  # uptime, BAR2 and boot are "<value> <unit>"
                 self.assertEqual(cells[:3], [str(chip["id"]), chip["state"], chip["fw_version"]])
-                self.assertEqual(cells[5], chip["pci_address"])
+                self.assertEqual(cells[5], chip["pci_bus_id"])
                 self.assertEqual(" ".join(cells[6:8]), format_bytes(chip["bar2_bytes"]))
                 self.assertEqual(cells[8], chip["board"])
                 self.assertEqual(cells[8], after["board"])

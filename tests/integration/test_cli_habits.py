@@ -45,6 +45,7 @@ CHIP_COMMANDS = (
     ("mem", "alloc", "{chip}", "4K"), ("mem", "read", "{chip}", "0", "--length", "16"),
     ("link", "ls", "{chip}"), ("link", "retrain", "{chip}", "0"), ("jobs", "{chip}"),
     ("run", "add", "--m", "4", "--n", "4", "--chip", "{chip}"), ("bench", "ping", "--chip", "{chip}"),
+    ("qmp", "{chip}", "query-status"),  # with --json: raw QMP
 )
 OTHER_DAEMON_COMMANDS = (("ls",), ("down",), ("top", "--once"), ("top", "--count", "2", "--interval", "0.1"),
                          ("topo",), ("job", "show", "1"), ("telemetry",))

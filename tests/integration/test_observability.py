@@ -141,6 +141,7 @@ class Exporter(Board):
             self.assertEqual(s.value, 1)
             self.assertEqual(s.labels["fw_version"], ls[int(s.labels["chip"])]["fw_version"])
             self.assertTrue(s.labels["board"], s)
+            self.assertEqual(s.labels["pci_bus_id"], ls[int(s.labels["chip"])]["pci_bus_id"])
         self.assertEqual(samples(info, chip="0")[0].labels["build_id"], inf["build_id"])
 
     def test_link_error_counters_cover_every_wired_port(self):

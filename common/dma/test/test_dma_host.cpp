@@ -141,6 +141,25 @@ void test_host_rejects_completion_index_moving_backwards(void**) {
   assert_int_equal(p.host.host_error(), HostError::kCqIndexBackward);
 }
 
+// A reap that takes nothing leaves cq_cons alone: the device's view of it
+// (here a consumer index moved ahead on purpose, as `vtrn inject` does) is
+// not overwritten by a poll that found no completion, so the device latches.
+void test_an_empty_reap_does_not_write_the_consumer_index(void**) {
+  Pair p;
+  Descriptor d[2];
+  for (auto& x : d) x = Descriptor{0, kHbmBase, 8, kDescFirst | kDescLast | kDescSrcHost, 1};
+  assert_true(p.host.submit(d, 1));
+  p.dev.poll(p.map, p.copier, 4);
+  Completion c[4];
+  assert_int_equal(p.host.reap(c, 4), 1);
+  p.ctl.cq_cons.value = p.ctl.cq_prod.value + 1;  // the injected fault
+  assert_int_equal(p.host.reap(c, 4), 0);
+  assert_int_equal(p.ctl.cq_cons.value, p.ctl.cq_prod.value + 1);
+  assert_true(p.host.submit(&d[1], 1));
+  p.dev.poll(p.map, p.copier, 4);
+  assert_int_equal(p.ctl.error.value, kQueueCqConsumerAhead);
+}
+
 void test_reset_recovers_a_latched_queue(void**) {
   Pair p;
   Descriptor d{0, kHbmBase, 8, kDescFirst | kDescLast | kDescSrcHost, 1};
@@ -169,6 +188,7 @@ int main() {
       cmocka_unit_test(test_host_rejects_completion_index_jump),
       cmocka_unit_test(test_host_rejects_more_completions_than_submitted),
       cmocka_unit_test(test_host_rejects_completion_index_moving_backwards),
+      cmocka_unit_test(test_an_empty_reap_does_not_write_the_consumer_index),
       cmocka_unit_test(test_reset_recovers_a_latched_queue),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);

@@ -207,6 +207,34 @@ void test_power_cap_loop_corrects_model_error(void**) {
   assert_true(g.reasons() & kReasonSwPowerCap);
 }
 
+// A load whose power rises above the model under the cap: the very next
+// evaluation takes the whole error into account and steps down (fast
+// attack); a lighter window afterwards releases the correction at gain 1/4.
+void test_power_cap_reacts_to_a_rising_load_at_once(void**) {
+  PowerConfig cfg = dev_board_config(2, 0);
+  Governor g;
+  g.init(cfg);
+  const uint64_t predicted[] = {60000, 48000, 38000, 30000, 23000, 17000};
+  constexpr uint32_t kCap = 45000;
+  assert_int_equal(g.set_power_cap_mw(kCap), Status::kOk);
+  GovernorInput in;
+  in.temperature_mc[0] = in.temperature_mc[1] = 40000;
+  for (uint32_t p = 0; p < 6; ++p) in.predicted_mw[p] = predicted[p];
+  for (int i = 0; i < 20; ++i) {  // the model is right: pstate 2 (38 W) fits
+    in.measured_mw = predicted[g.pstate()];
+    g.evaluate(in);
+  }
+  assert_int_equal(g.pstate(), 2);
+  in.measured_mw = predicted[2] + 9000;  // 47 W at pstate 2: over the cap
+  g.evaluate(in);
+  assert_int_equal(g.pstate(), 3);  // 30 + 9 = 39 W fits; 38 + 9 does not
+  assert_int_equal(g.cap_correction_mw(), 9000);
+  in.measured_mw = predicted[3];  // the extra load goes away: released at gain 1/4
+  g.evaluate(in);
+  assert_int_equal(g.cap_correction_mw(), 9000 - 9000 / 4);
+  assert_int_equal(g.pstate(), 2);  // 38 + 6.75 = 44.75 W fits again
+}
+
 void test_host_pstate_limit_binds_immediately_and_is_range_checked(void**) {
   const PowerConfig cfg = dev_board_config(2, 0);
   PowerManager pm;
@@ -264,6 +292,7 @@ int main() {
       cmocka_unit_test(test_critical_temperature_forces_lowest_point_and_flags),
       cmocka_unit_test(test_power_cap_is_respected_on_average_and_raising_it_raises_the_point),
       cmocka_unit_test(test_power_cap_loop_corrects_model_error),
+      cmocka_unit_test(test_power_cap_reacts_to_a_rising_load_at_once),
       cmocka_unit_test(test_host_pstate_limit_binds_immediately_and_is_range_checked),
       cmocka_unit_test(test_clock_budget_scales_with_the_operating_point),
       cmocka_unit_test(test_idle_reason_reported_when_no_core_ran),

@@ -19,10 +19,12 @@
 // critical - hysteresis; counting resumes from the lowest point after that.
 //
 // Power cap: the highest point whose predicted power plus a learned
-// correction fits the cap. The correction is an exponential average (gain
-// 1/4 per evaluation) of measured minus predicted power at the point that
-// was in force, so a model that is off by a constant or a proportion still
-// converges to the cap from below.
+// correction fits the cap. The correction follows measured minus predicted
+// power at the point that was in force: a larger error takes effect at once
+// (fast attack), a smaller one decays in at gain 1/4 per evaluation (slow
+// release), so a model that is off by a constant or a proportion still
+// converges to the cap from below and a load whose power rises does not
+// overshoot for more than one evaluation.
 #pragma once
 
 #include <stdint.h>

@@ -137,6 +137,14 @@ struct TelemetrySample {
   uint64_t host_rx_events = 0;
 };
 
+// The host-side PCI address of chip `id`'s card: each chip is its own
+// device, 32 to a bus from bus 0x10 (as cards behind a host's PCIe
+// switches enumerate), so every chip id a board may use (< 256) gets a
+// distinct "DDDD:BB:DD.F" and chip 0 is "0000:10:00.0". The address of the
+// host-interface function inside the chip's own QEMU is
+// ChipInfo::pci_address, the same on every chip.
+std::string host_pci_bus_id(uint32_t id);
+
 class Chip {
  public:
   struct CtrlResult {
@@ -173,6 +181,7 @@ class Chip {
   // already belong to another process then).
   [[nodiscard]] pid_t pid() const { return exited_ ? -1 : pid_; }
   [[nodiscard]] uint32_t id() const { return opts_.board.id; }
+  [[nodiscard]] std::string pci_bus_id() const { return host_pci_bus_id(id()); }
   [[nodiscard]] const ChipOptions& options() const { return opts_; }
 
   // Queues a control request (answered with STATUS_CHIP_NOT_READY unless
@@ -245,6 +254,13 @@ class Chip {
   void cleanup();
 
   std::function<void(Chip&)> on_state_change;
+
+  // The chip's QEMU monitor through vtrnd's own QMP connection (QEMU
+  // connects to vtrnd, so no second QMP client can): `command` with its
+  // `arguments_json` object ("" for none). Fails at once when no QEMU
+  // monitor is connected. The caller decides what is allowed.
+  [[nodiscard]] bool monitor_connected() const { return qmp_ && qmp_->ready(); }
+  void monitor(const std::string& command, const std::string& arguments_json, QmpClient::Reply reply);
 
   // DMA (only attached while READY and when the firmware sets kCapDma).
   // Chip rings the firmware on hostif::kVectorDma after each submission and

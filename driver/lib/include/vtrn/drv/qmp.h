@@ -35,8 +35,15 @@ class QmpClient {
 
   // Creates the listening socket (mode 0600) and watches it.
   bool listen(const std::string& path, std::string* err);
+  // The longest QMP line (one answer) taken: a longer answer fails its
+  // command with an error instead of being matched to the next one.
+  static constexpr size_t kMaxLineBytes = 2u << 20;
+
   // Queues a command (sent once the capabilities handshake is done).
   void execute(const std::string& command, Reply reply);
+  // The same with its "arguments": `arguments_json` is a JSON object's text
+  // (the caller has checked it; anything else fails the command).
+  void execute(const std::string& command, const std::string& arguments_json, Reply reply);
   [[nodiscard]] bool ready() const { return negotiated_; }
   // Drops the current QEMU connection (its commands fail) but keeps
   // listening: a relaunched QEMU connects again and is greeted afresh.
@@ -59,7 +66,8 @@ class QmpClient {
   std::string inbuf_;
   bool negotiated_ = false;
   bool caps_sent_ = false;
-  std::deque<std::pair<std::string, Reply>> queued_;  // not yet sent
+  bool skipping_ = false;  // dropping the rest of a line longer than kMaxLineBytes
+  std::deque<std::pair<std::string, Reply>> queued_;  // not yet sent, as the JSON line
   std::deque<Reply> awaiting_;                        // sent, in order
 };
 

@@ -21,6 +21,12 @@
 namespace drv {
 
 inline constexpr uint32_t kMaxFrame = 4u << 20;
+// The vtrn.api version vtrnd speaks (HelloResponse): the major changes when a
+// client built for the previous one could be misread, the minor when
+// messages or fields are only added. 2.0: Hello, oneof presence instead of -1
+// for "every chip" / "any queue", end frames on the logs stream.
+inline constexpr uint32_t kApiMajor = 2;
+inline constexpr uint32_t kApiMinor = 0;
 inline constexpr size_t kFrameHeader = 4;
 
 // $VTRN_RUNTIME_DIR, else ${XDG_RUNTIME_DIR:-/tmp}/vtrn-<uid>.
