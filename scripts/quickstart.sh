@@ -20,6 +20,17 @@ step() { printf '\n\033[1m$ vtrn %s\033[0m\n' "$*"; "$vtrn" "$@"; }
 step up "$@"
 # The main job: a real kernel on the chip's tensor engines, verified.
 step run gemm --m 256 --n 256 --k 256 --dtype bf16
+# The engines finish well inside one telemetry period: show the block once
+# the firmware has published the job in it (bounded wait, 5 s).
+python3 - "$vtrn" <<'EOF_WAIT'
+import json, subprocess, sys, time
+deadline = time.monotonic() + 5
+while time.monotonic() < deadline:
+    doc = json.loads(subprocess.run([sys.argv[1], "telemetry", "0", "--json"], capture_output=True, text=True).stdout)
+    if doc["chips"][0]["jobs_completed"] >= 1:
+        break
+    time.sleep(0.05)
+EOF_WAIT
 step telemetry 0
 step jobs
 step ls

@@ -198,6 +198,9 @@ def ctrl_decode():
     write('ctrl_decode', 'job-submit', field(40, 2, v(1, 7) + v(2, 2 << 32 | 7) + v(3, 1) +
                                              v(5, 1000) + field(7, 2, step)))
     write('ctrl_decode', 'job-submit-no-steps', field(40, 2, v(1, 8)))
+    write('ctrl_decode', 'job-submit-tensor', field(40, 2, v(1, 10) + v(2, 2 << 32 | 10) + v(5, 1000) +
+                                                    field(7, 2, step) + v(8, 1)))
+    write('ctrl_decode', 'job-submit-bad-engine', field(40, 2, v(1, 11) + field(7, 2, step) + v(8, 9)))
     write('ctrl_decode', 'job-cancel', field(41, 2, v(1, 7)))
     write('ctrl_decode', 'collective-submit',
           field(42, 2, v(1, 9) + v(3, 1) + v(4, 1) + v(5, 2) + v(6, 0) + v(7, 0) + v(8, 1) +
@@ -213,6 +216,8 @@ def ctrl_decode():
     write('ctrl_decode', 'power-autosuspend', field(83, 2, v(1, 100)))
     write('ctrl_decode', 'power-status', field(84, 2, b''))
     write('ctrl_decode', 'reliability-unknown-fault', field(100, 2, v(1, 9)))
+    write('ctrl_decode', 'reliability-tensor-engine', field(100, 2, v(1, 4) + v(2, 1)))
+    write('ctrl_decode', 'reliability-tensor-engine-beyond', field(100, 2, v(1, 4) + v(2, 99)))
 
 
 def board_dtb():
@@ -244,7 +249,7 @@ def job_file():
 
     xy = [{"name": "x", "values": [1, 2.5, -3, 0]}, {"name": "y", "file": "y.bin"},
           {"name": "z", "bytes": 16, "output": "z.bin"}]
-    job('add', {"name": "add", "chip": 0, "priority": 3, "timeout_ms": 10000, "max_cores": 2,
+    job('add', {"name": "add", "chip": 0, "priority": 3, "timeout_ms": 10000, "max_cores": 2, "engine": "cores",
                 "buffers": xy, "steps": [{"kernel": "add", "m": 2, "n": 2, "a": "x", "b": "y", "out": "z"}]})
     job('chain', {"buffers": [{"name": "x", "values": [1, 2, 3, 4, 5, 6]}, {"name": "y", "file": "y.bin"},
                               {"name": "s", "bytes": 24}, {"name": "g", "bytes": 24},
