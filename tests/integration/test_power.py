@@ -169,6 +169,15 @@ class PowerTests(h.BoardTestCase):
         """The power block of the first refresh window after q's."""
         return self.wait_for("the next refresh window", lambda n: n["refreshes"] > q["refreshes"], 10, interval=0.05)
 
+    def stop_workload(self, p):
+        """Ends a workload(): its jobs cancelled first, while still listed,
+        then the client, which ends on its own."""
+        self.stop_jobs()
+        p.terminate()
+        p.wait(timeout=30)
+        p.stdout.close()
+        p.stderr.close()
+
     def workload(self):
         """A long GEMM job on a NeuronCore (`vtrn submit --wait`); terminating
         the client cancels it (jobs service: a departed client's jobs end)."""
@@ -261,11 +270,7 @@ class PowerTests(h.BoardTestCase):
         finally:
             # Cancel first, while the job is still listed; the client then
             # ends on its own.
-            self.stop_jobs()
-            p.terminate()
-            p.wait(timeout=30)
-            p.stdout.close()
-            p.stderr.close()
+            self.stop_workload(p)
         cool = self.wait_for(
             "throttling to release after the load stopped",
             lambda q: q["pstate"] == 0 and "sw_thermal_slowdown" not in q["clock_event_reason_names"], 15)
@@ -299,11 +304,7 @@ class PowerTests(h.BoardTestCase):
             self.assertLess(t["tensor_modeled_ns"] - before["tensor_modeled_ns"],
                             t["tensor_busy_ns"] - before["tensor_busy_ns"])
         finally:
-            self.stop_jobs()
-            p.terminate()
-            p.wait(timeout=30)
-            p.stdout.close()
-            p.stderr.close()
+            self.stop_workload(p)
 
     def test_load_2_power_cap_is_respected(self):
         self.settle_idle()
@@ -336,11 +337,7 @@ class PowerTests(h.BoardTestCase):
             self.assertTrue(any(max(c["utilization_ratio"] for c in q["cores"]) > 0.2 for q in samples),
                             f"the load did not run: {trace}")
         finally:
-            self.stop_jobs()
-            p.terminate()
-            p.wait(timeout=30)
-            p.stdout.close()
-            p.stderr.close()
+            self.stop_workload(p)
             self.s.vtrn("power", 0, "--cap", 0)
             self.s.vtrn("power", 0, "--pstate", 0)
 
