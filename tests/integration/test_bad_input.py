@@ -31,6 +31,38 @@ class WithoutDaemon(h.SessionTestCase):
             with self.subTest(args=args):
                 self.assert_one_error_line(self.s.vtrn(*args), h.EXIT_USAGE)
 
+    def test_sizes_are_bounded_and_the_range_is_named(self):
+        # Parsed before anything is sent (no daemon here): a wrapped,
+        # negative or huge size is one usage line naming the range, never a
+        # C++ allocation error.
+        for args, needle in ((("dma", "copy", 0, "--size", "1T"), "--size: '1T' outside 1 B..1 GiB"),
+                             (("dma", "copy", 0, "--size", "-1"), "--size: '-1' is not a size"),
+                             (("mem", "alloc", 0, "-1"), "'-1' is not a size"),
+                             (("mem", "alloc", 0, "2T"), "'2T' outside 1 B..1 TiB"),
+                             (("mem", "alloc", 0, "17179869184G"), "outside 1 B..1 TiB"),
+                             (("dma", "bench", 0, "--total", "1E"), "--total: '1E' outside 1 B..64 GiB"),
+                             (("mem", "read", 0, "0x1000", "--length", "2G"), "outside 1 B..1 GiB"),
+                             (("run", "allreduce", "--bytes", "1M2"), "is not a size")):
+            with self.subTest(args=args):
+                r = self.s.vtrn(*args)
+                self.assert_one_error_line(r, h.EXIT_USAGE, needle)
+                self.assertNotIn("bad_alloc", r.stderr)
+
+    def test_job_file_paths_stay_beside_the_job_file(self):
+        for buf, needle in (({"name": "a", "file": "/etc/passwd"}, "/buffers/0/file: '/etc/passwd' is absolute"),
+                            ({"name": "a", "file": "../a.bin"}, "/buffers/0/file: '../a.bin' leaves"),
+                            ({"name": "a", "bytes": 4, "output": "/tmp/out.bin"},
+                             "/buffers/0/output: '/tmp/out.bin' is absolute"),
+                            ({"name": "a", "bytes": 4, "output": "sub/../../out.bin"},
+                             "/buffers/0/output: 'sub/../../out.bin' leaves")):
+            with self.subTest(buf=buf):
+                path = os.path.join(self.s.tmp, "job.json")
+                with open(path, "w") as f:
+                    json.dump({"buffers": [buf], "steps": [{"kernel": "sum", "m": 1, "n": 1, "a": "a",
+                                                            "out": "a"}]}, f)
+                r = self.s.vtrn("submit", path)
+                self.assert_one_error_line(r, h.EXIT_FAILED, needle)
+
     def test_missing_qemu_is_reported_and_leaves_nothing(self):
         r = self.s.vtrn("up", env={"VTRN_QEMU": "/nonexistent/qemu-system-aarch64"})
         self.assert_one_error_line(r, h.EXIT_FAILED, "QEMU not found", "/nonexistent/qemu-system-aarch64")
