@@ -61,10 +61,10 @@ std::string parent_dir(const std::string& path) {
 // default_runtime_dir()) may belong to another user when its group is one
 // of ours: a board shared through `vtrnd --group`. kUntrusted names the
 // rule that failed.
-Result<uid_t> trusted_server_uid(const std::string& dir) {
+Result<uid_t> trusted_server_uid(const std::string& dir, const std::string& path) {
   struct stat st{};
   if (lstat(dir.c_str(), &st) != 0) {
-    if (errno == ENOENT) return Error(Code::kNotRunning, "vtrnd is not running (no directory " + dir + ")");
+    if (errno == ENOENT) return Error(Code::kNotRunning, "vtrnd is not running (no socket at " + path + ")");
     return Error(Code::kSystem, "cannot stat " + dir + ": " + strerror(errno));
   }
   if (!S_ISDIR(st.st_mode))
@@ -124,7 +124,7 @@ Error Client::connect(const std::string& path) {
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path) return Error(Code::kInvalidArgument, "socket path too long: " + path);
   memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  Result<uid_t> owner = trusted_server_uid(parent_dir(path));
+  Result<uid_t> owner = trusted_server_uid(parent_dir(path), path);
   if (!owner.ok()) return owner.error();
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Error(Code::kSystem, std::string("socket: ") + strerror(errno));
