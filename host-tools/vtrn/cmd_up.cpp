@@ -63,6 +63,9 @@ void add_up_command(CLI::App& app, Action* action) {
   sub->add_option("--boot-timeout-ms", cmd->up.boot_timeout_ms,
                   "How long each chip may take to reach READY")
       ->check(CLI::Range(100u, 600000u));
+  sub->add_option("--boot-parallel", cmd->up.boot_parallel,
+                  "Chips booting at once, the others queued (default: 2 per host CPU)")
+      ->check(CLI::Range(1u, 256u));
   sub->add_flag("--json", cmd->json, "Print one JSON document instead of a table");
   sub->callback([cmd, action, port] {
     if (port->count() > 0) cmd->up.gdb = true;
