@@ -53,6 +53,11 @@ int setup(void** state) {
   drv::DmaServiceOptions so;
   so.allow_raw = true;
   so.chunk_bytes = 64 * 1024;
+  // Connections 10..19 are one tenant, 20..29 another (the daemon maps a
+  // connection to its uid).
+  so.tenant_of = [](uint64_t cid) { return uint32_t(cid / 10); };
+  so.max_queued_requests = 8;
+  so.max_queued_bytes = 6u << 20;
   f->svc = std::make_unique<drv::DmaService>(&f->loop, so, [f](uint64_t cid, Vtrn__Api__Response* r) {
     Reply x;
     x.cid = cid;
@@ -226,6 +231,62 @@ void test_departed_client_work_is_dropped_and_buffers_freed(void** state) {
   assert_int_equal(f->chip->dma().window_free_bytes(), f->chip->dma().window_size());
 }
 
+void test_requests_past_the_tenant_cap_are_busy_across_its_connections(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  for (uint64_t i = 0; i < 8; ++i) read_req(f, 10 + i % 2, i + 1, FakeDmaChip::kHbmBase + i * 4096, 4096);
+  assert_int_equal(f->replies.size(), 0);  // all eight queued or running
+  read_req(f, 11, 100, FakeDmaChip::kHbmBase, 4096);  // a second connection of the same tenant
+  assert_int_equal(f->replies.size(), 1);
+  assert_int_equal(f->replies[0].status, VTRN__API__STATUS__STATUS_BUSY);
+  assert_non_null(strstr(f->replies[0].error.c_str(), "uid 1 has 8 DMA requests queued (cap 8)"));
+  read_req(f, 20, 1, FakeDmaChip::kHbmBase, 4096);  // another tenant is not held back
+  run_until(f, 10);
+  for (const Reply& r : f->replies)
+    if (r.id != 100) assert_int_equal(r.status, VTRN__API__STATUS__STATUS_OK);
+  // Finished work gives the cap back.
+  read_req(f, 10, 200, FakeDmaChip::kHbmBase, 4096);
+  run_until(f, 11);
+  assert_int_equal(find(f, 10, 200)->status, VTRN__API__STATUS__STATUS_OK);
+}
+
+void test_queued_bytes_past_the_tenant_cap_are_busy_before_any_allocation(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  std::vector<uint8_t> big(4u << 20, 0x5a);
+  write_req(f, 10, 1, FakeDmaChip::kHbmBase, big);
+  read_req(f, 11, 2, FakeDmaChip::kHbmBase, 3u << 20);  // 4 + 3 MiB > 6 MiB
+  assert_int_equal(f->replies.size(), 1);
+  assert_int_equal(f->replies[0].status, VTRN__API__STATUS__STATUS_BUSY);
+  assert_non_null(strstr(f->replies[0].error.c_str(), "bytes of DMA queued"));
+  read_req(f, 11, 3, FakeDmaChip::kHbmBase, 1u << 20);  // 5 MiB fits
+  run_until(f, 3);
+  assert_int_equal(find(f, 10, 1)->status, VTRN__API__STATUS__STATUS_OK);
+  assert_int_equal(find(f, 11, 3)->status, VTRN__API__STATUS__STATUS_OK);
+  assert_int_equal(find(f, 11, 3)->data.size(), 1u << 20);
+}
+
+void test_bench_with_a_total_near_two_to_the_64_runs_and_is_released(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  Vtrn__Api__DmaBenchRequest b = VTRN__API__DMA_BENCH_REQUEST__INIT;
+  b.direction = VTRN__API__DMA_DIRECTION__DMA_DIR_H2D;
+  b.transfer_bytes = 4096;
+  b.depth = 16;
+  b.batch = 8;
+  b.total_bytes = UINT64_MAX;  // (total + per_chunk - 1) wrapped to 0 chunks: never ran, never ended
+  f->svc->bench(10, 1, f->chip.get(), b);
+  const uint64_t until = drv::monotonic_ns() + 2'000'000'000ull;
+  drv::DmaQueueSnapshot s;
+  do {
+    f->loop.run_once(2);
+    assert_true(f->chip->dma().snapshot(0, &s));
+  } while (s.chains_completed < 64 && drv::monotonic_ns() < until);
+  assert_true(s.chains_completed >= 64);
+  assert_int_equal(f->replies.size(), 0);  // still running
+  f->svc->client_gone(10);
+  while (f->chip->dma().in_flight_all() != 0 && drv::monotonic_ns() < until + 2'000'000'000ull) f->loop.run_once(5);
+  for (int i = 0; i < 5; ++i) f->loop.run_once(2);
+  assert_int_equal(f->chip->dma().window_free_bytes(), f->chip->dma().window_size());
+}
+
 }  // namespace
 
 int main() {
@@ -236,6 +297,9 @@ int main() {
       cmocka_unit_test_setup_teardown(test_raw_copy_reports_the_device_verdict, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bench_moves_the_requested_bytes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_departed_client_work_is_dropped_and_buffers_freed, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_requests_past_the_tenant_cap_are_busy_across_its_connections, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_queued_bytes_past_the_tenant_cap_are_busy_before_any_allocation, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bench_with_a_total_near_two_to_the_64_runs_and_is_released, setup, teardown),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

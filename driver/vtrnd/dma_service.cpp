@@ -86,6 +86,42 @@ DmaService::ChipDma* DmaService::ready_chip(Chip* chip, const Refuse& refuse) {
   return it->second.get();
 }
 
+// Caps on queued work.
+
+bool DmaService::charge(uint64_t cid, uint64_t id, Job& j, uint64_t bytes) {
+  j.tenant = opts_.tenant_of ? uint64_t(opts_.tenant_of(cid)) : (1ull << 32) + cid;
+  TenantLoad& l = load_[j.tenant];
+  std::string why;
+  if (l.requests >= opts_.max_queued_requests) {
+    why = std::to_string(l.requests) + " DMA requests queued (cap " + std::to_string(opts_.max_queued_requests) + ")";
+  } else if (bytes > opts_.max_queued_bytes || l.bytes > opts_.max_queued_bytes - bytes) {
+    why = std::to_string(l.bytes) + " bytes of DMA queued, " + std::to_string(bytes) + " more asked (cap " +
+          std::to_string(opts_.max_queued_bytes) + ")";
+  }
+  if (!why.empty()) {
+    if (l.requests == 0 && l.bytes == 0) load_.erase(j.tenant);
+    const std::string who = opts_.tenant_of ? "uid " + std::to_string(j.tenant) : "this client";
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_BUSY, who + " has " + why + "; retry when they finish");
+    return false;
+  }
+  ++l.requests;
+  l.bytes += bytes;
+  j.charged = true;
+  j.charged_bytes = bytes;
+  return true;
+}
+
+void DmaService::uncharge(Job& j) {
+  if (!j.charged) return;
+  j.charged = false;
+  auto it = load_.find(j.tenant);
+  if (it == load_.end()) return;
+  TenantLoad& l = it->second;
+  l.requests -= std::min<uint32_t>(l.requests, 1);
+  l.bytes -= std::min(l.bytes, j.charged_bytes);
+  if (l.requests == 0 && l.bytes == 0) load_.erase(it);
+}
+
 // Requests.
 
 std::span<const Route> DmaService::bodies() const {
@@ -152,13 +188,15 @@ void DmaService::start_transfer(Origin from, Kind kind, Chip* chip, uint64_t hbm
                       hex(e.hbm_base() + e.hbm_size()) + ")");
   }
   auto j = std::make_unique<Job>();
+  // A client's request is charged before anything is allocated for it; a
+  // service's transfer (a job's buffers) is bounded by that service.
+  if (!from.done && !charge(from.cid, from.id, *j, len)) return;
   j->kind = kind;
   j->hbm_addr = hbm_addr;
   j->length = len;
-  if (write)
-    j->data.assign(data, data + len);
-  else
-    j->data.assign(len, 0);
+  // A read's result buffer is taken when its first chunk is issued, not
+  // while it waits in the queue.
+  if (write) j->data.assign(data, data + len);
   const uint64_t chunks = (len + opts_.chunk_bytes - 1) / opts_.chunk_bytes;
   j->chunks = chunks;
   j->cid = from.cid;
@@ -219,6 +257,7 @@ void DmaService::copy(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__Dm
     if (uint32_t st = e.check_chain(c, &seg); st != kOk)
       return bad("segment " + std::to_string(seg) + ": " + dma_status_name(st));
   }
+  if (!charge(cid, id, *j, 0)) return;
   start_job(*cd, std::move(j), 1, 1);
 }
 
@@ -252,7 +291,13 @@ void DmaService::bench(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__D
       r.direction != VTRN__API__DMA_DIRECTION__DMA_DIR_D2D)
     return bad("unknown direction");
 
+  const uint64_t per_chunk = uint64_t(batch) * r.transfer_bytes;
+  // Rounded up without overflow: total_bytes near 2^64 must not wrap to 0
+  // chunks (a bench that never runs and never ends).
+  const uint64_t chunks = r.total_bytes ? r.total_bytes / per_chunk + (r.total_bytes % per_chunk != 0)
+                                        : DmaScheduler::kUnbounded;
   auto j = std::make_unique<Job>();
+  if (!charge(cid, id, *j, r.direction == VTRN__API__DMA_DIRECTION__DMA_DIR_D2D ? 0 : r.transfer_bytes)) return;
   j->kind = Kind::kBench;
   j->cid = cid;
   j->req_id = id;
@@ -268,20 +313,15 @@ void DmaService::bench(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__D
   j->hbm_span = span_bytes;
   const uint64_t span = (j->dir == VTRN__API__DMA_DIRECTION__DMA_DIR_D2D ? span_bytes / 2 : span_bytes) - kBenchSkew;
   j->slots = std::max<uint64_t>(1, span / j->transfer);
-  if (j->dir != VTRN__API__DMA_DIRECTION__DMA_DIR_D2D) {
-    if (e.alloc(j->transfer, &j->buf) != DmaError::kOk)
-      return reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, "DMA bench: host window full");
-    j->has_buf = true;
-    for (uint32_t i = 0; i < j->transfer; ++i) j->buf.ptr[i] = uint8_t(i * 31 + 7);
-  }
-  const uint64_t per_chunk = uint64_t(batch) * j->transfer;
-  const uint64_t chunks = r.total_bytes ? (r.total_bytes + per_chunk - 1) / per_chunk : DmaScheduler::kUnbounded;
   const uint32_t max_inflight = queues * ((depth + batch - 1) / batch);
   j->chunks = chunks;  // the last batch of a sized run always interrupts
   const uint64_t job_id = next_job_;
-  if (r.duration_ms != 0) {
+  // A sized run stops at the same ten-minute cap as a timed one, with what
+  // it moved so far: no total is a way to hold a queue forever.
+  {
+    const uint32_t run_ms = r.duration_ms != 0 ? r.duration_ms : kMaxBenchMs;
     Chip* ch = chip;
-    j->timer = loop_->add_timer_in(uint64_t(r.duration_ms) * 1'000'000, [this, ch, job_id, cid] {
+    j->timer = loop_->add_timer_in(uint64_t(run_ms) * 1'000'000, [this, ch, job_id, cid] {
       auto it = chips_.find(ch);
       if (it == chips_.end()) return;
       ChipDma& c = *it->second;
@@ -546,6 +586,7 @@ DmaService::Issue DmaService::issue(ChipDma& cd, Job& j, uint64_t index, std::st
     if (q < 0) return no_room_or_fail(q);
     if (e.alloc(c.length, &c.buf) != DmaError::kOk) return Issue::kNoRoom;
     c.has_buf = true;
+    if (j.kind == Kind::kRead && j.data.size() != j.length) j.data.assign(j.length, 0);
     DmaSegment s;
     if (j.kind == Kind::kWrite) {
       memcpy(c.buf.ptr, j.data.data() + c.offset, c.length);
@@ -582,6 +623,12 @@ DmaService::Issue DmaService::issue(ChipDma& cd, Job& j, uint64_t index, std::st
       err = e.submit(uint32_t(q), &ch, 1, handles.data());
     }
   } else {  // bench
+    // Its window buffer is taken when the bench starts, not while queued.
+    if (!j.has_buf && j.dir != VTRN__API__DMA_DIRECTION__DMA_DIR_D2D) {
+      if (e.alloc(j.transfer, &j.buf) != DmaError::kOk) return Issue::kNoRoom;
+      j.has_buf = true;
+      for (uint32_t i = 0; i < j.transfer; ++i) j.buf.ptr[i] = uint8_t(i * 31 + 7);
+    }
     q = int(index % j.queues);
     if (e.free_slots(uint32_t(q)) < j.batch) {
       std::string text;
@@ -746,6 +793,7 @@ void DmaService::finish_job(ChipDma& cd, uint64_t job_id) {
   if (it == cd.jobs.end()) return;
   std::unique_ptr<Job> j = std::move(it->second);
   cd.jobs.erase(it);
+  uncharge(*j);
   cd.sched.remove(j->cid, j->id);
   if (j->timer != 0) loop_->cancel_timer(j->timer);
   if (j->has_buf && cd.chip->dma().attached()) (void)cd.chip->dma().free(j->buf);

@@ -39,6 +39,15 @@ namespace drv {
 struct DmaServiceOptions {
   bool allow_raw = false;          // accept DmaCopy.raw (hostile-input tests)
   uint32_t chunk_bytes = 256 * 1024;
+  // The tenant (uid) of a client connection; queued-work caps are per
+  // tenant across its connections. Unset: each connection is its own.
+  std::function<uint32_t(uint64_t cid)> tenant_of;
+  // Per tenant, across chips: requests queued or running, and the host
+  // bytes they hold (DmaWrite data, DmaRead results, bench buffers).
+  // Past either, a request is answered STATUS_BUSY before anything is
+  // allocated for it.
+  uint32_t max_queued_requests = 256;
+  uint64_t max_queued_bytes = 64ull << 20;
 };
 
 class DmaService final : public Service {
@@ -97,6 +106,11 @@ class DmaService final : public Service {
   struct Job {
     Kind kind = Kind::kWrite;
     uint64_t id = 0, cid = 0, req_id = 0;
+    // Charged to a client tenant's caps (client requests only), released
+    // when the job ends.
+    bool charged = false;
+    uint64_t tenant = 0;  // uid, or 2^32 + cid without tenant_of
+    uint64_t charged_bytes = 0;
     uint64_t t0 = 0;
     bool orphan = false;
     uint32_t chunks_in_flight = 0;
@@ -165,6 +179,15 @@ class DmaService final : public Service {
     uint64_t next_chunk = 1;
   };
 
+  struct TenantLoad {
+    uint32_t requests = 0;
+    uint64_t bytes = 0;
+  };
+  // Charges a client request of `bytes` host bytes to its tenant, or
+  // answers STATUS_BUSY and returns false.
+  bool charge(uint64_t cid, uint64_t id, Job& j, uint64_t bytes);
+  void uncharge(Job& j);
+
   ChipDma* ready_chip(uint64_t cid, uint64_t id, Chip* chip);
   ChipDma* ready_chip(Chip* chip, const Refuse& refuse);
   void start_transfer(Origin from, Kind kind, Chip* chip, uint64_t hbm_addr, const uint8_t* data, uint64_t len);
@@ -190,6 +213,7 @@ class DmaService final : public Service {
   DmaServiceOptions opts_;
   ReplyFn reply_;
   std::map<Chip*, std::unique_ptr<ChipDma>> chips_;
+  std::map<uint64_t, TenantLoad> load_;
   uint64_t next_job_ = 1;
   uint64_t next_internal_ = kInternalOwnerBase;
 };

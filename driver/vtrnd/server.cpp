@@ -294,6 +294,7 @@ bool Daemon::start(std::string* err) {
   }
   DmaServiceOptions dopts;
   dopts.allow_raw = opts_.allow_raw_dma;
+  dopts.tenant_of = [this](uint64_t cid) { return client_uid(cid); };
   DmaService* dma = services_.add(std::make_unique<DmaService>(&loop_, dopts, to_client));
   for (auto& c : chips_) dma->add_chip(c.get());
   HbmServiceOptions hopts;
@@ -429,6 +430,13 @@ void Daemon::on_accept() {
     c.uid = cred.uid;
     loop_.add(raw, EPOLLIN | EPOLLRDHUP, [this, cid](uint32_t ev) { on_conn_event(cid, ev); });
   }
+}
+
+// A client's tenant: its uid. A connection already gone is nobody's
+// (uid -1), so nothing it left behind is charged to a real tenant.
+uint32_t Daemon::client_uid(uint64_t cid) const {
+  auto it = conns_.find(cid);
+  return it == conns_.end() ? UINT32_MAX : uint32_t(it->second.uid);
 }
 
 // The admin identity: vtrnd's own uid, or root.

@@ -29,6 +29,8 @@ enum class Exit : int {
   kChipNotReady = 5,  // chip not ready, or failed to boot
   kTimeout = 6,       // vtrnd or a chip did not answer in time
   kUntrusted = 7,     // the runtime directory or the server behind its socket is not trusted
+  kPermissionDenied = 8,  // another tenant's object, or an admin-only request
+  kBusy = 9,          // vtrnd's cap on queued work was reached; retry later
   kInterrupted = 130, // Ctrl-C in `vtrn top` (128 + SIGINT, as a shell reports it)
 };
 
@@ -43,6 +45,8 @@ inline const char* exit_name(Exit code) {
     case Exit::kChipNotReady: return "chip_not_ready";
     case Exit::kTimeout: return "timeout";
     case Exit::kUntrusted: return "untrusted";
+    case Exit::kPermissionDenied: return "permission_denied";
+    case Exit::kBusy: return "busy";
     case Exit::kInterrupted: return "interrupted";
   }
   return "failed";
@@ -86,7 +90,8 @@ inline constexpr const char* kExitCodeHelp =
     "Exit codes: 0 ok, 1 operation failed, 2 usage error, 3 vtrnd not running\n"
     "            (or stopped), 4 unknown chip, 5 chip not ready / failed to boot,\n"
     "            6 timeout, 7 untrusted runtime directory or server,\n"
-    "            130 interrupted (Ctrl-C).\n"
+    "            8 permission denied (another tenant's, or admin-only),\n"
+    "            9 busy (a cap on queued work; retry), 130 interrupted (Ctrl-C).\n"
     "Errors are one line on stderr: \"vtrn: <what went wrong>\"; with --json also\n"
     "{\"error\": {\"code\": N, \"name\": \"...\", \"message\": \"...\"}} on stdout.";
 

@@ -17,6 +17,8 @@ Exit exit_for_status(Vtrn__Api__Status status) {
     case VTRN__API__STATUS__STATUS_CHIP_NOT_READY: return Exit::kChipNotReady;
     case VTRN__API__STATUS__STATUS_TIMEOUT: return Exit::kTimeout;
     case VTRN__API__STATUS__STATUS_SHUTTING_DOWN: return Exit::kNotRunning;
+    case VTRN__API__STATUS__STATUS_PERMISSION_DENIED: return Exit::kPermissionDenied;
+    case VTRN__API__STATUS__STATUS_BUSY: return Exit::kBusy;
     // The parser validates every field the user controls, so a bad request
     // is a failure of the operation, not a usage error.
     case VTRN__API__STATUS__STATUS_BAD_REQUEST:

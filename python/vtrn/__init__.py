@@ -16,9 +16,10 @@ vtrn CLI's exit code for the same condition.
 
 from . import dtypes
 from .client import Allocation, Client, connect, job_state_name, runtime_dir, socket_path
-from .errors import (ChipNotReady, Failed, NotRunning, Timeout, UnknownChip, Untrusted, UsageError, VtrnError)
+from .errors import (Busy, ChipNotReady, Failed, NotRunning, PermissionDenied, Timeout, UnknownChip, Untrusted,
+                     UsageError, VtrnError)
 
 __all__ = [
-    "Allocation", "ChipNotReady", "Client", "Failed", "NotRunning", "Timeout", "UnknownChip", "Untrusted", "UsageError",
+    "Allocation", "Busy", "ChipNotReady", "PermissionDenied", "Client", "Failed", "NotRunning", "Timeout", "UnknownChip", "Untrusted", "UsageError",
     "VtrnError", "connect", "dtypes", "job_state_name", "runtime_dir", "socket_path",
 ]

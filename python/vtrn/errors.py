@@ -8,7 +8,7 @@ of the transport itself (no daemon, a timeout, a closed connection) get the
 codes the CLI gives them.
 """
 
-OK, FAILED, USAGE, NOT_RUNNING, UNKNOWN_CHIP, CHIP_NOT_READY, TIMEOUT, UNTRUSTED = range(8)
+OK, FAILED, USAGE, NOT_RUNNING, UNKNOWN_CHIP, CHIP_NOT_READY, TIMEOUT, UNTRUSTED, PERMISSION_DENIED, BUSY = range(10)
 
 NAMES = {
     OK: "ok",
@@ -19,6 +19,8 @@ NAMES = {
     CHIP_NOT_READY: "chip-not-ready",
     TIMEOUT: "timeout",
     UNTRUSTED: "untrusted",
+    PERMISSION_DENIED: "permission-denied",
+    BUSY: "busy",
 }
 
 
@@ -71,6 +73,16 @@ class Untrusted(VtrnError):
     code = UNTRUSTED
 
 
+class PermissionDenied(VtrnError):
+    """Another tenant's object, or a request only the admin may make."""
+    code = PERMISSION_DENIED
+
+
+class Busy(VtrnError):
+    """vtrnd's cap on queued work was reached; retry once earlier work ends."""
+    code = BUSY
+
+
 def status_error(api, status, message):
     """The exception for a non-OK vtrn.api.Status (the CLI's
     exit_for_status: a bad request is a failure of the operation, because
@@ -80,6 +92,8 @@ def status_error(api, status, message):
         api.STATUS_CHIP_NOT_READY: ChipNotReady,
         api.STATUS_TIMEOUT: Timeout,
         api.STATUS_SHUTTING_DOWN: NotRunning,
+        api.STATUS_PERMISSION_DENIED: PermissionDenied,
+        api.STATUS_BUSY: Busy,
     }
     cls = by_status.get(status, Failed)
     text = message or f"vtrnd refused the request (status {status})"

@@ -8,9 +8,12 @@ import os
 import re
 import shutil
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vtrn_harness as h  # noqa: E402
+
+API_STATUS_OK, API_STATUS_BUSY = 0, 8
 
 
 class WithoutDaemon(h.SessionTestCase):
@@ -198,6 +201,103 @@ class UntrustedRuntimeDir(h.SessionTestCase):
         with open(target) as f:
             self.assertEqual(f.read(), "precious\n")
         self.assertEqual(self.s.leftovers(), [])
+
+
+def vm_kib(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field} for pid {pid}")
+
+
+class RequestAmplification(h.SessionTestCase):
+    """Small frames that ask for big work: vtrnd bounds what one user may
+    have queued (requests and bytes, across its connections) and answers
+    STATUS_BUSY past it, before allocating anything, so its memory does not
+    grow with the stream."""
+
+    session_name = "amplify"
+    READ = 4128768  # the largest DmaRead (4 MiB minus 64 KiB): a 23-byte frame
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        # ASan's quarantine keeps freed memory resident (up to 256 MiB);
+        # off for this vtrnd, so its RSS is what it holds.
+        asan = os.environ.get("ASAN_OPTIONS", "")
+        r = cls.s.vtrn("up", "--chips", 1,
+                       env={"ASAN_OPTIONS": (asan + ":" if asan else "") + "quarantine_size_mb=0"})
+        if r.returncode != 0:
+            raise AssertionError(r.stderr)
+        cls.s.remember_pids()
+
+    def storm(self, c, body_field, body, count):
+        """Sends `count` requests in one write, then reads every answer:
+        {status: n}, and the answers' (status, error, body) by request id."""
+        first = c.next_id
+        c.next_id += count
+        frames = bytearray()
+        for rid in range(first, first + count):
+            frame = h.pb_encode([(1, rid), (body_field, body)])
+            frames += len(frame).to_bytes(4, "little") + frame
+        sender = threading.Thread(target=c.sock.sendall, args=(bytes(frames),))
+        sender.start()
+        answers = {}
+        while len(answers) < count:
+            n = int.from_bytes(c._recv_exact(4), "little")
+            resp = h.pb_decode(c._recv_exact(n))
+            body_bytes = resp.get(body_field, [None])[-1]
+            answers[h.pb_uint(resp, 1)] = (h.pb_uint(resp, 2), resp.get(3, [b""])[-1].decode(errors="replace"),
+                                           h.pb_decode(body_bytes) if body_bytes is not None else {})
+        sender.join()
+        self.assertEqual(sorted(answers), list(range(first, first + count)))
+        return answers
+
+    def test_a_hundred_big_reads_keep_vtrnd_memory_bounded(self):
+        pid = self.s.vtrnd_pid()
+        with h.ApiClient(self.s) as c:
+            addr, _ = h.hbm_alloc(c, 0, 4 << 20)
+            c.dma_read(0, addr, self.READ)  # warm: the first big answer's buffers
+            # The reference, measured now in this run: vtrnd's resident
+            # memory before the stream. clear_refs 5 restarts VmHWM, so the
+            # peak after it is the stream's.
+            with open(f"/proc/{pid}/clear_refs", "w") as f:
+                f.write("5")
+            base = vm_kib(pid, "VmHWM")
+            answers = self.storm(c, 31, [(1, 0), (2, addr), (3, self.READ)], 100)
+            peak = vm_kib(pid, "VmHWM")
+        by_status = {}
+        for status, error, body in answers.values():
+            by_status[status] = by_status.get(status, 0) + 1
+            if status == API_STATUS_OK:
+                self.assertEqual(len(body.get(1, [b""])[-1]), self.READ)
+            else:
+                self.assertEqual(status, API_STATUS_BUSY, error)
+                self.assertIn("bytes of DMA queued", error)
+        growth_mib = (peak - base) / 1024
+        print(f"100 DmaRead of {self.READ} B: {by_status} (status: count; 0 ok, 8 busy); vtrnd peak "
+              f"{peak / 1024:.0f} MiB against {base / 1024:.0f} MiB before (+{growth_mib:.0f} MiB; "
+              f"100 x 4 MiB held at once would be +394 MiB)", file=sys.stderr)
+        self.assertGreater(by_status.get(API_STATUS_BUSY, 0), 0)
+        self.assertGreater(by_status.get(API_STATUS_OK, 0), 0)
+        # 64 MiB of queued reads per user plus their answers in flight.
+        self.assertLess(growth_mib, 160)
+
+    def test_thousands_of_queued_requests_are_capped_and_all_answered(self):
+        with h.ApiClient(self.s) as c, h.ApiClient(self.s) as other:
+            addr, _ = h.hbm_alloc(c, 0, 1 << 20)
+            copy = [(1, 0), (3, addr), (5, addr + (512 << 10)), (6, 256 << 10)]
+            answers = self.storm(c, 32, copy, 3000)
+            statuses = [a[0] for a in answers.values()]
+            self.assertEqual(set(statuses) - {API_STATUS_OK, API_STATUS_BUSY}, set(),
+                             [a for a in answers.values() if a[0] not in (API_STATUS_OK, API_STATUS_BUSY)][:3])
+            busy = [a[1] for a in answers.values() if a[0] == API_STATUS_BUSY]
+            self.assertGreater(len(busy), 0)
+            self.assertIn("DMA requests queued (cap 256)", busy[0])
+            # The stream is over: the same user (another connection) is served again.
+            data, _ = other.dma_read(0, addr, 4096)
+            self.assertEqual(len(data), 4096)
 
 
 if __name__ == "__main__":
