@@ -483,10 +483,28 @@ void HbmService::do_free(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Api
   std::weak_ptr<bool> alive = alive_;
   ChipHbm* p = &ch;
   const uint64_t addr = r.addr;
-  when_ready(ch, [this, p, cid, id, addr, t0, alive] {
+  // Whose it is, from vtrnd's own book of what it allocated: a job's buffer
+  // is freed by the job's end alone (an executor may be writing it); a
+  // client's by a connection of the same tenant, or the admin. One the book
+  // does not know goes to the firmware as ours, which refuses another's.
+  bool any_owner = false;
+  if (auto a = ch.allocs.find(addr); a != ch.allocs.end()) {
+    const uint64_t owner = a->second.owner, kind = owner >> 32, oid = owner & 0xffffffffu;
+    const std::string what = "chip " + std::to_string(ch.chip->id()) + ": the allocation at " + hex(addr);
+    if (kind == kOwnerKindJob)
+      return reply_error(cid, id, VTRN__API__STATUS__STATUS_PERMISSION_DENIED,
+                         what + " is a buffer of job " + std::to_string(oid) + "; it is freed when the job ends");
+    const bool same_tenant = owner == client_owner(cid) || (opts_.tenant_of && opts_.tenant_of(oid) == opts_.tenant_of(cid));
+    if (!same_tenant && !(opts_.is_admin && opts_.is_admin(cid)))
+      return reply_error(cid, id, VTRN__API__STATUS__STATUS_PERMISSION_DENIED, what + " belongs to another tenant");
+    any_owner = true;
+  }
+  const uint64_t own = client_owner(cid);
+  when_ready(ch, [this, p, cid, id, addr, t0, alive, any_owner, own] {
     Vtrn__Ctrl__HbmFreeRequest fr = VTRN__CTRL__HBM_FREE_REQUEST__INIT;
     fr.addr = addr;
-    fr.any_owner = true;
+    fr.owner = own;
+    fr.any_owner = any_owner;
     const uint64_t epoch = p->epoch;
     fw_call(*p->chip, &Vtrn__Ctrl__Request::hbm_free, fr, &Vtrn__Ctrl__Response::hbm_free, kCtrlTimeoutMs,
             [this, p, cid, id, addr, t0, alive, epoch](const FwReply<Vtrn__Ctrl__HbmFreeResponse>& r) {

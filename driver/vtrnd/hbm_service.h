@@ -45,6 +45,11 @@ struct HbmServiceOptions {
   // DMA may touch HBM outside live allocations (vtrnd --hbm-dma-unchecked,
   // for clients written before HBM management); ECC refusals stay.
   bool dma_unchecked = false;
+  // A client connection's tenant (uid) and whether it is the admin. A
+  // client's allocation may be freed by any connection of its tenant that
+  // names it, or by the admin; unset: by its own connection only.
+  std::function<uint32_t(uint64_t cid)> tenant_of;
+  std::function<bool(uint64_t cid)> is_admin;
 };
 
 class HbmService final : public Service {

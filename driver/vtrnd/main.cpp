@@ -7,6 +7,7 @@
 // an orderly shutdown, 1 when it cannot start (the reason is the last
 // stderr line), 2 for a usage error.
 #include <getopt.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ constexpr const char* kUsage =
     "             [--allow-raw-dma] [--metrics-port PORT] [--foreground] [--verbose]\n"
     "             [--watchdog-ms MS] [--no-auto-reset] [--reset-limit N] [--reset-window-ms MS]\n"
     "             [--hbm-quota-mib MIB] [--hbm-dma-unchecked] [--vtrn-hw BIN] [--allow-qmp-write]\n"
+    "             [--group NAME]\n"
     "  --board FILE          board .dtb or .dts (default " VTRN_DEFAULT_BOARD_DTB ")\n"
     "  --chips N             resize the board to N chips (first N kept, last cloned)\n"
     "  --firmware ELF        firmware image (default $VTRN_FIRMWARE or " VTRN_DEFAULT_FIRMWARE ")\n"
@@ -45,6 +47,9 @@ constexpr const char* kUsage =
     "                        2 per host CPU; also VTRN_BOOT_PARALLEL)\n"
     "  --runtime-dir DIR     sockets and state (default $VTRN_RUNTIME_DIR or\n"
     "                        ${XDG_RUNTIME_DIR:-/tmp}/vtrn-UID)\n"
+    "  --group NAME          share the board with the users of group NAME: the runtime\n"
+    "                        directory becomes 0750 and the socket 0660, both of that\n"
+    "                        group; each user is a tenant, vtrnd's own uid and root the admin\n"
     "  --allow-raw-dma       accept raw DmaCopy requests (unvalidated descriptors, for\n"
     "                        hostile-input tests; also VTRN_ALLOW_RAW_DMA=1)\n"
     "  --allow-qmp-write     let `vtrn qmp` send monitor commands beyond the read-only allow\n"
@@ -84,7 +89,7 @@ int usage_error(const std::string& what) {
 
 int main(int argc, char** argv) {
   enum { kBoard = 1000, kChips, kFirmware, kQemu, kGdb, kGdbPort, kBootTimeout, kRuntimeDir,
-         kForeground, kVerbose, kHelp, kAllowRawDma, kMetricsPort,
+         kForeground, kVerbose, kHelp, kAllowRawDma, kMetricsPort, kGroup,
          kWatchdogMs, kNoAutoReset, kResetLimit, kResetWindowMs };  // the last four: recovery
   constexpr int kHbmQuotaMib = 1100, kHbmDmaUnchecked = 1101, kVtrnHw = 1200, kCopyEngine = 1201,
                 kAllowQmpWrite = 1300, kBootParallel = 1400;  // clear of the enum above
@@ -98,6 +103,7 @@ int main(int argc, char** argv) {
       {"boot-timeout-ms", required_argument, nullptr, kBootTimeout},
       {"boot-parallel", required_argument, nullptr, kBootParallel},
       {"runtime-dir", required_argument, nullptr, kRuntimeDir},
+      {"group", required_argument, nullptr, kGroup},
       {"foreground", no_argument, nullptr, kForeground},
       {"allow-raw-dma", no_argument, nullptr, kAllowRawDma},
       {"metrics-port", required_argument, nullptr, kMetricsPort},
@@ -116,6 +122,7 @@ int main(int argc, char** argv) {
   };
   std::string board_file = VTRN_DEFAULT_BOARD_DTB;
   std::string firmware, qemu_flag, runtime_dir, vtrn_hw;
+  int64_t share_gid = -1;
   std::string copy_engine = getenv("VTRN_COPY_ENGINE") != nullptr && getenv("VTRN_COPY_ENGINE")[0] != '\0'
                                 ? getenv("VTRN_COPY_ENGINE")
                                 : "cpu";
@@ -185,6 +192,12 @@ int main(int argc, char** argv) {
                              std::to_string(vtrn::board::kMaxChips));
         break;
       case kRuntimeDir: runtime_dir = optarg; break;
+      case kGroup: {
+        const group* g = getgrnam(optarg);
+        if (g == nullptr) return usage_error(std::string("--group ") + optarg + ": no such group");
+        share_gid = int64_t(g->gr_gid);
+        break;
+      }
       case kForeground: break;
       case kAllowRawDma: allow_raw_dma = true; break;
       case kAllowQmpWrite: allow_qmp_write = true; break;
@@ -260,6 +273,7 @@ int main(int argc, char** argv) {
   opts.gdb = gdb;
   opts.gdb_base_port = gdb_port;
   opts.allow_raw_dma = allow_raw_dma;
+  opts.share_gid = share_gid;
   opts.allow_qmp_write = allow_qmp_write;
   opts.hbm_client_quota_bytes = uint64_t(hbm_quota_mib) << 20;
   opts.hbm_dma_unchecked = hbm_dma_unchecked;

@@ -165,7 +165,15 @@ bool Daemon::take_runtime_dir(std::string* err) {
     *err = "runtime directory " + dir + " is writable by other users; refusing it";
     return false;
   }
-  chmod(dir.c_str(), 0700);
+  if (opts_.share_gid >= 0) {
+    if (chown(dir.c_str(), uid_t(-1), gid_t(opts_.share_gid)) != 0 || chmod(dir.c_str(), 0750) != 0) {
+      *err = "cannot share runtime directory " + dir + " with gid " + std::to_string(opts_.share_gid) + ": " +
+             strerror(errno);
+      return false;
+    }
+  } else {
+    chmod(dir.c_str(), 0700);
+  }
 
   const std::string pidfile = dir + "/vtrnd.pid";
   const std::string sock = dir + "/vtrnd.sock";
@@ -232,6 +240,13 @@ bool Daemon::listen_socket(std::string* err) {
   umask(old);
   if (r != 0 || ::listen(listen_.get(), 64) != 0) {
     *err = "cannot listen on " + path + ": " + strerror(r != 0 ? e : errno);
+    return false;
+  }
+  // Shared (--group): the group may connect; the directory is 0750, so no
+  // one else reaches the socket, and nobody but us can replace it.
+  if (opts_.share_gid >= 0 &&
+      (chown(path.c_str(), uid_t(-1), gid_t(opts_.share_gid)) != 0 || chmod(path.c_str(), 0660) != 0)) {
+    *err = "cannot share " + path + " with gid " + std::to_string(opts_.share_gid) + ": " + strerror(errno);
     return false;
   }
   loop_.add(listen_.get(), EPOLLIN, [this](uint32_t) { on_accept(); });
@@ -302,6 +317,8 @@ bool Daemon::start(std::string* err) {
   hopts.store_root = retired_store_root();
   hopts.board_model = board_.board.model;
   hopts.dma_unchecked = opts_.hbm_dma_unchecked;
+  hopts.tenant_of = [this](uint64_t cid) { return client_uid(cid); };
+  hopts.is_admin = [this](uint64_t cid) { return client_is_admin(cid); };
   HbmService* hbm = services_.add(std::make_unique<HbmService>(&loop_, hopts, to_client));
   for (auto& c : chips_) hbm->add_chip(c.get());
   job_backend_ = std::make_unique<DaemonJobBackend>(&loop_, &chips_, dma, hbm);
@@ -414,11 +431,12 @@ void Daemon::on_accept() {
     if (!fd) return;
     // The socket is 0600 in a 0700 directory; this is the second wall, for
     // a socket or directory whose mode was loosened: only our own uid talks
-    // to the chips.
+    // to the chips, unless the board is shared with a group (--group), whose
+    // members the directory's mode lets in as tenants.
     ucred cred{};
     socklen_t cred_len = sizeof cred;
     if (getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
-        cred.uid != getuid()) {
+        (cred.uid != getuid() && opts_.share_gid < 0)) {
       DRV_LOGW("refused a client with uid %d (pid %d): vtrnd serves only uid %d",
                int(cred.uid), int(cred.pid), int(getuid()));
       continue;
@@ -429,6 +447,24 @@ void Daemon::on_accept() {
     c.fd = std::move(fd);
     c.uid = cred.uid;
     loop_.add(raw, EPOLLIN | EPOLLRDHUP, [this, cid](uint32_t ev) { on_conn_event(cid, ev); });
+  }
+}
+
+// Requests that change the board for every tenant: the admin's alone
+// (reset and fault injection, DMA queue resets, power and link control,
+// stopping vtrnd). Read-only requests, and what a tenant does with its own
+// memory and jobs, are open to every tenant.
+bool Daemon::admin_only(Vtrn__Api__Request__BodyCase body) {
+  switch (body) {
+    case VTRN__API__REQUEST__BODY_SHUTDOWN:
+    case VTRN__API__REQUEST__BODY_DMA_RESET:
+    case VTRN__API__REQUEST__BODY_DMA_INJECT:
+    case VTRN__API__REQUEST__BODY_HBM_INJECT_ECC:
+    case VTRN__API__REQUEST__BODY_CHIP_RESET:
+    case VTRN__API__REQUEST__BODY_FAULT_INJECT:
+    case VTRN__API__REQUEST__BODY_POWER_SET:
+    case VTRN__API__REQUEST__BODY_LINK_CONTROL: return true;
+    default: return false;
   }
 }
 
@@ -569,6 +605,13 @@ void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
   } else if (chip_id >= 0 && chip == nullptr) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP,
                 no_chip_text(uint64_t(chip_id)));
+  } else if (admin_only(req->body_case) && !client_is_admin(cid)) {
+    const ProtobufCFieldDescriptor* f =
+        protobuf_c_message_descriptor_get_field(&vtrn__api__request__descriptor, unsigned(req->body_case));
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_PERMISSION_DENIED,
+                std::string(f != nullptr ? f->name : "this request") +
+                    " changes the board for every tenant: only its admin (uid " + std::to_string(getuid()) +
+                    " or root) may send it");
   } else {
     switch (req->body_case) {
       case VTRN__API__REQUEST__BODY_HELLO: do_hello(cid, id, *req->hello); break;

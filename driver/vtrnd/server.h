@@ -43,6 +43,9 @@ struct DaemonOptions {
   bool gdb = false;            // a gdbstub per chip
   uint32_t gdb_base_port = 0;  // chip N on base + N; 0: any free port for each
   bool allow_raw_dma = false;  // DmaCopy.raw (hostile-input tests)
+  // --group: the gid the runtime directory (0750) and socket (0660) are
+  // shared with; its users connect as tenants. -1: only vtrnd's own uid.
+  int64_t share_gid = -1;
   bool allow_qmp_write = false;  // QmpRequest beyond the read-only allow list
   uint64_t hbm_client_quota_bytes = 0;  // per client per chip, 0 = none
   bool hbm_dma_unchecked = false;  // DMA outside allocations allowed
@@ -87,6 +90,7 @@ class Daemon {
   void on_conn_event(uint64_t cid, uint32_t events);
   [[nodiscard]] bool client_is_admin(uint64_t cid) const;
   [[nodiscard]] uint32_t client_uid(uint64_t cid) const;
+  [[nodiscard]] static bool admin_only(Vtrn__Api__Request__BodyCase body);
   void close_conn(uint64_t cid);
   void handle_frame(uint64_t cid, const std::vector<uint8_t>& payload);
   void reply(uint64_t cid, Vtrn__Api__Response* resp);

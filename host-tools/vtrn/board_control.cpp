@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -394,6 +395,11 @@ BoardUp start_board(const UpOptions& options) {
   if (options.chips > 0) argv.insert(argv.end(), {"--chips", std::to_string(options.chips)});
   if (options.gdb) argv.insert(argv.end(), {"--gdb", "--gdb-port", std::to_string(options.gdb_port)});
   argv.insert(argv.end(), {"--boot-timeout-ms", std::to_string(options.boot_timeout_ms)});
+  if (!options.group.empty()) {
+    if (getgrnam(options.group.c_str()) == nullptr)
+      throw CliError(Exit::kUsage, "--group " + options.group + ": no such group");
+    argv.insert(argv.end(), {"--group", options.group});
+  }
   if (options.boot_parallel > 0)
     argv.insert(argv.end(), {"--boot-parallel", std::to_string(options.boot_parallel)});
 

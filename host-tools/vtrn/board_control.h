@@ -27,6 +27,7 @@ struct UpOptions {
   uint32_t gdb_port = 1234;       // chip N listens on gdb_port + N
   uint32_t boot_timeout_ms = 10000;  // each chip's own boot
   uint32_t boot_parallel = 0;       // chips booting at once; 0: vtrnd's default
+  std::string group;                // share the board with this group's users (vtrnd --group)
 };
 
 struct BoardUp {

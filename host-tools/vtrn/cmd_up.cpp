@@ -66,6 +66,9 @@ void add_up_command(CLI::App& app, Action* action) {
   sub->add_option("--boot-parallel", cmd->up.boot_parallel,
                   "Chips booting at once, the others queued (default: 2 per host CPU)")
       ->check(CLI::Range(1u, 256u));
+  sub->add_option("--group", cmd->up.group,
+                  "Share the board with the users of this group (runtime directory 0750, socket 0660); "
+                  "each is a tenant, you and root the admin");
   sub->add_flag("--json", cmd->json, "Print one JSON document instead of a table");
   sub->callback([cmd, action, port] {
     if (port->count() > 0) cmd->up.gdb = true;
