@@ -45,9 +45,11 @@ struct DmaServiceOptions {
   // Per tenant, across chips: requests queued or running, and the host
   // bytes they hold (DmaWrite data, DmaRead results, bench buffers).
   // Past either, a request is answered STATUS_BUSY before anything is
-  // allocated for it.
+  // allocated for it. The byte cap is a connection's unread-output limit
+  // (16 MiB, server.cpp): the answers of everything a tenant may have
+  // queued fit it, so a client that pipelines reads gets BUSY, not dropped.
   uint32_t max_queued_requests = 256;
-  uint64_t max_queued_bytes = 64ull << 20;
+  uint64_t max_queued_bytes = 16ull << 20;
 };
 
 class DmaService final : public Service {

@@ -281,7 +281,7 @@ class RequestAmplification(h.SessionTestCase):
               f"100 x 4 MiB held at once would be +394 MiB)", file=sys.stderr)
         self.assertGreater(by_status.get(API_STATUS_BUSY, 0), 0)
         self.assertGreater(by_status.get(API_STATUS_OK, 0), 0)
-        # 64 MiB of queued reads per user plus their answers in flight.
+        # 16 MiB of queued reads per user plus their answers in flight.
         self.assertLess(growth_mib, 160)
 
     def test_thousands_of_queued_requests_are_capped_and_all_answered(self):

@@ -45,7 +45,7 @@ class SharedBoard(h.BoardTestCase, SharedSession):
     def hold(self, size):
         """An allocation the admin holds (`mem alloc --hold`): (process, addr)."""
         p = self.s.popen("mem", "alloc", 0, size, "--hold", "--json")
-        self.addCleanup(lambda: (p.terminate(), p.wait(timeout=30)))
+        self.addCleanup(lambda: (p.terminate(), p.communicate(timeout=30)))
         text = ""
         while not text.rstrip().endswith("}"):
             line = p.stdout.readline()
