@@ -34,7 +34,7 @@ struct DaemonOptions {
   std::string qemu;
   std::string firmware;
   std::string vtrn_hw;         // the board's engines process (hw/)
-  std::string copy_engine = "cpu";  // who serves the host DMA queues: "cpu" (firmware) or "engines"
+  std::string copy_engine = "engines";  // who serves the host DMA queues: "engines" or "cpu" (firmware)
   uint32_t boot_timeout_ms = 10000;
   bool gdb = false;            // a gdbstub per chip
   uint32_t gdb_base_port = 0;  // chip N on base + N; 0: any free port for each

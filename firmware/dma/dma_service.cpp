@@ -150,7 +150,9 @@ void DmaService::init(const Boot& boot) {
   map_.policy = nullptr;
   region_ = reinterpret_cast<vtrn::dma::DmaRegionHeader*>(boot.bar2 + dma->offset);
 
-  if (platform::bootarg_is(boot.platform->bootargs, "vtrn.copy_engine", "engines")) {
+  // The DMA engines serve the host queues unless vtrn.copy_engine=cpu asks
+  // for the CPU copier (or the chip has no engines).
+  if (!platform::bootarg_is(boot.platform->bootargs, "vtrn.copy_engine", "cpu")) {
     engines_mode_ = start_engines(dma->offset, window->offset, window->size, queues, depth);
   }
 
@@ -178,7 +180,7 @@ bool DmaService::start_engines(uint64_t dma_offset, uint64_t window_offset, uint
                                uint32_t queues, uint32_t depth) {
   engines::EnginesService& eng = engines::service();
   if (!eng.present() || eng.region().dma_engines() == 0) {
-    log(kLogWarn, "dma: vtrn.copy_engine=engines but the chip has no DMA engines: copy engine: cpu");
+    log(kLogWarn, "dma: the chip has no DMA engines: copy engine: cpu");
     return false;
   }
   hal::copy::EngineRegion& region = eng.region();

@@ -341,6 +341,7 @@ BoardUp start_board(const UpOptions& options) {
   if (options.chips > 0) argv.insert(argv.end(), {"--chips", std::to_string(options.chips)});
   if (options.gdb) argv.insert(argv.end(), {"--gdb", "--gdb-port", std::to_string(options.gdb_port)});
   argv.insert(argv.end(), {"--boot-timeout-ms", std::to_string(options.boot_timeout_ms)});
+  if (!options.copy_engine.empty()) argv.insert(argv.end(), {"--copy-engine", options.copy_engine});
 
   const std::string dir = drv::runtime_dir();
   bool created_dir = false;

@@ -26,6 +26,7 @@ struct UpOptions {
   bool gdb = false;
   uint32_t gdb_port = 1234;       // chip N listens on gdb_port + N
   uint32_t boot_timeout_ms = 10000;
+  std::string copy_engine;        // "engines" or "cpu"; empty: vtrnd's default (or VTRN_COPY_ENGINE)
 };
 
 struct BoardUp {

@@ -63,6 +63,10 @@ void add_up_command(CLI::App& app, Action* action) {
   sub->add_option("--boot-timeout-ms", cmd->up.boot_timeout_ms,
                   "How long each chip may take to reach READY")
       ->check(CLI::Range(100u, 600000u));
+  sub->add_option("--copy-engine", cmd->up.copy_engine,
+                  "Who serves the host DMA queues: engines (the chips' DMA engines, default) or cpu "
+                  "(the firmware's copier)")
+      ->check(CLI::IsMember({"engines", "cpu"}));
   sub->add_flag("--json", cmd->json, "Print one JSON document instead of a table");
   sub->callback([cmd, action, port] {
     if (port->count() > 0) cmd->up.gdb = true;
