@@ -376,6 +376,8 @@ void submit_three(Fixture* f, uint64_t h0[2], uint64_t* h1) {
 // taken: how many of h0 (from the first) the test completed and took before
 // the fault; every later one was in flight and must be flushed locally.
 void expect_latched(Fixture* f, const uint64_t h0[2], DmaFault want, uint64_t h1, int taken = 0) {
+  // At least one of the two was in flight: its flush status is checked below.
+  assert_in_range(taken, 0, 1);
   f->eng.poll_all();
   std::string text;
   assert_int_equal(int(f->eng.fault(0, &text)), int(want));

@@ -45,11 +45,8 @@ void QmpService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip)
     Error e = check_read_only(*c);
     if (!e.ok()) return refuse(e.detail() + " (start vtrnd with --allow-qmp-write)");
   }
-  if (!chip->monitor_connected()) {
-    reply_error(reply_, cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
-                label + " has no QEMU monitor connected (" + chip_state_name(chip->state()) + ")");
-    return;
-  }
+  if (std::string why = chip->monitor_missing(); !why.empty())
+    return reply_error(reply_, cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, why);
   const std::string what = hmp ? c->hmp : c->execute;
   DRV_LOGI("%s: monitor command from client %llu: %s", label.c_str(), (unsigned long long)cid, what.c_str());
   const std::string executed = c->execute;

@@ -22,6 +22,7 @@ namespace {
 
 struct QmpOptions {
   uint32_t chip = 0;
+  std::string first;
   std::vector<std::string> words;
   bool json = false;
 };
@@ -50,6 +51,26 @@ std::string qmp_object(const std::vector<std::string>& words) {
     cmd["arguments"] = std::move(args);
   }
   return cmd.dump();
+}
+
+// The monitor words as typed: the first fills the `command` positional, the
+// rest are the subcommand's extras, so that CLI11 hands them over verbatim
+// (a vector option would split '[1,2]' into "1" and "2"). A "--" among
+// them ends the options; before it an extra that starts with '-' is an
+// option this command does not have.
+std::vector<std::string> monitor_words(const std::string& first, const std::vector<std::string>& extras) {
+  std::vector<std::string> words{first};
+  bool options_ended = false;
+  for (const std::string& w : extras) {
+    if (w == "--" && !options_ended) {
+      options_ended = true;
+      continue;
+    }
+    if (!options_ended && w.size() > 1 && w[0] == '-')
+      throw CliError(Exit::kUsage, "qmp: unknown option '" + w + "' (put -- before monitor words that start with '-')");
+    words.push_back(w);
+  }
+  return words;
 }
 
 void run_qmp(const QmpOptions& o) {
@@ -88,12 +109,18 @@ void add_qmp_command(CLI::App& app, Action* action) {
       "qmp", "Send a command to a chip's QEMU monitor (HMP text; raw QMP with --json; read-only unless "
              "vtrnd runs with --allow-qmp-write)");
   c->add_option("chip", o->chip, "Chip id")->required()->check(chip_id_validator());
-  c->add_option("command", o->words,
+  c->add_option("command", o->first,
                 "HMP command line (info pci, info mtree, info registers); with --json a QMP command and "
                 "its arguments object, or one QMP object. Put -- before words that start with '-'")
       ->required();
   c->add_flag("--json", o->json, "Raw QMP: print {\"return\": ...}");
-  c->callback([o, action] { *action = [o] { run_qmp(*o); }; });
+  c->allow_extras();
+  c->callback([o, c, action] {
+    *action = [o, extras = c->remaining()] {
+      o->words = monitor_words(o->first, extras);
+      run_qmp(*o);
+    };
+  });
 }
 
 }  // namespace tools

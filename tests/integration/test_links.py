@@ -51,6 +51,15 @@ def wired_up(ps):
     return all(p["state"] in UP_STATES for p in ps.values() if p["wired"] and p["peer_on_board"])
 
 
+def both_ends_full(*ends):
+    """A predicate on `ports`: every listed end (chip, port) up at the
+    board's full speed and width. A test that changed a link waits for both
+    of its ends: each chip publishes its own status block, and the end not
+    looked at may still show the link as it was."""
+    return lambda ps: all(ps[k]["state"] in UP_STATES and (ps[k]["speed"], ps[k]["width"]) == ("32GT/s", 16)
+                          for k in ends)
+
+
 class TwoChipLinks(h.BoardTestCase):
     session_name = "links2"
     up_args = ("--boot-timeout-ms", 30000)
@@ -116,8 +125,7 @@ class TwoChipLinks(h.BoardTestCase):
             self.assertGreater(ps[(0, 0)]["counters"]["downgrades"] + ps[(1, 1)]["counters"]["downgrades"], 0)
         for chip, port in ((0, 0), (1, 1)):
             self.s.vtrn_json("link", "inject", chip, port, "--restore")
-        wait_for(self.s, "full speed and width again",
-                 lambda ps: wired_up(ps) and (ps[(0, 0)]["speed"], ps[(0, 0)]["width"]) == ("32GT/s", 16))
+        wait_for(self.s, "full speed and width again at both ends", both_ends_full((0, 0), (1, 1)))
 
     def test_ping_round_trips_are_echoed_by_the_peer_and_timed(self):
         before = ports(self.s)[(0, 1)]["counters"]
@@ -149,14 +157,16 @@ class TwoChipLinks(h.BoardTestCase):
 
     def test_faulty_lane_narrows_the_link_and_repair_restores_it(self):
         self.s.vtrn_json("link", "inject", 0, 1, "--lane", 3)
-        ps = wait_for(self.s, "the narrower link",
-                      lambda ps: ps[(0, 1)]["state"] in UP_STATES and ps[(0, 1)]["width"] == 8)
-        self.assertEqual(ps[(1, 0)]["width"], 8)
+        ps = wait_for(self.s, "the narrower link at both ends",
+                      lambda ps: all(ps[k]["state"] in UP_STATES and ps[k]["width"] == 8 for k in ((0, 1), (1, 0))))
         self.assertEqual(ps[(0, 1)]["good_lanes"] & (1 << 3), 0)
         self.s.vtrn_json("link", "inject", 0, 1, "--lane", 3, "--good")
-        self.s.vtrn_json("link", "inject", 0, 1, "--restore")
-        wait_for(self.s, "the full width back",
-                 lambda ps: ps[(0, 1)]["state"] in UP_STATES and ps[(0, 1)]["width"] == 16)
+        wait_for(self.s, "the full width back at both ends",
+                 lambda ps: all(ps[k]["state"] in UP_STATES and ps[k]["width"] == 16 for k in ((0, 1), (1, 0))))
+        # Then undo whatever a retrain that failed on the way stepped down.
+        for chip, port in ((0, 1), (1, 0)):
+            self.s.vtrn_json("link", "inject", chip, port, "--restore")
+        wait_for(self.s, "full speed and width at both ends", both_ends_full((0, 1), (1, 0)))
 
     def test_disabled_port_leaves_the_peer_in_detect(self):
         self.s.vtrn_json("link", "inject", 1, 1, "--down")

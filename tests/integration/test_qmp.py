@@ -76,8 +76,14 @@ class ReadOnlyMonitor(h.BoardTestCase):
         self.assert_one_error_line(r, h.EXIT_FAILED, "chip 0: QEMU:", "query-no-such-thing")
         self.assertEqual(json.loads(r.stdout)["error"]["name"], "failed")
         self.assert_one_error_line(self.s.vtrn("qmp", 0), h.EXIT_USAGE, "command")
-        self.assert_one_error_line(self.s.vtrn("qmp", 0, "--json", "qom-list", "[1]"), h.EXIT_USAGE,
-                                   "not a JSON object")
+        # The words after the command reach the monitor as typed: CLI11
+        # would read '[1,2]' as a list of two values.
+        for arg in ("[1]", "[1,2]", "[]"):
+            with self.subTest(arg=arg):
+                self.assert_one_error_line(self.s.vtrn("qmp", 0, "--json", "qom-list", arg), h.EXIT_USAGE,
+                                           f"arguments '{arg}' are not a JSON object")
+        self.assert_one_error_line(self.s.vtrn("qmp", 0, "info", "--bogus", "pci"), h.EXIT_USAGE,
+                                   "unknown option '--bogus'", "put -- before")
         self.assert_one_error_line(self.s.vtrn("qmp", 0, "--json", '{"execute":"query-status","id":1}'),
                                    h.EXIT_FAILED, "'id'")
         self.assert_one_error_line(self.s.vtrn("qmp", 0, "info\x1bpci"), h.EXIT_FAILED, "control character")
