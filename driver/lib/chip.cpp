@@ -378,11 +378,13 @@ void Chip::on_ready() {
   last_beat_ns_ = monotonic_ns();
   error_.clear();
   leaving_reason_.clear();
-  set_state(VTRN__API__CHIP_STATE__CHIP_STATE_READY);
+  // Logged before the state change, so that what the change sets off
+  // (the next paced boot, a reset's waiters) logs after it.
   const FwHeader& h = hif_.header();
   DRV_LOGI("%s: READY in %.1f ms (firmware %s, build %s, boot generation %u)", label_.c_str(),
            double(boot_ns_) / 1e6, version_string(h.fw_version).c_str(), h.build_id,
            h.boot_generation);
+  set_state(VTRN__API__CHIP_STATE__CHIP_STATE_READY);
   if (recovering_) {
     reset_.last_recover_ns = monotonic_ns() - detect_ns_;
     DRV_LOGI("%s: recovered %.1f ms after the fault was detected (%s)", label_.c_str(),

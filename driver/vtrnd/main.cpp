@@ -40,7 +40,9 @@ constexpr const char* kUsage =
     "  --gdb                 give chip N a gdbstub on 127.0.0.1:BASE+N\n"
     "  --gdb-port BASE       first gdb port (default 1234; 0: any free port per chip, shown\n"
     "                        by vtrn ls; implies --gdb)\n"
-    "  --boot-timeout-ms MS  per-chip boot timeout (default 10000)\n"
+    "  --boot-timeout-ms MS  per-chip boot timeout, from the chip's own launch (default 10000)\n"
+    "  --boot-parallel N     chips booting at once, the rest queued in chip order (default:\n"
+    "                        2 per host CPU; also VTRN_BOOT_PARALLEL)\n"
     "  --runtime-dir DIR     sockets and state (default $VTRN_RUNTIME_DIR or\n"
     "                        ${XDG_RUNTIME_DIR:-/tmp}/vtrn-UID)\n"
     "  --allow-raw-dma       accept raw DmaCopy requests (unvalidated descriptors, for\n"
@@ -85,7 +87,7 @@ int main(int argc, char** argv) {
          kForeground, kVerbose, kHelp, kAllowRawDma, kMetricsPort,
          kWatchdogMs, kNoAutoReset, kResetLimit, kResetWindowMs };  // the last four: recovery
   constexpr int kHbmQuotaMib = 1100, kHbmDmaUnchecked = 1101, kVtrnHw = 1200, kCopyEngine = 1201,
-                kAllowQmpWrite = 1300;  // clear of the enum above
+                kAllowQmpWrite = 1300, kBootParallel = 1400;  // clear of the enum above
   static const option kOptions[] = {
       {"board", required_argument, nullptr, kBoard},
       {"chips", required_argument, nullptr, kChips},
@@ -94,6 +96,7 @@ int main(int argc, char** argv) {
       {"gdb", no_argument, nullptr, kGdb},
       {"gdb-port", required_argument, nullptr, kGdbPort},
       {"boot-timeout-ms", required_argument, nullptr, kBootTimeout},
+      {"boot-parallel", required_argument, nullptr, kBootParallel},
       {"runtime-dir", required_argument, nullptr, kRuntimeDir},
       {"foreground", no_argument, nullptr, kForeground},
       {"allow-raw-dma", no_argument, nullptr, kAllowRawDma},
@@ -118,13 +121,14 @@ int main(int argc, char** argv) {
                                 : "engines";
   uint32_t chips = 0, gdb_port = 0, boot_timeout = 10000;
   bool gdb = false, gdb_port_given = false;
-  uint32_t watchdog_ms = 0, reset_limit = 3, reset_window_ms = 60000;
+  uint32_t watchdog_ms = 0, reset_limit = 3, reset_window_ms = 60000, boot_parallel = 0;
   bool watchdog = true, auto_reset = true;
   // The same settings from the environment (`vtrn up` passes it through),
   // flags win. A bad value is a usage error, as for the flag.
   for (auto [name, lo, hi, out] : {std::tuple{"VTRN_WATCHDOG_MS", 0u, 3600000u, &watchdog_ms},
                                    std::tuple{"VTRN_RESET_LIMIT", 1u, 1000u, &reset_limit},
-                                   std::tuple{"VTRN_RESET_WINDOW_MS", 1000u, 86400000u, &reset_window_ms}}) {
+                                   std::tuple{"VTRN_RESET_WINDOW_MS", 1000u, 86400000u, &reset_window_ms},
+                                   std::tuple{"VTRN_BOOT_PARALLEL", 1u, uint32_t(vtrn::board::kMaxChips), &boot_parallel}}) {
     const char* v = getenv(name);
     if (v == nullptr || v[0] == '\0') continue;
     if (!parse_u32(v, lo, hi, out))
@@ -174,6 +178,11 @@ int main(int argc, char** argv) {
         if (!parse_u32(optarg, 100, 600000, &boot_timeout))
           return usage_error(std::string("--boot-timeout-ms ") + optarg +
                              ": expected 100..600000");
+        break;
+      case kBootParallel:
+        if (!parse_u32(optarg, 1, vtrn::board::kMaxChips, &boot_parallel))
+          return usage_error(std::string("--boot-parallel ") + optarg + ": expected 1.." +
+                             std::to_string(vtrn::board::kMaxChips));
         break;
       case kRuntimeDir: runtime_dir = optarg; break;
       case kForeground: break;
@@ -247,6 +256,7 @@ int main(int argc, char** argv) {
   }
   opts.runtime_dir = runtime_dir.empty() ? drv::runtime_dir() : runtime_dir;
   opts.boot_timeout_ms = boot_timeout;
+  opts.boot_parallel = boot_parallel;
   opts.gdb = gdb;
   opts.gdb_base_port = gdb_port;
   opts.allow_raw_dma = allow_raw_dma;

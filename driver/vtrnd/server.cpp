@@ -1,5 +1,6 @@
 // vtrnd service implementation (see server.h).
 #include "server.h"
+
 #include "proto_arena.h"
 
 // The services of the registry rows in Daemon::start.
@@ -23,6 +24,8 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include "vtrn/drv/client.h"
 #include "vtrn/drv/log.h"
@@ -309,6 +312,7 @@ bool Daemon::start(std::string* err) {
     auto prev = c->on_state_change;
     c->on_state_change = [this, prev](Chip& ch) {
       if (prev) prev(ch);
+      on_boot_settled(ch);
       services_.each([&ch](Service& s) { s.on_chip_state(ch); });
     };
     const uint32_t id = c->id();
@@ -340,11 +344,39 @@ bool Daemon::start(std::string* err) {
     board_chips.push_back(c.get());
   }
   if (!start_board_hw(board_chips, err)) return false;
-  for (auto& c : chips_) {
-    std::string why;
-    (void)c->start(&why);
+  boot_parallel_ = opts_.boot_parallel;
+  if (boot_parallel_ == 0) {
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    boot_parallel_ = uint32_t(cpus > 1 ? 2 * cpus : 2);
   }
+  boot_queue_ = board_chips;
+  if (boot_queue_.size() > boot_parallel_)
+    DRV_LOGI("booting %zu chips, %u at a time", boot_queue_.size(), unsigned(boot_parallel_));
+  boot_more();
   return true;
+}
+
+void Daemon::boot_more() {
+  while (!shutting_down_ && booting_.size() < boot_parallel_ && boot_next_ < boot_queue_.size()) {
+    Chip* c = boot_queue_[boot_next_++];
+    // Failed to prepare, or launched already (a reset asked for while it
+    // waited launches it itself).
+    if (c->state() != VTRN__API__CHIP_STATE__CHIP_STATE_STARTING || c->launched()) continue;
+    booting_.push_back(c);
+    std::string why;
+    (void)c->start(&why);  // a failed launch is FAILED with the reason, and settles at once
+  }
+}
+
+// A launched chip's first boot settles when it leaves STARTING and BOOTING.
+void Daemon::on_boot_settled(Chip& c) {
+  if (c.state() == VTRN__API__CHIP_STATE__CHIP_STATE_STARTING ||
+      c.state() == VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING)
+    return;
+  auto it = std::find(booting_.begin(), booting_.end(), &c);
+  if (it == booting_.end()) return;
+  booting_.erase(it);
+  boot_more();
 }
 
 // vtrn-hw needs every chip's fds and must listen before any QEMU starts.

@@ -35,7 +35,11 @@ struct DaemonOptions {
   std::string firmware;
   std::string vtrn_hw;         // the board's engines process (hw/)
   std::string copy_engine = "engines";  // who serves the host DMA queues: "engines" or "cpu" (firmware)
-  uint32_t boot_timeout_ms = 10000;
+  uint32_t boot_timeout_ms = 10000;  // each chip's own boot, from its QEMU launch to READY
+  // Chips whose QEMU boots at once; the others wait their turn in chip
+  // order (a big board booting at once starves every boot of CPU). 0: two
+  // per host CPU.
+  uint32_t boot_parallel = 0;
   bool gdb = false;            // a gdbstub per chip
   uint32_t gdb_base_port = 0;  // chip N on base + N; 0: any free port for each
   bool allow_raw_dma = false;  // DmaCopy.raw (hostile-input tests)
@@ -76,6 +80,9 @@ class Daemon {
   bool take_runtime_dir(std::string* err);
   bool listen_socket(std::string* err);
   bool start_board_hw(const std::vector<Chip*>& chips, std::string* err);
+  // Launches queued chips while fewer than boot_parallel are booting.
+  void boot_more();
+  void on_boot_settled(Chip& c);
   void on_accept();
   void on_conn_event(uint64_t cid, uint32_t events);
   [[nodiscard]] bool client_is_admin(uint64_t cid) const;
@@ -122,6 +129,12 @@ class Daemon {
   bool own_runtime_dir_ = false;
   bool shutting_down_ = false;
   uint32_t chips_to_stop_ = 0;
+  // Paced first boot: chips in launch order, the next to launch, and the
+  // ones launched whose boot has not settled (READY, FAILED, ...) yet.
+  std::vector<Chip*> boot_queue_;
+  size_t boot_next_ = 0;
+  std::vector<Chip*> booting_;
+  uint32_t boot_parallel_ = 2;
   uint32_t chips_stopped_ = 0;
   std::vector<std::pair<uint64_t, uint64_t>> shutdown_waiters_;  // (conn, request id)
   int exit_status_ = 0;

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -326,6 +328,39 @@ std::string firmware_elf_path() {
 #endif
 }
 
+namespace {
+
+// One self-overwriting line on a terminal's stderr while a board of more
+// than a few chips boots; nothing when stderr is not a terminal (scripts
+// and --json read stdout and the exit code).
+class BootProgress {
+ public:
+  BootProgress() : on_(isatty(STDERR_FILENO) == 1) {}
+  void show(size_t ready, size_t settled, size_t chips) {
+    if (!on_ || chips <= kQuietChips) return;
+    char line[128];
+    snprintf(line, sizeof line, "\rvtrn: %zu of %zu chips ready, %zu failed, %zu booting or queued ", ready,
+             chips, settled - ready, chips - settled);
+    if (line == shown_) return;
+    shown_ = line;
+    fputs(line, stderr);
+    fflush(stderr);
+  }
+  void clear() {
+    if (shown_.empty()) return;
+    fputs("\r\033[K", stderr);
+    fflush(stderr);
+    shown_.clear();
+  }
+
+ private:
+  static constexpr size_t kQuietChips = 8;
+  bool on_;
+  std::string shown_;
+};
+
+}  // namespace
+
 BoardUp start_board(const UpOptions& options) {
   const uint64_t t0 = now_ns();
   refuse_if_running();
@@ -342,6 +377,8 @@ BoardUp start_board(const UpOptions& options) {
   if (options.gdb) argv.insert(argv.end(), {"--gdb", "--gdb-port", std::to_string(options.gdb_port)});
   argv.insert(argv.end(), {"--boot-timeout-ms", std::to_string(options.boot_timeout_ms)});
   if (!options.copy_engine.empty()) argv.insert(argv.end(), {"--copy-engine", options.copy_engine});
+  if (options.boot_parallel > 0)
+    argv.insert(argv.end(), {"--boot-parallel", std::to_string(options.boot_parallel)});
 
   const std::string dir = drv::runtime_dir();
   bool created_dir = false;
@@ -360,8 +397,13 @@ BoardUp start_board(const UpOptions& options) {
   const pid_t pid = spawn_detached(argv, log.write_fd(), env);
   log.close_write();
 
+  // vtrnd boots a big board a few chips at a time, each with its own boot
+  // timeout: the wait ends when no chip has settled for a whole budget, not
+  // at a fixed total. A terminal sees how far the board has come.
   const int budget_ms = int(options.boot_timeout_ms) + kStartMarginMs;
-  const uint64_t deadline = t0 + uint64_t(budget_ms) * 1000000u;
+  uint64_t deadline = t0 + uint64_t(budget_ms) * 1000000u;
+  size_t settled_before = 0;
+  BootProgress progress;
   std::optional<DaemonConnection> conn;
   drv::ResponsePtr last;
   for (;;) {
@@ -379,9 +421,17 @@ BoardUp start_board(const UpOptions& options) {
       if (conn) {
         last = request_list(*conn, 5000);
         const Vtrn__Api__ListResponse& list = *last->list;
-        bool settling = false;
-        for (size_t i = 0; i < list.n_chips; ++i) settling |= chip_settling(*list.chips[i]);
-        if (!settling && list.n_chips > 0) break;
+        size_t settled = 0, ready = 0;
+        for (size_t i = 0; i < list.n_chips; ++i) {
+          settled += !chip_settling(*list.chips[i]);
+          ready += list.chips[i]->state == VTRN__API__CHIP_STATE__CHIP_STATE_READY;
+        }
+        if (settled > settled_before) {
+          settled_before = settled;
+          deadline = now_ns() + uint64_t(budget_ms) * 1000000u;
+        }
+        progress.show(ready, settled, list.n_chips);
+        if (settled == list.n_chips && list.n_chips > 0) break;
       }
     } catch (const CliError&) {
       // The daemon is between states (socket up, not yet serving) or has
@@ -391,15 +441,18 @@ BoardUp start_board(const UpOptions& options) {
     if (now_ns() >= deadline) {
       const std::string states = last ? chip_list_text(*last->list) : "vtrnd never answered";
       std::vector<std::string> tail = log.tail(kLogTailLines);
+      progress.clear();
       conn.reset();
       abandon_start(pid, created_dir, abs_dir, 10000);
       throw CliError(Exit::kTimeout,
-                     "timed out after " + std::to_string(budget_ms) + " ms waiting for the board (" +
+                     "timed out after " + std::to_string(budget_ms) + " ms without a chip settling, waiting for the board (" +
                          states + ")",
                      tail);
     }
-    sleep_ms(kPollMs);
+    // A list of a big board is work for vtrnd too: poll it less often.
+    sleep_ms(last ? std::max<int>(kPollMs, int(last->list->n_chips)) : kPollMs);
   }
+  progress.clear();
 
   const Vtrn__Api__ListResponse& list = *last->list;
   std::string first_error;

@@ -25,7 +25,8 @@ struct UpOptions {
   uint32_t chips = 0;             // 0: as many as the board has
   bool gdb = false;
   uint32_t gdb_port = 1234;       // chip N listens on gdb_port + N
-  uint32_t boot_timeout_ms = 10000;
+  uint32_t boot_timeout_ms = 10000;  // each chip's own boot
+  uint32_t boot_parallel = 0;       // chips booting at once; 0: vtrnd's default
   std::string copy_engine;        // "engines" or "cpu"; empty: vtrnd's default (or VTRN_COPY_ENGINE)
 };
 
@@ -43,9 +44,10 @@ struct BoardDown {
 // Throws CliError: kFailed when vtrnd already runs, QEMU or vtrnd cannot be
 // found, or vtrnd exits early; kChipNotReady when a chip fails to boot (the
 // message names the chip and its error, the details hold its last log
-// lines); kTimeout when the chips have not settled within
-// boot_timeout_ms plus a start-up margin. Every failure stops the daemon
-// first.
+// lines); kTimeout when no chip has settled (READY or failed) for
+// boot_timeout_ms plus a start-up margin (a big board boots a few chips at a
+// time, so the whole wait has no fixed bound). Every failure stops the
+// daemon first.
 BoardUp start_board(const UpOptions& options);
 
 // Asks vtrnd to shut down and waits until its process has exited and its

@@ -63,6 +63,9 @@ void add_up_command(CLI::App& app, Action* action) {
   sub->add_option("--boot-timeout-ms", cmd->up.boot_timeout_ms,
                   "How long each chip may take to reach READY")
       ->check(CLI::Range(100u, 600000u));
+  sub->add_option("--boot-parallel", cmd->up.boot_parallel,
+                  "Chips booting at once, the others queued (default: 2 per host CPU)")
+      ->check(CLI::Range(1u, 256u));
   sub->add_option("--copy-engine", cmd->up.copy_engine,
                   "Who serves the host DMA queues: engines (the chips' DMA engines, default) or cpu "
                   "(the firmware's copier)")

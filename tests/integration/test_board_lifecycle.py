@@ -7,6 +7,7 @@ Each test class boots its own board in its own runtime directory
 
 import json
 import os
+import re
 import select
 import socket
 import sys
@@ -274,6 +275,60 @@ class GdbStubs(h.SessionTestCase):
         down = self.s.vtrn("down")
         self.assertEqual(down.returncode, 0, down.stderr)
         self.assert_nothing_left()
+
+
+class PacedBoot(h.SessionTestCase):
+    """vtrnd boots a board a few chips at a time (--boot-parallel): a chip
+    is launched only when one launched before it has settled, and each
+    chip's boot timeout counts from its own launch."""
+
+    session_name = "paced"
+
+    def boot_events(self):
+        """(chip, "launch" | "ready") in vtrnd.log order."""
+        events = []
+        with open(os.path.join(self.s.runtime_dir, "vtrnd.log")) as f:
+            for line in f:
+                m = re.search(r"chip (\d+): (launching |READY in )", line)
+                if m:
+                    events.append((int(m.group(1)), "launch" if m.group(2) == "launching " else "ready"))
+        return events
+
+    def up_and_check(self, parallel):
+        ring4 = os.path.join(os.path.dirname(h.BOARD_DTB), "vtrn-ring4.dtb")
+        r = self.s.vtrn("up", "--board", ring4, "--boot-parallel", parallel, "--boot-timeout-ms", 60000,
+                        timeout=180)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        try:
+            chips = self.s.vtrn_json("ls")["chips"]
+            self.assertEqual([c["state"] for c in chips], ["READY"] * 4)
+            events = self.boot_events()
+            self.assertEqual(sorted(c for c, e in events if e == "launch"), [0, 1, 2, 3], events)
+            in_flight, most = set(), 0
+            for chip, event in events:
+                if event == "launch":
+                    self.assertNotIn(chip, in_flight, events)
+                    in_flight.add(chip)
+                    most = max(most, len(in_flight))
+                else:
+                    in_flight.discard(chip)
+            self.assertEqual(most, parallel, f"--boot-parallel {parallel}: {events}")
+            self.assertEqual([c for c, e in events if e == "launch"], [0, 1, 2, 3], "launched out of chip order")
+        finally:
+            down = self.s.vtrn("down")
+            self.assertEqual(down.returncode, 0, down.stderr)
+        self.assert_nothing_left()
+
+    def test_one_at_a_time_launches_each_chip_after_the_one_before_is_ready(self):
+        self.up_and_check(1)
+
+    def test_two_at_a_time_never_has_three_booting(self):
+        self.up_and_check(2)
+
+    def test_a_bad_boot_parallel_is_one_line(self):
+        r = self.s.vtrn("up", "--boot-parallel", 0)
+        self.assert_one_error_line(r, 2, "--boot-parallel")
+        self.assertFalse(os.path.exists(self.s.runtime_dir))
 
 
 if __name__ == "__main__":

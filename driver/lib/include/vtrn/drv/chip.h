@@ -184,6 +184,8 @@ class Chip {
   void submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool spin, CtrlDone done);
 
   [[nodiscard]] Vtrn__Api__ChipState state() const { return state_; }
+  // QEMU was launched at least once (start, or a reset of a chip never started).
+  [[nodiscard]] bool launched() const { return launch_ns_ != 0; }
   // Why work on this chip cannot run now: the one text of every request
   // refused or failed because the chip is not READY (vtrnd's services use
   // it and build none of their own). "chip 1 was reset: manual reset (vtrn
@@ -327,7 +329,7 @@ class Chip {
   Vtrn__Api__ChipState state_ = VTRN__API__CHIP_STATE__CHIP_STATE_UNKNOWN;
   std::string error_;
   std::vector<std::string> fail_lines_;
-  uint64_t launch_ns_ = 0;
+  uint64_t launch_ns_ = 0;  // last QEMU launch; 0 until the first
   uint64_t boot_ns_ = 0;
   bool has_panic_ = false;
   vtrn::hostif::PanicRecord panic_{};
