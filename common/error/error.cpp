@@ -32,6 +32,7 @@ const char* code_name(Code c) {
     case Code::kNotRunning: return "not_running";
     case Code::kClosed: return "closed";
     case Code::kSystem: return "system";
+    case Code::kUntrusted: return "untrusted";
   }
   return "unknown";
 }

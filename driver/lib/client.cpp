@@ -5,12 +5,15 @@
 
 #include <errno.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <utility>
+#include <vector>
 
 namespace drv {
 namespace {
@@ -34,6 +37,61 @@ Error describe(int neg_errno) {
 }
 
 Error not_connected() { return Error(Code::kNotReady, "not connected to vtrnd"); }
+
+bool in_our_groups(gid_t gid) {
+  if (gid == getegid() || gid == getgid()) return true;
+  const int n = getgroups(0, nullptr);
+  if (n <= 0) return false;
+  std::vector<gid_t> groups(static_cast<size_t>(n));
+  const int got = getgroups(n, groups.data());
+  for (int i = 0; i < got; ++i)
+    if (groups[size_t(i)] == gid) return true;
+  return false;
+}
+
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Whom a vtrnd socket in `dir` may be served by, decided before anything is
+// sent: `dir` must be a real directory (not a symlink) that only its owner
+// can write, owned by this user or root. A directory the user named (not
+// default_runtime_dir()) may belong to another user when its group is one
+// of ours: a board shared through `vtrnd --group`. kUntrusted names the
+// rule that failed.
+Result<uid_t> trusted_server_uid(const std::string& dir, const std::string& path) {
+  struct stat st{};
+  if (lstat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Error(Code::kNotRunning, "vtrnd is not running (no socket at " + path + ")");
+    return Error(Code::kSystem, "cannot stat " + dir + ": " + strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode))
+    return Error(Code::kUntrusted, "runtime directory " + dir + " is not a directory (a symlink or file)");
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    return Error(Code::kUntrusted, "runtime directory " + dir + " is writable by other users (mode " +
+                                       std::to_string((st.st_mode >> 6) & 7) + std::to_string((st.st_mode >> 3) & 7) +
+                                       std::to_string(st.st_mode & 7) + ")");
+  const uid_t me = getuid();
+  if (st.st_uid == me || st.st_uid == 0) return st.st_uid;
+  // Another user's directory is a board shared through a group (vtrnd
+  // --group): only when the user named it and its group is one of ours.
+  if (dir != default_runtime_dir() && in_our_groups(st.st_gid)) return st.st_uid;
+  return Error(Code::kUntrusted, "runtime directory " + dir + " belongs to uid " + std::to_string(st.st_uid) +
+                                     ", not to you (uid " + std::to_string(me) + ")");
+}
+
+Error check_peer(int fd, uid_t dir_owner, const std::string& path) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+    return Error(Code::kSystem, "cannot read the credentials of " + path + ": " + strerror(errno));
+  if (cred.uid == getuid() || cred.uid == 0 || cred.uid == dir_owner) return {};
+  return Error(Code::kUntrusted, "the server at " + path + " runs as uid " + std::to_string(cred.uid) +
+                                     " (pid " + std::to_string(cred.pid) + "), not as uid " +
+                                     std::to_string(dir_owner) + " who owns its directory");
+}
 
 }  // namespace
 
@@ -66,6 +124,8 @@ Error Client::connect(const std::string& path) {
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path) return Error(Code::kInvalidArgument, "socket path too long: " + path);
   memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  Result<uid_t> owner = trusted_server_uid(parent_dir(path), path);
+  if (!owner.ok()) return owner.error();
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Error(Code::kSystem, std::string("socket: ") + strerror(errno));
   int r;
@@ -78,6 +138,10 @@ Error Client::connect(const std::string& path) {
     if (e == ENOENT || e == ECONNREFUSED)
       return Error(Code::kNotRunning, "vtrnd is not running (no socket at " + path + ")");
     return Error(Code::kSystem, "cannot connect to " + path + ": " + strerror(e));
+  }
+  if (Error e = check_peer(fd, owner.value(), path); !e.ok()) {
+    ::close(fd);
+    return e;
   }
   fd_ = fd;
   return {};

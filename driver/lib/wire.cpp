@@ -88,6 +88,10 @@ uint32_t load_le32(const uint8_t* p) {
 std::string runtime_dir() {
   const char* dir = getenv("VTRN_RUNTIME_DIR");
   if (dir != nullptr && dir[0] != '\0') return dir;
+  return default_runtime_dir();
+}
+
+std::string default_runtime_dir() {
   const char* xdg = getenv("XDG_RUNTIME_DIR");
   std::string base = (xdg != nullptr && xdg[0] != '\0') ? xdg : "/tmp";
   return base + "/vtrn-" + std::to_string(getuid());

@@ -159,6 +159,12 @@ bool Daemon::take_runtime_dir(std::string* err) {
     *err = "runtime directory " + dir + " belongs to another user";
     return false;
   }
+  // Someone else could have put anything in a directory they can write
+  // (a socket clients would trust, a symlink where a file is created).
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    *err = "runtime directory " + dir + " is writable by other users; refusing it";
+    return false;
+  }
   chmod(dir.c_str(), 0700);
 
   const std::string pidfile = dir + "/vtrnd.pid";
@@ -166,7 +172,7 @@ bool Daemon::take_runtime_dir(std::string* err) {
   // Another vtrnd owns the directory if its pid is alive and its socket
   // answers; anything else is the leftover of a crash and is cleaned up.
   {
-    UniqueFd fd(open(pidfile.c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd fd(open(pidfile.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     if (fd) {
       char buf[32] = {};
       ssize_t n = read(fd.get(), buf, sizeof buf - 1);

@@ -18,6 +18,7 @@
 #include "cli_error.h"
 #include "native_pingpong.h"
 #include "render.h"
+#include "size_arg.h"
 #include "stats.h"
 #include "topo_dot.h"
 
@@ -129,10 +130,70 @@ void test_error_document_names_the_code_and_keeps_the_context(void**) {
 
 void test_every_exit_code_has_a_distinct_name(void**) {
   std::set<std::string> names;
-  for (int c = 0; c <= 6; ++c) names.insert(tools::exit_name(tools::Exit(c)));
-  assert_int_equal(names.size(), 7);
+  for (int c = 0; c <= 7; ++c) names.insert(tools::exit_name(tools::Exit(c)));
+  assert_int_equal(names.size(), 8);
+  assert_string_equal(tools::exit_name(tools::Exit::kUntrusted), "untrusted");
   assert_string_equal(tools::exit_name(tools::Exit::kNotRunning), "not_running");
   assert_string_equal(tools::exit_name(tools::Exit::kChipNotReady), "chip_not_ready");
+}
+
+void test_sizes_parse_with_binary_suffixes(void**) {
+  struct Case {
+    const char* text;
+    uint64_t want;
+  } cases[] = {{"1", 1},           {"4096", 4096},          {"4K", 4096},          {"4k", 4096},
+               {"4KiB", 4096},     {"4KB", 4096},           {"64M", 64ull << 20},  {"1G", 1ull << 30},
+               {"1T", 1ull << 40}, {"16E", 0},              {"7B", 7}};
+  for (const Case& c : cases) {
+    uint64_t v = 0;
+    std::string err;
+    const bool ok = tools::parse_size(c.text, 0, UINT64_MAX, &v, &err);
+    if (c.want == 0) {
+      if (ok) fail_msg("'%s' accepted as %llu", c.text, (unsigned long long)v);
+      continue;
+    }
+    if (!ok || v != c.want) fail_msg("'%s': got %llu (%s), want %llu", c.text, (unsigned long long)v, err.c_str(),
+                                     (unsigned long long)c.want);
+  }
+}
+
+void test_sizes_out_of_range_name_the_range(void**) {
+  struct Case {
+    const char* text;
+    const char* want;
+  } cases[] = {
+      {"1T", "'1T' outside 1 B..1 GiB"},
+      {"0", "'0' outside 1 B..1 GiB"},
+      {"1025M", "'1025M' outside 1 B..1 GiB"},
+      {"18446744073709551616", "'18446744073709551616' outside 1 B..1 GiB"},
+      {"17179869184G", "'17179869184G' outside"},  // 2^64: wraps to 0 without the check
+      {"-1", "'-1' is not a size"},
+      {"+4", "'+4' is not a size"},
+      {"1.5M", "'1.5M' is not a size"},
+      {"0x10", "'0x10' is not a size"},
+      {"4Q", "'4Q' is not a size"},
+      {"4KK", "'4KK' is not a size"},
+      {"", "'' is not a size"},
+  };
+  for (const Case& c : cases) {
+    uint64_t v = 12345;
+    std::string err;
+    if (tools::parse_size(c.text, 1, 1ull << 30, &v, &err)) fail_msg("'%s' accepted as %llu", c.text, (unsigned long long)v);
+    if (err.rfind(c.want, 0) != 0) fail_msg("'%s': got '%s', want '%s...'", c.text, err.c_str(), c.want);
+    assert_int_equal(v, 12345);
+  }
+  std::string err;
+  uint64_t v = 0;
+  assert_false(tools::parse_size("-1", 1, 1ull << 30, &v, &err));
+  assert_non_null(strstr(err.c_str(), "1 B..1 GiB"));
+}
+
+void test_exact_size_uses_the_largest_dividing_unit(void**) {
+  assert_string_equal(tools::exact_size(1).c_str(), "1 B");
+  assert_string_equal(tools::exact_size(4097).c_str(), "4097 B");
+  assert_string_equal(tools::exact_size(4096).c_str(), "4 KiB");
+  assert_string_equal(tools::exact_size(3ull << 30).c_str(), "3 GiB");
+  assert_string_equal(tools::exact_size(UINT64_MAX).c_str(), "18446744073709551615 B");
 }
 
 // An UltraServer-sized topology: 144 chips, each port p to switch p.
@@ -241,6 +302,9 @@ void test_native_pingpong_returns_one_sample_per_round_trip(void**) {
 int main() {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_percentile_uses_nearest_rank),
+      cmocka_unit_test(test_sizes_parse_with_binary_suffixes),
+      cmocka_unit_test(test_sizes_out_of_range_name_the_range),
+      cmocka_unit_test(test_exact_size_uses_the_largest_dividing_unit),
       cmocka_unit_test(test_percentile_of_empty_set_is_zero),
       cmocka_unit_test(test_summarize_sorts_and_averages_unsorted_samples),
       cmocka_unit_test(test_summarize_of_no_samples_is_all_zero),

@@ -162,10 +162,10 @@ std::string describe_exit(int status) {
 class DaemonLog {
  public:
   explicit DaemonLog(const std::string& path) {
-    write_fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    write_fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (write_fd_ < 0)
       throw CliError(Exit::kFailed, "cannot open " + path + ": " + strerror(errno));
-    read_fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    read_fd_ = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (read_fd_ < 0) {
       ::close(write_fd_);
       throw CliError(Exit::kFailed, "cannot read " + path + ": " + strerror(errno));
@@ -239,6 +239,24 @@ pid_t spawn_detached(const std::vector<std::string>& argv, int log_fd,
   }
   ::close(devnull);
   return pid;
+}
+
+// An existing runtime directory is used only if it is a real directory of
+// ours that nobody else can write: anything else may hold someone's socket
+// or a symlink where vtrnd.log is about to be written.
+void refuse_foreign_dir(const std::string& dir) {
+  struct stat st{};
+  if (lstat(dir.c_str(), &st) != 0)
+    throw CliError(Exit::kFailed, "cannot stat runtime directory " + dir + ": " + strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    throw CliError(Exit::kUntrusted, "runtime directory " + dir + " is not a directory (a symlink or file)");
+  if (st.st_uid != getuid())
+    throw CliError(Exit::kUntrusted, "runtime directory " + dir + " belongs to uid " + std::to_string(st.st_uid) +
+                                         ", not to you (uid " + std::to_string(getuid()) + ")");
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    throw CliError(Exit::kUntrusted, "runtime directory " + dir + " is writable by other users (mode " +
+                                         std::to_string((st.st_mode >> 6) & 7) + std::to_string((st.st_mode >> 3) & 7) +
+                                         std::to_string(st.st_mode & 7) + ")");
 }
 
 void refuse_if_running() {
@@ -386,6 +404,8 @@ BoardUp start_board(const UpOptions& options) {
     created_dir = true;
   } else if (errno != EEXIST) {
     throw CliError(Exit::kFailed, "cannot create runtime directory " + dir + ": " + strerror(errno));
+  } else {
+    refuse_foreign_dir(dir);
   }
   const std::string abs_dir = absolute(dir);
   std::vector<std::pair<std::string, std::string>> env{{"VTRN_RUNTIME_DIR", abs_dir},

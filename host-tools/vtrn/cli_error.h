@@ -28,6 +28,7 @@ enum class Exit : int {
   kUnknownChip = 4,   // the board has no such chip
   kChipNotReady = 5,  // chip not ready, or failed to boot
   kTimeout = 6,       // vtrnd or a chip did not answer in time
+  kUntrusted = 7,     // the runtime directory or the server behind its socket is not trusted
   kInterrupted = 130, // Ctrl-C in `vtrn top` (128 + SIGINT, as a shell reports it)
 };
 
@@ -41,6 +42,7 @@ inline const char* exit_name(Exit code) {
     case Exit::kUnknownChip: return "unknown_chip";
     case Exit::kChipNotReady: return "chip_not_ready";
     case Exit::kTimeout: return "timeout";
+    case Exit::kUntrusted: return "untrusted";
     case Exit::kInterrupted: return "interrupted";
   }
   return "failed";
@@ -83,7 +85,8 @@ inline std::string error_document(Exit code, const std::string& message,
 inline constexpr const char* kExitCodeHelp =
     "Exit codes: 0 ok, 1 operation failed, 2 usage error, 3 vtrnd not running\n"
     "            (or stopped), 4 unknown chip, 5 chip not ready / failed to boot,\n"
-    "            6 timeout, 130 interrupted (Ctrl-C).\n"
+    "            6 timeout, 7 untrusted runtime directory or server,\n"
+    "            130 interrupted (Ctrl-C).\n"
     "Errors are one line on stderr: \"vtrn: <what went wrong>\"; with --json also\n"
     "{\"error\": {\"code\": N, \"name\": \"...\", \"message\": \"...\"}} on stdout.";
 

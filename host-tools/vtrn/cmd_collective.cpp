@@ -242,8 +242,7 @@ void add_collective_commands(CLI::App& app, Action* action) {
                                              : "Ring all-gather over every chip of the board, verified");
     r->add_option("--bytes", co->bytes, "Input bytes per chip (a multiple of 4; K, M suffixes)")
         ->required()
-        ->transform(CLI::AsSizeValue(false))
-        ->check(CLI::Range(uint64_t(4), uint64_t(64) << 20));
+        ->transform(size_validator(4, uint64_t(64) << 20));
     r->add_option("--seed", co->seed, "Random seed of the inputs");
     r->add_option("--timeout-ms", co->timeout_ms, "Whole collective")->check(CLI::Range(1000u, 600000u));
     r->add_option("--step-timeout-ms", co->step_timeout_ms, "No progress in one ring step (0: the firmware's 5 s)")

@@ -75,12 +75,14 @@ struct CopyOptions {
 void run_copy(const CopyOptions& o) {
   std::vector<uint8_t> data;
   if (!o.file.empty()) {
-    std::ifstream in(o.file, std::ios::binary);
+    std::ifstream in(o.file, std::ios::binary | std::ios::ate);
     if (!in) throw CliError(Exit::kFailed, "cannot read " + o.file);
+    if (uint64_t(in.tellg()) > kMaxCliBuffer)
+      throw CliError(Exit::kUsage, "--file: " + o.file + " is larger than " + exact_size(kMaxCliBuffer));
+    in.seekg(0);
     data.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     if (data.empty()) throw CliError(Exit::kFailed, o.file + " is empty");
   } else {
-    if (o.size == 0) throw CliError(Exit::kUsage, "--size must be at least 1 byte");
     data.resize(o.size);
     std::mt19937_64 rng(std::random_device{}());
     for (size_t i = 0; i < data.size(); i += 8) {
@@ -239,7 +241,6 @@ void run_bench(const BenchOptions& o) {
   Vtrn__Api__DmaBenchRequest b = VTRN__API__DMA_BENCH_REQUEST__INIT;
   b.chip = o.chip;
   b.direction = kDirs.at(o.dir);
-  if (o.size == 0 || o.size > UINT32_MAX) throw CliError(Exit::kUsage, "--size must be 1 B .. 4 GiB");
   b.transfer_bytes = uint32_t(o.size);
   b.depth = o.depth;
   b.queues = o.queues;
@@ -395,7 +396,7 @@ void add_dma_command(CLI::App& app, Action* action) {
   c->add_option("chip", copy->chip, "Chip id")->required()->check(chip_id_validator());
   auto* file = c->add_option("--file", copy->file, "Data to send (default: random bytes)")->check(CLI::ExistingFile);
   c->add_option("--size", copy->size, "Bytes of random data (K, M, G suffixes)")
-      ->transform(CLI::AsSizeValue(false))
+      ->transform(size_validator(1, kMaxCliBuffer))
       ->excludes(file);
   c->add_option("--hbm-addr", copy->hbm_addr, "HBM address inside a live allocation (default: a buffer allocated for this copy)");
   c->add_option("--chain", copy->chain, "Also copy HBM -> HBM as one chain of N descriptors")
@@ -407,16 +408,16 @@ void add_dma_command(CLI::App& app, Action* action) {
   CLI::App* b = dma->add_subcommand("bench", "Measure DMA throughput, descriptor rate and latency");
   b->add_option("chip", bench->chip, "Chip id")->required()->check(chip_id_validator());
   b->add_option("--dir", bench->dir, "h2d (host to HBM), d2h or d2d")->check(CLI::IsMember({"h2d", "d2h", "d2d"}));
-  b->add_option("--size", bench->size, "Bytes per descriptor (K, M suffixes)")->transform(CLI::AsSizeValue(false));
+  b->add_option("--size", bench->size, "Bytes per descriptor (K, M suffixes)")->transform(size_validator(1, 1ull << 30));
   b->add_option("--depth", bench->depth, "Descriptors in flight per queue")->check(CLI::Range(1u, 4096u));
   b->add_option("--queues", bench->queues, "Queues used")->check(CLI::Range(1u, 16u));
   b->add_option("--batch", bench->batch, "Descriptors per submission (0: min(32, depth))")->check(CLI::Range(0u, 4096u));
   auto* secs = b->add_option("--seconds", bench->seconds, "Run time")->check(CLI::Range(0.01, 600.0));
   b->add_option("--total", bench->total, "Stop after this many bytes instead (K, M, G suffixes)")
-      ->transform(CLI::AsSizeValue(false))
+      ->transform(size_validator(1, kMaxBenchTotal))
       ->excludes(secs);
   b->add_option("--hbm-bytes", bench->hbm_bytes, "HBM the bench allocates and cycles through (K, M suffixes)")
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(size_validator(1, kMaxHbmBytes));
   b->add_flag("--json", bench->json, "Print one JSON document instead of text");
   b->callback([bench, action] { *action = [bench] { run_bench(*bench); }; });
 

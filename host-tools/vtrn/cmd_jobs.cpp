@@ -9,9 +9,12 @@
 // verifies the chip's result against the host reference (GEMM: the error
 // bound of kernels_reference.h; elementwise and reductions: the host build
 // of the very kernels the firmware runs). A mismatch is a failure (exit 1).
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -25,6 +28,7 @@
 #include "daemon.h"
 #include "job_file.h"
 #include "render.h"
+#include "vtrn/drv/fd.h"
 #include "vtrn/kernels.h"
 #include "vtrn/kernels_reference.h"
 #include "vtrn/numerics.h"
@@ -237,7 +241,52 @@ std::string dir_of(const std::string& path) {
   return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
 }
 
-std::string resolve(const std::string& dir, const std::string& p) { return p[0] == '/' ? p : dir + "/" + p; }
+// The job file parser has refused absolute paths and "..".
+std::string resolve(const std::string& dir, const std::string& p) { return dir + "/" + p; }
+
+// Writes an output beside the job file without following a symlink
+// anywhere under its directory: each directory of `rel` is opened
+// O_NOFOLLOW, the bytes go to a new file (O_EXCL) that is then renamed onto
+// the last component, so a symlink planted there is replaced, never
+// written through, and a reader never sees half a file.
+void write_output(const std::string& dir, const std::string& rel, const std::vector<uint8_t>& data) {
+  const std::string path = resolve(dir, rel);
+  auto fail = [&](const std::string& what) {
+    throw CliError(Exit::kFailed, "cannot write " + path + ": " + what + ": " + strerror(errno));
+  };
+  drv::UniqueFd at(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!at) fail("cannot open " + dir);
+  size_t start = 0;
+  for (size_t slash; (slash = rel.find('/', start)) != std::string::npos; start = slash + 1) {
+    if (slash == start) continue;
+    const std::string part = rel.substr(start, slash - start);
+    drv::UniqueFd next(::openat(at.get(), part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!next) fail(part + " is not a directory (or a symlink)");
+    at = std::move(next);
+  }
+  const std::string name = rel.substr(start);
+  const std::string tmp = "." + name + ".vtrn-" + std::to_string(getpid());
+  drv::UniqueFd fd(::openat(at.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd) fail("cannot create " + tmp);
+  size_t off = 0;
+  while (off < data.size()) {
+    const ssize_t n = ::write(fd.get(), data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = errno;
+      unlinkat(at.get(), tmp.c_str(), 0);
+      errno = e;
+      fail("write");
+    }
+    off += size_t(n);
+  }
+  if (renameat(at.get(), tmp.c_str(), at.get(), name.c_str()) != 0) {
+    const int e = errno;
+    unlinkat(at.get(), tmp.c_str(), 0);
+    errno = e;
+    fail("rename");
+  }
+}
 
 struct SubmitOptions {
   std::string file;
@@ -285,9 +334,7 @@ void run_submit(const SubmitOptions& o) {
       for (const auto& b : spec.buffers) {
         if (b.name != name || b.output.empty()) continue;
         const std::string path = resolve(dir, b.output);
-        std::ofstream f(path, std::ios::binary | std::ios::trunc);
-        f.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size()));
-        if (!f) throw CliError(Exit::kFailed, "cannot write " + path);
+        write_output(dir, b.output, data);
         written.push_back({{"buffer", name}, {"file", path}, {"bytes", data.size()}});
       }
     }

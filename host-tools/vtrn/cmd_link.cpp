@@ -468,8 +468,7 @@ void add_link_commands(CLI::App& app, Action* action) {
   s->add_option("port", sd->port, "Port")->required()->check(CLI::Range(0u, 15u));
   s->add_option("--bytes", sd->send_bytes, "Bytes to send (K, M, G suffixes)")
       ->required()
-      ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(uint64_t(1), uint64_t(1) << 30));
+      ->transform(size_validator(1, uint64_t(1) << 30));
   s->add_flag("--json", sd->json, "Print one JSON document instead of text");
   s->callback([sd, action] {
     *action = [sd] { run_control(*sd, VTRN__TYPES__LINK_ACTION__LINK_ACTION_SEND, "sending"); };

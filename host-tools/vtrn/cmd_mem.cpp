@@ -451,9 +451,9 @@ void add_mem_command(CLI::App& app, Action* action) {
   auto al = std::make_shared<AllocOptions>();
   CLI::App* a = mem->add_subcommand("alloc", "Allocate HBM (released when this command exits unless --hold)");
   a->add_option("chip", al->chip, "Chip id")->required()->check(chip_id_validator());
-  a->add_option("size", al->size, "Bytes (K, M, G suffixes)")->required()->transform(CLI::AsSizeValue(false));
+  a->add_option("size", al->size, "Bytes (K, M, G suffixes)")->required()->transform(size_validator(1, kMaxHbmBytes));
   a->add_option("--align", al->align, "Alignment, a power of two up to 2M (default one page)")
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(size_validator(1, uint64_t(2) << 20));
   a->add_option("--category", al->category, "tensors, code, scratch, collectives or dma-buffers")
       ->check(CLI::IsMember({"tensors", "code", "scratch", "collectives", "dma-buffers"}));
   a->add_flag("--hold", al->hold, "Keep the allocation (and this process) until SIGINT/SIGTERM/SIGHUP");
@@ -471,7 +471,7 @@ void add_mem_command(CLI::App& app, Action* action) {
   CLI::App* r = mem->add_subcommand("read", "Read HBM through DMA (inside a live allocation)");
   r->add_option("chip", rd->chip, "Chip id")->required()->check(chip_id_validator());
   r->add_option("addr", rd->addr, "HBM address")->required();
-  r->add_option("--length", rd->length, "Bytes (K, M suffixes)")->required()->transform(CLI::AsSizeValue(false));
+  r->add_option("--length", rd->length, "Bytes (K, M suffixes)")->required()->transform(size_validator(1, kMaxCliBuffer));
   r->add_option("--out", rd->out, "Write the bytes to FILE (default: hex dump on stdout)");
   r->add_flag("--json", rd->json, "Print one JSON document instead of text");
   r->callback([rd, action] { *action = [rd] { run_read(*rd); }; });
@@ -482,7 +482,7 @@ void add_mem_command(CLI::App& app, Action* action) {
   w->add_option("addr", wr->addr, "HBM address")->required();
   auto* in = w->add_option("--in", wr->in, "Bytes to write")->check(CLI::ExistingFile);
   auto* pat = w->add_option("--pattern", wr->pattern, "Fill with this byte value")->check(CLI::Range(0, 255));
-  w->add_option("--length", wr->length, "Bytes of --pattern (K, M suffixes)")->transform(CLI::AsSizeValue(false));
+  w->add_option("--length", wr->length, "Bytes of --pattern (K, M suffixes)")->transform(size_validator(1, kMaxCliBuffer));
   in->excludes(pat);
   pat->excludes(in);
   w->add_flag("--json", wr->json, "Print one JSON document instead of text");

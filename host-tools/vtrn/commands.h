@@ -13,6 +13,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "size_arg.h"
+
 namespace tools {
 
 using Action = std::function<void()>;
@@ -27,6 +29,23 @@ inline CLI::Validator chip_id_validator() {
         return {};
       },
       "CHIP", "chip id");
+}
+
+// A size or count as typed ("4K", "64M"), parsed by parse_size into
+// lo..hi and replaced by its decimal value for the option's integer, so a
+// negative, overflowing or out-of-range value is a usage error naming the
+// accepted range. Use it for every size and count option, in place of
+// CLI::AsSizeValue (which wraps "-1") and CLI::Range (which names no unit).
+inline CLI::Validator size_validator(uint64_t lo, uint64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& value) -> std::string {
+        uint64_t v = 0;
+        std::string err;
+        if (!parse_size(value, lo, hi, &v, &err)) return err;
+        value = std::to_string(v);
+        return {};
+      },
+      "SIZE", "size");
 }
 
 // The refresh options `vtrn top` and `vtrn telemetry` share:

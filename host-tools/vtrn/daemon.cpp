@@ -34,6 +34,7 @@ Exit exit_for_status(Vtrn__Api__Status status) {
   switch (err.code()) {
     case drv::Code::kTimeout: throw CliError(Exit::kTimeout, err.detail());
     case drv::Code::kNotRunning: throw CliError(Exit::kNotRunning, err.detail());
+    case drv::Code::kUntrusted: throw CliError(Exit::kUntrusted, err.detail());
     case drv::Code::kClosed: throw CliError(Exit::kNotRunning, "vtrnd stopped (it closed the connection)");
     default: throw CliError(Exit::kFailed, err.detail());
   }

@@ -82,6 +82,22 @@ class Parser {
     return true;
   }
 
+  // Files a job file names stay beside it: relative, no "..", no NUL.
+  bool relative_path(const std::string& path, const std::string& p) {
+    if (path.empty()) return true;
+    if (path[0] == '/') return fail(p, quote(path) + " is absolute; paths are relative to the job file");
+    if (path.find('\0') != std::string::npos) return fail(p, "holds a NUL byte");
+    if (path.back() == '/') return fail(p, quote(path) + " names a directory, not a file");
+    size_t start = 0;
+    for (;;) {
+      const size_t end = path.find('/', start);
+      if (path.compare(start, end == std::string::npos ? std::string::npos : end - start, "..") == 0)
+        return fail(p, quote(path) + " leaves the job file's directory (\"..\")");
+      if (end == std::string::npos) return true;
+      start = end + 1;
+    }
+  }
+
   bool buffer(const json& b, const std::string& p, JobBufferSpec* out) {
     if (!b.is_object()) return fail(p, "must be an object");
     if (!only_keys(b, p, {"name", "bytes", "file", "values", "output"})) return false;
@@ -99,8 +115,8 @@ class Parser {
       out->bytes = v;
       out->bytes_given = true;
     }
-    if (!str(b, "file", p, &out->file, false)) return false;
-    if (!str(b, "output", p, &out->output, false)) return false;
+    if (!str(b, "file", p, &out->file, false) || !relative_path(out->file, p + "/file")) return false;
+    if (!str(b, "output", p, &out->output, false) || !relative_path(out->output, p + "/output")) return false;
     if (auto it = b.find("values"); it != b.end()) {
       if (!out->file.empty()) return fail(p + "/values", "a buffer takes \"file\" or \"values\", not both");
       if (!it->is_array() || it->empty()) return fail(p + "/values", "must be a non-empty array of numbers");

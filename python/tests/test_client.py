@@ -196,3 +196,47 @@ def test_reset_brings_the_chip_back_ready(dev):
     r = dev.reset(1)
     assert r.boot_generation > gen
     assert dev.info(1).summary.state == vtrn.client.api.CHIP_STATE_READY
+
+
+@pytest.fixture
+def untrusted_dir(tmp_path):
+    """A runtime directory of ours with a listening socket in it."""
+    d = tmp_path / "rt"
+    d.mkdir(mode=0o700)
+    servers = []
+
+    def serve(uid=None):
+        server = h.ListeningSocket(str(d / "vtrnd.sock"), uid=uid)
+        servers.append(server)
+        return server
+
+    yield d, serve
+    for server in servers:
+        server.close()
+
+
+def test_client_refuses_a_runtime_dir_others_can_write(untrusted_dir):
+    d, serve = untrusted_dir
+    server = serve()
+    d.chmod(0o777)
+    with pytest.raises(vtrn.Untrusted, match="writable by other users") as err:
+        vtrn.Client(str(d / "vtrnd.sock"))
+    assert err.value.code == 7 and err.value.name == "untrusted"
+    assert server.received() == 0
+
+
+def test_client_refuses_a_server_running_as_another_user(untrusted_dir):
+    d, serve = untrusted_dir
+    server = serve(uid=h.NOBODY_UID)
+    with pytest.raises(vtrn.Untrusted, match=f"runs as uid {h.NOBODY_UID}"):
+        vtrn.Client(str(d / "vtrnd.sock"))
+    assert server.received() == 0
+
+
+def test_client_refuses_a_runtime_dir_of_another_user(untrusted_dir):
+    d, serve = untrusted_dir
+    server = serve()
+    os.chown(d, h.NOBODY_UID, h.NOBODY_UID)
+    with pytest.raises(vtrn.Untrusted, match=f"belongs to uid {h.NOBODY_UID}"):
+        vtrn.Client(str(d / "vtrnd.sock"))
+    assert server.received() == 0

@@ -16,9 +16,9 @@ vtrn CLI's exit code for the same condition.
 
 from . import dtypes
 from .client import Allocation, Client, connect, job_state_name, runtime_dir, socket_path
-from .errors import (ChipNotReady, Failed, NotRunning, Timeout, UnknownChip, UsageError, VtrnError)
+from .errors import (ChipNotReady, Failed, NotRunning, Timeout, UnknownChip, Untrusted, UsageError, VtrnError)
 
 __all__ = [
-    "Allocation", "ChipNotReady", "Client", "Failed", "NotRunning", "Timeout", "UnknownChip", "UsageError",
+    "Allocation", "ChipNotReady", "Client", "Failed", "NotRunning", "Timeout", "UnknownChip", "Untrusted", "UsageError",
     "VtrnError", "connect", "dtypes", "job_state_name", "runtime_dir", "socket_path",
 ]

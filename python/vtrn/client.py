@@ -17,6 +17,7 @@ Not thread safe; use one Client per thread.
 import json
 import os
 import socket
+import stat
 import struct
 import time
 
@@ -49,6 +50,38 @@ def runtime_dir():
 
 def socket_path():
     return os.path.join(runtime_dir(), "vtrnd.sock")
+
+
+def _default_runtime_dir():
+    base = os.environ.get("XDG_RUNTIME_DIR") or "/tmp"
+    return os.path.join(base, f"vtrn-{os.getuid()}")
+
+
+def _mode(st):
+    return oct(st.st_mode & 0o777)[2:]
+
+
+def _trusted_server_uid(directory):
+    """The uid that may serve the socket in `directory`, as the CLI decides
+    (driver/lib/client.cpp): a real directory only its owner can write,
+    owned by us or root, or (a directory the caller named) by a user whose
+    group, the directory's, is one of ours: a board shared through
+    `vtrnd --group`. Raises Untrusted otherwise."""
+    try:
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        raise errors.NotRunning(f"vtrnd is not running (no directory {directory})")
+    if not stat.S_ISDIR(st.st_mode):
+        raise errors.Untrusted(f"runtime directory {directory} is not a directory (a symlink or file)")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise errors.Untrusted(f"runtime directory {directory} is writable by other users (mode {_mode(st)})")
+    me = os.getuid()
+    if st.st_uid in (me, 0):
+        return st.st_uid
+    groups = set(os.getgroups()) | {os.getgid(), os.getegid()}
+    if directory != _default_runtime_dir() and st.st_gid in groups:
+        return st.st_uid
+    raise errors.Untrusted(f"runtime directory {directory} belongs to uid {st.st_uid}, not to you (uid {me})")
 
 
 _KERNELS = {
@@ -142,11 +175,13 @@ class Client:
     `timeout` (seconds) bounds each answer unless a call says otherwise."""
 
     def __init__(self, path=None, timeout=30.0):
+        self._sock = None
         self.path = path or socket_path()
         self.timeout = timeout
         self._next_id = 1
         self._early = {}
         self._buf = bytearray()
+        owner = _trusted_server_uid(os.path.dirname(self.path) or ".")
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._sock.connect(self.path)
@@ -156,6 +191,13 @@ class Client:
         except OSError as e:
             self._sock.close()
             raise errors.Failed(f"cannot connect to {self.path}: {e.strerror}")
+        creds = self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        pid, uid, _ = struct.unpack("3i", creds)
+        if uid not in (os.getuid(), 0, owner):
+            self._sock.close()
+            self._sock = None
+            raise errors.Untrusted(f"the server at {self.path} runs as uid {uid} (pid {pid}), "
+                                   f"not as uid {owner} who owns its directory")
 
     def close(self):
         if self._sock is not None:

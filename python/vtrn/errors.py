@@ -8,7 +8,7 @@ of the transport itself (no daemon, a timeout, a closed connection) get the
 codes the CLI gives them.
 """
 
-OK, FAILED, USAGE, NOT_RUNNING, UNKNOWN_CHIP, CHIP_NOT_READY, TIMEOUT = range(7)
+OK, FAILED, USAGE, NOT_RUNNING, UNKNOWN_CHIP, CHIP_NOT_READY, TIMEOUT, UNTRUSTED = range(8)
 
 NAMES = {
     OK: "ok",
@@ -18,6 +18,7 @@ NAMES = {
     UNKNOWN_CHIP: "unknown-chip",
     CHIP_NOT_READY: "chip-not-ready",
     TIMEOUT: "timeout",
+    UNTRUSTED: "untrusted",
 }
 
 
@@ -62,6 +63,12 @@ class ChipNotReady(VtrnError):
 
 class Timeout(VtrnError):
     code = TIMEOUT
+
+
+class Untrusted(VtrnError):
+    """The runtime directory, or the process behind its socket, is not one
+    to trust (another user's, or writable by others); nothing was sent."""
+    code = UNTRUSTED
 
 
 def status_error(api, status, message):

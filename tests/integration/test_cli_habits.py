@@ -76,7 +76,7 @@ class WithoutDaemon(JsonErrors, h.SessionTestCase):
 
     def test_readme_table_matches_the_help_footer(self):
         codes = readme_exit_codes()
-        self.assertEqual(sorted(codes), [0, 1, 2, 3, 4, 5, 6, 130])
+        self.assertEqual(sorted(codes), [0, 1, 2, 3, 4, 5, 6, 7, 130])
         self.assertEqual(len(set(codes.values())), len(codes))
         r = self.s.vtrn("--help")
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -236,13 +236,25 @@ class Jobs(h.BoardTestCase):
             "steps": [{"kernel": "add", "m": 2, "n": 3, "a": "x", "b": "y", "out": "s"},
                       {"kernel": "sum", "m": 2, "n": 3, "a": "s", "out": "r"}],
         }, "file-demo.json")
+        # An output that is a symlink is replaced, never written through.
+        victim = os.path.join(self.tmp, "victim")
+        with open(victim, "wb") as f:
+            f.write(b"precious")
+        rows = os.path.join(self.tmp, "rows.bin")
+        if os.path.lexists(rows):
+            os.unlink(rows)
+        os.symlink(victim, rows)
         doc = self.s.vtrn_json("submit", path, "--wait")
         self.assertEqual(doc["job"]["state"], "DONE")
         self.assertEqual(doc["job"]["kernels"], ["add", "sum"])
         with open(out, "rb") as f:
             self.assertEqual(list(struct.unpack("<6f", f.read())), [11.5, 18.0, 33.25, 40.0, 57.0, 59.5])
-        with open(os.path.join(self.tmp, "rows.bin"), "rb") as f:
+        self.assertFalse(os.path.islink(rows))
+        with open(rows, "rb") as f:
             self.assertEqual(list(struct.unpack("<2f", f.read())), [62.75, 156.5])
+        with open(victim, "rb") as f:
+            self.assertEqual(f.read(), b"precious")
+        self.assertEqual([n for n in os.listdir(self.tmp) if ".vtrn-" in n], [])
 
     def test_bad_job_files_are_rejected_naming_the_field_before_anything_runs(self):
         before = len(self.s.vtrn_json("jobs")["jobs"])

@@ -33,7 +33,7 @@ BOARD_DTB = os.environ.get("VTRN_TEST_BOARD_DTB", "")
 BOARD_DTS = os.environ.get("VTRN_TEST_BOARD_DTS", "")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
-EXIT_UNKNOWN_CHIP, EXIT_CHIP_NOT_READY, EXIT_TIMEOUT = 4, 5, 6
+EXIT_UNKNOWN_CHIP, EXIT_CHIP_NOT_READY, EXIT_TIMEOUT, EXIT_UNTRUSTED = 4, 5, 6, 7
 
 
 def become_subreaper():
@@ -231,6 +231,67 @@ LONG_TENSOR_JOB = {
     "steps": [{"kernel": "gemm", "dtype": "fp32", "m": 2048, "n": 2048, "k": 2048,
                "a": "a", "b": "b", "out": "c"}] * 16,
 }
+
+
+NOBODY_UID = 65534
+
+
+class ListeningSocket:
+    """A Unix socket listening at `path`, bound as `uid` (a child process
+    under `setpriv` when uid is not ours; the socket file is then moved to
+    `path`, so the directory can stay ours and only the server's uid is
+    foreign). `received()` is how many bytes clients sent it, so a test can
+    show that a refused server was told nothing."""
+
+    SERVER = (
+        "import socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+        "s.bind(sys.argv[1]); s.listen(8)\n"
+        "print('ready', flush=True)\n"
+        "s.settimeout(float(sys.argv[2]))\n"
+        "n = 0\n"
+        "try:\n"
+        "    while True:\n"
+        "        c, _ = s.accept(); c.settimeout(0.5)\n"
+        "        try:\n"
+        "            while True:\n"
+        "                b = c.recv(65536)\n"
+        "                if not b: break\n"
+        "                n += len(b)\n"
+        "        except OSError: pass\n"
+        "        c.close()\n"
+        "except BaseException: pass\n"
+        "print(n, flush=True)\n")
+
+    def __init__(self, path, uid=None, lifetime=20.0):
+        self.path = path
+        self.bind_dir = None
+        argv = [sys.executable, "-c", self.SERVER]
+        bind_path = path
+        if uid is not None and uid != os.getuid():
+            self.bind_dir = tempfile.mkdtemp(prefix="vtrn-foreign-")
+            os.chown(self.bind_dir, uid, uid)
+            bind_path = os.path.join(self.bind_dir, "s.sock")
+            argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *argv]
+        self.proc = subprocess.Popen([*argv, bind_path, str(lifetime)], stdout=subprocess.PIPE, text=True)
+        if self.proc.stdout.readline().strip() != "ready":
+            raise RuntimeError("the listening socket did not start")
+        if bind_path != path:
+            os.rename(bind_path, path)
+
+    def received(self):
+        """Stops the server; the bytes it was sent, summed over clients."""
+        self.proc.send_signal(signal.SIGINT)
+        out, _ = self.proc.communicate(timeout=10)
+        lines = out.split()
+        return int(lines[-1]) if lines else 0
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.bind_dir:
+            shutil.rmtree(self.bind_dir, ignore_errors=True)
 
 
 class Session:

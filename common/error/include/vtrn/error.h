@@ -76,6 +76,10 @@ enum class Code : uint32_t {
   kClosed = 33,
   // A system call failed; the detail has its strerror.
   kSystem = 34,
+  // The socket or directory at the runtime path is not one to trust: the
+  // directory belongs to someone else or others can write it, or the
+  // process serving the socket runs as another user.
+  kUntrusted = 35,
 };
 
 // "invalid_argument", "missing_property", ...; "unknown" outside the list.

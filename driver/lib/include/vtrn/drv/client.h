@@ -34,8 +34,13 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // Code::kNotRunning "vtrnd is not running (no socket at PATH)" when
-  // nothing listens there (ENOENT / ECONNREFUSED); kSystem or
-  // kInvalidArgument with a one-line reason otherwise.
+  // nothing listens there (ENOENT / ECONNREFUSED); kUntrusted, before
+  // anything is sent, when the socket's directory is not a real directory
+  // writable only by its owner, owned by us or root (or, when the user named
+  // it, by a user of one of our groups: a board shared through vtrnd
+  // --group), or when the server's SO_PEERCRED uid is not ours, root's or
+  // that owner's; kSystem or kInvalidArgument with a one-line
+  // reason otherwise.
   Error connect(const std::string& path);
   // Sends req (its id is set here) and waits up to timeout_ms (< 0: forever)
   // for the response with the same id; frames with other ids are discarded.

@@ -29,8 +29,10 @@ inline constexpr uint32_t kApiMajor = 2;
 inline constexpr uint32_t kApiMinor = 0;
 inline constexpr size_t kFrameHeader = 4;
 
-// $VTRN_RUNTIME_DIR, else ${XDG_RUNTIME_DIR:-/tmp}/vtrn-<uid>.
+// $VTRN_RUNTIME_DIR, else default_runtime_dir().
 std::string runtime_dir();
+// ${XDG_RUNTIME_DIR:-/tmp}/vtrn-<uid>: the directory nobody named.
+std::string default_runtime_dir();
 // runtime_dir() + "/vtrnd.sock".
 std::string socket_path();
 
