@@ -37,8 +37,8 @@ constexpr const char* kUsage =
     "  --firmware ELF        firmware image (default $VTRN_FIRMWARE or " VTRN_DEFAULT_FIRMWARE ")\n"
     "  --qemu BIN            QEMU binary (default $VTRN_QEMU or qemu-system-aarch64 on PATH)\n"
     "  --vtrn-hw BIN         the board's engines process (default $VTRN_HW or " VTRN_DEFAULT_HW ")\n"
-    "  --copy-engine E       who serves the host DMA queues: cpu (the firmware, default) or\n"
-    "                        engines (the chip's DMA engines); also VTRN_COPY_ENGINE\n"
+    "  --copy-engine E       who serves the host DMA queues: engines (the chip's DMA engines,\n"
+    "                        default) or cpu (the firmware's copier); also VTRN_COPY_ENGINE\n"
     "  --gdb                 give chip N a gdbstub on 127.0.0.1:BASE+N\n"
     "  --gdb-port BASE       first gdb port (default 1234; 0: any free port per chip, shown\n"
     "                        by vtrn ls; implies --gdb)\n"
@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
   int64_t share_gid = -1;
   std::string copy_engine = getenv("VTRN_COPY_ENGINE") != nullptr && getenv("VTRN_COPY_ENGINE")[0] != '\0'
                                 ? getenv("VTRN_COPY_ENGINE")
-                                : "cpu";
+                                : "engines";
   uint32_t chips = 0, gdb_port = 0, boot_timeout = 10000;
   bool gdb = false, gdb_port_given = false;
   uint32_t watchdog_ms = 0, reset_limit = 3, reset_window_ms = 60000, boot_parallel = 0;

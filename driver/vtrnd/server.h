@@ -34,7 +34,7 @@ struct DaemonOptions {
   std::string qemu;
   std::string firmware;
   std::string vtrn_hw;         // the board's engines process (hw/)
-  std::string copy_engine = "cpu";  // who serves the host DMA queues: "cpu" (firmware) or "engines"
+  std::string copy_engine = "engines";  // who serves the host DMA queues: "engines" or "cpu" (firmware)
   uint32_t boot_timeout_ms = 10000;  // each chip's own boot, from its QEMU launch to READY
   // Chips whose QEMU boots at once; the others wait their turn in chip
   // order (a big board booting at once starves every boot of CPU). 0: two

@@ -73,6 +73,40 @@ void DmaService::set_remap_window(uint64_t base, uint64_t size) {
     region_->remap_base = base;
     region_->remap_size = size;
   }
+  if (!engines_mode_) return;
+  // The DMA engines reach stitched allocations through translated MPU
+  // windows (engine ABI 1.2) inside this window. Before READY, so the
+  // reconfiguration (which restarts the host queues) finds them empty.
+  hal::copy::EngineRegion& region = engines::service().region();
+  if (region.id().abi_minor < 2) {
+    log(kLogWarn, "dma: DMA engines of ABI 1.%u do not translate: stitched allocations refused by them",
+        unsigned(region.id().abi_minor));
+    return;
+  }
+  for (uint32_t i = 0; i < hw_count_; ++i) {
+    hw_config_[i].remap_base = base;
+    hw_config_[i].remap_size = size;
+    uint32_t st = 0;
+    hal::copy::HwEngine& e = hw_[i];
+    if (e.configure(hw_config_[i]) != hal::Status::kOk ||
+        !engines::wait_ack(
+            region, [&e, &st] { return e.config_done(&st); }, uint16_t(vtrn::engine::kVectorDma0 + i),
+            2'000'000'000ull) ||
+        st != vtrn::engine::kEngineOk) {
+      // Still serving, without translation: their stitched addresses fail.
+      log(kLogErr, "dma: DMA engine %u refused the remap window 0x%llx + %llu MiB (status 0x%x)", unsigned(i),
+          (unsigned long long)base, (unsigned long long)(size >> 20), unsigned(st));
+      hw_config_[i].remap_base = hw_config_[i].remap_size = 0;
+      if (e.configure(hw_config_[i]) != hal::Status::kOk ||
+          !engines::wait_ack(
+              region, [&e, &st] { return e.config_done(&st); }, uint16_t(vtrn::engine::kVectorDma0 + i),
+              2'000'000'000ull) ||
+          st != vtrn::engine::kEngineOk) {
+        log(kLogErr, "dma: DMA engine %u no longer serves its host queues (status 0x%x)", unsigned(i),
+            unsigned(st));
+      }
+    }
+  }
 }
 
 void DmaService::init(const Boot& boot) {
@@ -116,7 +150,9 @@ void DmaService::init(const Boot& boot) {
   map_.policy = nullptr;
   region_ = reinterpret_cast<vtrn::dma::DmaRegionHeader*>(boot.bar2 + dma->offset);
 
-  if (platform::bootarg_is(boot.platform->bootargs, "vtrn.copy_engine", "engines")) {
+  // The DMA engines serve the host queues unless vtrn.copy_engine=cpu asks
+  // for the CPU copier (or the chip has no engines).
+  if (!platform::bootarg_is(boot.platform->bootargs, "vtrn.copy_engine", "cpu")) {
     engines_mode_ = start_engines(dma->offset, window->offset, window->size, queues, depth);
   }
 
@@ -144,7 +180,7 @@ bool DmaService::start_engines(uint64_t dma_offset, uint64_t window_offset, uint
                                uint32_t queues, uint32_t depth) {
   engines::EnginesService& eng = engines::service();
   if (!eng.present() || eng.region().dma_engines() == 0) {
-    log(kLogWarn, "dma: vtrn.copy_engine=engines but the chip has no DMA engines: copy engine: cpu");
+    log(kLogWarn, "dma: the chip has no DMA engines: copy engine: cpu");
     return false;
   }
   hal::copy::EngineRegion& region = eng.region();

@@ -134,7 +134,10 @@ void EnginesService::sync_mpu(const vtrn::hbm::Allocator& a, bool whole_hbm) {
   if (!present_) return;
   uint32_t count = 0;
   MpuTableStats st;
-  vtrn::Error e = build_mpu_table(a, whole_hbm, g_table, kMpuWindows, &count, &st);
+  // Translated windows for stitched allocations from ABI 1.2 on (older
+  // engines would refuse the flag, and the whole bank with it).
+  const bool translate = region_.id().abi_minor >= 2;
+  vtrn::Error e = build_mpu_table(a, whole_hbm, translate, g_table, kMpuWindows, &count, &st);
   if (!e.ok()) {
     // Keep the engines off HBM rather than give them a table that is wrong.
     log(kLogErr, "engines: %s: MPU left with no windows", e.detail());
@@ -146,12 +149,17 @@ void EnginesService::sync_mpu(const vtrn::hbm::Allocator& a, bool whole_hbm) {
         unsigned(st.allocations), unsigned(kMpuWindows - st.poison_windows), unsigned(st.merged_gaps),
         (unsigned long long)(st.merged_gap_bytes >> 10));
   }
+  if (st.stitched_skipped > mpu_stats_.stitched_skipped) {
+    log(kLogWarn, "engines: %u stitched allocations have no MPU windows (%u translated windows in use): the "
+        "engines refuse their addresses", unsigned(st.stitched_skipped), unsigned(st.translated_windows));
+  }
   mpu_stats_ = st;
   uint32_t gen = 0;
   if (region_.mpu_program(g_table, count, &gen) != hal::Status::kOk) return;
   mpu_gen_ = gen;
-  log(kLogDebug, "engines: MPU generation %u: %u windows (%u poison) for %u allocations", unsigned(gen),
-      unsigned(count), unsigned(st.poison_windows), unsigned(st.allocations));
+  log(kLogDebug, "engines: MPU generation %u: %u windows (%u poison, %u translated) for %u allocations + %u stitched",
+      unsigned(gen), unsigned(count), unsigned(st.poison_windows), unsigned(st.translated_windows),
+      unsigned(st.allocations), unsigned(st.stitched));
   if (!wait_ack(region_, [this, gen] { return region_.mpu_acked(gen); }, kVectorControl, kMpuWaitNs)) {
     ++mpu_timeouts_;
     log(kLogErr, "engines: MPU generation %u not acknowledged within %llu ms", unsigned(gen),

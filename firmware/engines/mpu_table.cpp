@@ -5,6 +5,7 @@ namespace fw::engines {
 namespace {
 
 using vtrn::engine::kMpuPoison;
+using vtrn::engine::kMpuTranslate;
 using vtrn::engine::kMpuValid;
 using vtrn::engine::MpuWindow;
 
@@ -20,11 +21,12 @@ struct Run {
 Run g_valid[kMaxRuns];
 uint64_t g_gaps[kMaxRuns];
 uint64_t g_pages[kMaxRuns];
+vtrn::hbm::Extent g_extents[vtrn::hbm::kMaxExtents];
 
 }  // namespace
 
-vtrn::Error build_mpu_table(const vtrn::hbm::Allocator& a, bool whole_hbm, MpuWindow* out, uint32_t cap,
-                            uint32_t* count, MpuTableStats* stats) {
+vtrn::Error build_mpu_table(const vtrn::hbm::Allocator& a, bool whole_hbm, bool translate, MpuWindow* out,
+                            uint32_t cap, uint32_t* count, MpuTableStats* stats) {
   using vtrn::Code;
   *count = 0;
   *stats = MpuTableStats{};
@@ -53,25 +55,45 @@ vtrn::Error build_mpu_table(const vtrn::hbm::Allocator& a, bool whole_hbm, MpuWi
   }
   stats->poison_windows = n;
 
-  // Valid windows: runs of adjacent live identity-window allocations.
+  // Valid windows: runs of adjacent live identity-window allocations, and
+  // one translated window per extent of each stitched allocation (at most
+  // half the bank, so identity allocations always keep room: a stitched
+  // allocation that does not fit gets no window and the engines refuse
+  // its addresses).
+  const uint32_t translate_cap = cap / 2;
   uint32_t runs = 0;
+  uint32_t stitched_tag = 0;
   vtrn::hbm::AllocationInfo info;
   for (uint64_t from = 0; a.next_allocation(from, &info) == vtrn::hbm::Error::kOk; from = info.addr + 1) {
-    if (info.stitched) {
-      ++stats->stitched_skipped;
-      continue;
-    }
-    ++stats->allocations;
     if (info.poisoned) {
-      // A poisoned allocation is refused whole (kErrEcc), as fw::hbm::check does.
+      // A poisoned allocation is refused whole (kErrEcc), as fw::hbm::check
+      // does; a stitched one at its device addresses.
       if (n == cap) {
         return vtrn::Error(Code::kCapacity, "mpu table: poisoned allocations need more than %u windows",
                            unsigned(cap));
       }
       out[n++] = MpuWindow{info.addr, info.bytes, kMpuValid | kMpuPoison, 0, 0};
       ++stats->poison_windows;
+      if (!info.stitched) ++stats->allocations;
       continue;
     }
+    if (info.stitched) {
+      uint32_t extents = 0;
+      if (!translate || a.extents(info.addr, g_extents, vtrn::hbm::kMaxExtents, &extents) != vtrn::hbm::Error::kOk ||
+          stats->translated_windows + extents > translate_cap || n + extents > cap) {
+        ++stats->stitched_skipped;
+        continue;
+      }
+      ++stitched_tag;
+      for (uint32_t i = 0; i < extents; ++i) {
+        out[n++] = MpuWindow{g_extents[i].device_addr, g_extents[i].bytes, kMpuValid | kMpuTranslate, stitched_tag,
+                             g_extents[i].phys_addr};
+      }
+      stats->translated_windows += extents;
+      ++stats->stitched;
+      continue;
+    }
+    ++stats->allocations;
     if (whole_hbm) continue;
     if (runs > 0 && g_valid[runs - 1].end == info.addr) {
       g_valid[runs - 1].end = info.addr + info.bytes;
@@ -93,7 +115,7 @@ vtrn::Error build_mpu_table(const vtrn::hbm::Allocator& a, bool whole_hbm, MpuWi
   const uint32_t budget = cap - n;
   if (runs > budget) {
     if (budget == 0) {
-      return vtrn::Error(Code::kCapacity, "mpu table: %u poison windows leave no room for allocations",
+      return vtrn::Error(Code::kCapacity, "mpu table: %u poison and translated windows leave no room for allocations",
                          unsigned(n));
     }
     const uint32_t to_close = runs - budget;

@@ -400,6 +400,7 @@ BoardUp start_board(const UpOptions& options) {
       throw CliError(Exit::kUsage, "--group " + options.group + ": no such group");
     argv.insert(argv.end(), {"--group", options.group});
   }
+  if (!options.copy_engine.empty()) argv.insert(argv.end(), {"--copy-engine", options.copy_engine});
   if (options.boot_parallel > 0)
     argv.insert(argv.end(), {"--boot-parallel", std::to_string(options.boot_parallel)});
 

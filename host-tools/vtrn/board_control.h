@@ -28,6 +28,7 @@ struct UpOptions {
   uint32_t boot_timeout_ms = 10000;  // each chip's own boot
   uint32_t boot_parallel = 0;       // chips booting at once; 0: vtrnd's default
   std::string group;                // share the board with this group's users (vtrnd --group)
+  std::string copy_engine;        // "engines" or "cpu"; empty: vtrnd's default (or VTRN_COPY_ENGINE)
 };
 
 struct BoardUp {

@@ -69,6 +69,10 @@ void add_up_command(CLI::App& app, Action* action) {
   sub->add_option("--group", cmd->up.group,
                   "Share the board with the users of this group (runtime directory 0750, socket 0660); "
                   "each is a tenant, you and root the admin");
+  sub->add_option("--copy-engine", cmd->up.copy_engine,
+                  "Who serves the host DMA queues: engines (the chips' DMA engines, default) or cpu "
+                  "(the firmware's copier)")
+      ->check(CLI::IsMember({"engines", "cpu"}));
   sub->add_flag("--json", cmd->json, "Print one JSON document instead of a table");
   sub->callback([cmd, action, port] {
     if (port->count() > 0) cmd->up.gdb = true;

@@ -97,8 +97,9 @@ bool ChipHw::start(const ChipFds& f, const EngineProps& props, uint64_t spin_ns,
   doorbell_.reset(f.doorbell_fd);
   host_irq_.reset(f.host_irq_fd);
   if (!map_fd(f.ram_fd, &ram_, "RAM", err) || !map_fd(f.bar2_fd, &bar2_, "BAR2", err)) return false;
-  // The mappings keep the files alive; vtrn-hw needs no fd to them.
-  close(f.ram_fd);
+  // The BAR2 mapping keeps its file alive; the RAM fd stays open for the
+  // DMA engines' remap views (translated MPU windows map RAM pages again).
+  ram_fd_.reset(f.ram_fd);
   close(f.bar2_fd);
   if (!server_.create(f.socket, engine::kRegionBytes, engine::kVectorCount, err)) {
     *err = "engine function " + f.socket + ": " + *err;
@@ -110,6 +111,7 @@ bool ChipHw::start(const ChipFds& f, const EngineProps& props, uint64_t spin_ns,
   mem_.ram = ram_.data();
   mem_.ram_base = f.ram_base;
   mem_.ram_size = ram_.size();
+  mem_.ram_fd = ram_fd_.get();
   errors_ = std::make_unique<ErrorLog>(mem_, *this);
   write_id();
   for (uint32_t i = 0; i < props_.dma_engines; ++i)

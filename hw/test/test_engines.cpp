@@ -17,6 +17,9 @@ extern "C" {
 
 #include <libfdt.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <random>
 #include <vector>
 
@@ -60,7 +63,6 @@ uint64_t fake_clock() { return fake_ns += 1000; }
 struct Rig {
   std::vector<uint8_t> region_buf = std::vector<uint8_t>(kRegionBytes + 4096);
   std::vector<uint8_t> bar2_buf = std::vector<uint8_t>(kBar2Size + 4096);
-  std::vector<uint8_t> ram_buf = std::vector<uint8_t>(kRamSize + 4096);
   ChipMemory mem;
   Recorder sig;
   ErrorLog log{mem, sig};
@@ -74,7 +76,13 @@ struct Rig {
     mem.region = page(region_buf);
     mem.bar2 = page(bar2_buf);
     mem.bar2_size = kBar2Size;
-    mem.ram = page(ram_buf);
+    // RAM is a memfd, as in vtrn-hw: the DMA engines' remap views map it again.
+    mem.ram_fd = memfd_create("rig-ram", MFD_CLOEXEC);
+    assert_true(mem.ram_fd >= 0);
+    assert_int_equal(ftruncate(mem.ram_fd, off_t(kRamSize)), 0);
+    void* ram = mmap(nullptr, kRamSize, PROT_READ | PROT_WRITE, MAP_SHARED, mem.ram_fd, 0);
+    assert_true(ram != MAP_FAILED);
+    mem.ram = static_cast<uint8_t*>(ram);
     mem.ram_base = kRamBase;
     mem.ram_size = kRamSize;
     props.dma_engines = 2;
@@ -87,6 +95,12 @@ struct Rig {
     props.tensor_flops_per_s[uint32_t(num::DType::kFP8E5M2)] = 8 * tera;
     props.tensor_flops_per_s[uint32_t(num::DType::kMXFP4)] = 16 * tera;
   }
+  ~Rig() {
+    munmap(mem.ram, kRamSize);
+    close(mem.ram_fd);
+  }
+  Rig(const Rig&) = delete;
+  Rig& operator=(const Rig&) = delete;
   uint8_t* hbm(uint64_t addr) { return mem.ram + (addr - kRamBase); }
   void mpu(std::initializer_list<MpuWindow> windows) {
     MpuBlock* b = mem.mpu();
@@ -107,6 +121,25 @@ struct Rig {
 
 MpuWindow win(uint64_t base, uint64_t size, uint32_t flags = kMpuValid, uint32_t tag = 0) {
   return MpuWindow{base, size, flags, tag, 0};
+}
+
+// A stitched allocation's extent: device `base` in the remap window onto `phys`.
+constexpr uint64_t kRemapBase = 0x1000000000ull;
+constexpr uint64_t kRemapSize = 64ull << 20;
+MpuWindow xlat(uint64_t base, uint64_t size, uint64_t phys, uint32_t tag) {
+  return MpuWindow{base, size, kMpuValid | kMpuTranslate, tag, phys};
+}
+
+RemapTarget remap_target(const Rig& r) {
+  RemapTarget t;
+  t.ram_fd = r.mem.ram_fd;
+  t.ram_base = kRamBase;
+  t.ram_size = kRamSize;
+  t.hbm_base = kHbmBase;
+  t.hbm_size = kHbmSize;
+  t.remap_base = kRemapBase;
+  t.remap_size = kRemapSize;
+  return t;
 }
 
 // The MPU.
@@ -199,6 +232,96 @@ void test_mpu_refresh_copies_the_published_bank_only(void**) {
   assert_int_equal(m.check(kHbmBase, 16), dma::kErrNotAllocated);
 }
 
+void test_mpu_translated_windows_map_one_allocations_extents_in_device_order(void**) {
+  Rig r;
+  Mpu m;
+  assert_true(m.set_remap(remap_target(r)));
+  // Allocation 7: 8 KiB at remap+0 from two pages far apart in HBM, backwards;
+  // allocation 8 right after it; one identity window.
+  const uint64_t p0 = kHbmBase + 0x300000, p1 = kHbmBase + 0x100000, p2 = kHbmBase + 0x500000;
+  r.mpu({xlat(kRemapBase, 0x1000, p0, 7), xlat(kRemapBase + 0x1000, 0x1000, p1, 7),
+         xlat(kRemapBase + 0x2000, 0x1000, p2, 8), win(kHbmBase, 0x1000)});
+  assert_int_equal(m.refresh(r.mem.mpu()), 1);
+  assert_false(m.refused());
+  assert_int_equal(m.translated_windows(), 3);
+  // Across the two extents of one allocation: allowed, and the view is the pages.
+  assert_int_equal(m.check(kRemapBase + 0xff0, 0x20), dma::kOk);
+  memset(r.hbm(p0 + 0xff0), 0x11, 16);
+  memset(r.hbm(p1), 0x22, 16);
+  const uint8_t* v = m.remap_view() + 0xff0;
+  assert_int_equal(v[0], 0x11);
+  assert_int_equal(v[16], 0x22);
+  m.remap_view()[0x2000] = 0x33;  // a write lands in the physical page
+  assert_int_equal(*r.hbm(p2), 0x33);
+  // Into the neighbour allocation, or past the last extent: not allocated.
+  assert_int_equal(m.check(kRemapBase + 0x1ff0, 0x20), dma::kErrNotAllocated);
+  assert_int_equal(m.check(kRemapBase + 0x2ff0, 0x20), dma::kErrNotAllocated);
+  assert_int_equal(m.check(kRemapBase + 0x3000, 1), dma::kErrNotAllocated);
+  assert_int_equal(m.check(kHbmBase, 0x1000), dma::kOk);
+
+  // The next table moves extent 1 elsewhere and drops allocation 8: the view follows.
+  const uint64_t p3 = kHbmBase + 0x700000;
+  memset(r.hbm(p3), 0x44, 16);
+  r.mpu({xlat(kRemapBase, 0x1000, p0, 7), xlat(kRemapBase + 0x1000, 0x1000, p3, 7)});
+  assert_int_equal(m.refresh(r.mem.mpu()), 2);
+  assert_int_equal(m.remap_view()[0x1000], 0x44);
+  assert_int_equal(m.check(kRemapBase + 0x2000, 1), dma::kErrNotAllocated);
+  assert_int_equal(m.translated_windows(), 2);
+
+  // MPU off: the remap window reaches nothing (nothing is mapped there).
+  hostif::store_release(&r.mem.mpu()->header.generation, 0);
+  assert_int_equal(m.refresh(r.mem.mpu()), 0);
+  assert_int_equal(m.translated_windows(), 0);
+  assert_int_equal(m.check(kRemapBase, 1), dma::kErrNotAllocated);
+  assert_int_equal(m.check(kHbmBase + 0x800000, 1), dma::kOk);
+}
+
+void test_mpu_refuses_malformed_translated_windows_and_ignores_them_without_a_remap_window(void**) {
+  Rig r;
+  const MpuWindow bad[] = {
+      xlat(kRemapBase + 0x800, 0x1000, kHbmBase, 1),           // device address not page-aligned
+      xlat(kRemapBase, 0x1000, kHbmBase + 0x10, 1),            // phys not page-aligned
+      xlat(kRemapBase - 0x1000, 0x2000, kHbmBase, 1),          // starts before the remap window
+      xlat(kRemapBase + kRemapSize - 0x1000, 0x2000, kHbmBase, 1),  // ends after it
+      xlat(kRemapBase, 0x2000, kHbmBase + kHbmSize - 0x1000, 1),    // pages past HBM
+      xlat(kRemapBase, 0x1000, kRamBase, 1),                   // pages below HBM (firmware RAM)
+      xlat(kRemapBase, 0x1000, kHbmBase, 0),                   // no tag
+      MpuWindow{kRemapBase, 0x1000, kMpuValid | kMpuTranslate | kMpuPoison, 1, kHbmBase},
+      win(kRemapBase, 0x1000),                                 // identity window over the remap window
+  };
+  for (const MpuWindow& w : bad) {
+    Mpu m;
+    assert_true(m.set_remap(remap_target(r)));
+    r.mpu({w, win(kHbmBase + 0x100000, 0x1000)});
+    m.refresh(r.mem.mpu());
+    assert_true(m.refused());
+    assert_int_equal(m.check(kHbmBase + 0x100000, 1), dma::kErrNotAllocated);
+    assert_int_equal(m.check(kRemapBase, 1), dma::kErrNotAllocated);
+  }
+  // A tensor engine's MPU has no remap window: translated windows are skipped.
+  Mpu t;
+  r.mpu({xlat(kRemapBase, 0x1000, kHbmBase, 1), win(kHbmBase + 0x100000, 0x1000)});
+  t.refresh(r.mem.mpu());
+  assert_false(t.refused());
+  assert_int_equal(t.windows(), 1);
+  assert_int_equal(t.check(kRemapBase, 1), dma::kErrNotAllocated);
+  // set_remap refuses windows over RAM, unaligned, too large or without an fd.
+  Mpu m;
+  RemapTarget x = remap_target(r);
+  x.remap_base = kRamBase;
+  assert_false(m.set_remap(x));
+  x = remap_target(r);
+  x.remap_size = 0x1800;
+  assert_false(m.set_remap(x));
+  x = remap_target(r);
+  x.remap_size = kMaxRemapBytes + 0x1000;
+  assert_false(m.set_remap(x));
+  x = remap_target(r);
+  x.ram_fd = -1;
+  assert_false(m.set_remap(x));
+  assert_null(m.remap_view());
+}
+
 // The DMA engine.
 
 void configure(Rig& r, uint32_t engine, uint32_t mask, uint64_t hbm_base = kHbmBase, uint64_t hbm_size = kHbmSize) {
@@ -281,6 +404,41 @@ void test_dma_mpu_fault_completes_not_allocated_and_posts_a_record_naming_it(voi
   assert_int_equal(rec.mpu_generation, 1);
   assert_int_equal(r.sig.chip[kVectorControl], 1);
   assert_int_equal(r.mem.mpu()->header.dma_ack[0].value, 1);
+}
+
+void test_dma_engine_copies_across_the_extents_of_a_stitched_allocation(void**) {
+  Rig r;
+  DmaEngine e(r.mem, 0, r.props, r.sig, r.log, fake_clock);
+  r.mem.dma(0)->config.remap_base = kRemapBase;
+  r.mem.dma(0)->config.remap_size = kRemapSize;
+  configure(r, 0, 0);
+  // 12 KiB at remap+0x10000: three pages scattered through HBM.
+  const uint64_t dev = kRemapBase + 0x10000;
+  const uint64_t phys[3] = {kHbmBase + 0x900000, kHbmBase + 0x200000, kHbmBase + 0x600000};
+  r.mpu({xlat(dev, 0x1000, phys[0], 3), xlat(dev + 0x1000, 0x1000, phys[1], 3), xlat(dev + 0x2000, 0x1000, phys[2], 3),
+         win(kHbmBase, 0x10000, kMpuValid, 1)});
+  for (uint32_t i = 0; i < 0x3000; ++i) r.hbm(kHbmBase)[i] = uint8_t(i * 7 + 3);
+  // HBM -> stitched (all three extents), then stitched -> HBM back.
+  fw_submit(r, 0, dma::Descriptor{kHbmBase, dev, 0x3000, kOne, 1});
+  fw_submit(r, 0, dma::Descriptor{dev + 0x800, kHbmBase + 0x8000, 0x2000, kOne, 2});
+  // Past the allocation's end, and from the remap window into firmware RAM's range.
+  fw_submit(r, 0, dma::Descriptor{kHbmBase, dev + 0x2800, 0x1000, kOne, 3});
+  fw_submit(r, 0, dma::Descriptor{kHbmBase, kRemapBase + kRemapSize - 0x800, 0x1000, kOne, 4});
+  e.run_pass();
+  assert_int_equal(r.mem.dma(0)->config_status, kEngineOk);
+  for (uint32_t i = 0; i < 3; ++i) assert_memory_equal(r.hbm(phys[i]), r.hbm(kHbmBase) + i * 0x1000, 0x1000);
+  assert_memory_equal(r.hbm(kHbmBase + 0x8000), r.hbm(kHbmBase) + 0x800, 0x2000);
+  assert_int_equal(fw_pop(r, 0).status, dma::kOk);
+  assert_int_equal(fw_pop(r, 0).status, dma::kOk);
+  assert_int_equal(fw_pop(r, 0).status, dma::kErrNotAllocated);
+  assert_int_equal(fw_pop(r, 0).status, dma::kErrDstRange);
+  // A reset forgets the translation: the same address reaches nothing.
+  e.reset();
+  configure(r, 0, 0);
+  e.run_pass();
+  fw_submit(r, 0, dma::Descriptor{kHbmBase, dev, 16, kOne, 5});
+  e.run_pass();
+  assert_int_equal(fw_pop(r, 0).status, dma::kErrDstRange);
 }
 
 void test_dma_bad_address_and_malformed_descriptors_keep_their_statuses(void**) {
@@ -434,6 +592,9 @@ void test_dma_config_refusals_name_the_field(void**) {
       {[](DmaConfig& c) { c.host_window_offset = kDmaRegion; }, kFieldWindow},
       {[](DmaConfig& c) { c.host_window_size = kBar2Size; }, kFieldWindow},
       {[](DmaConfig& c) { c.hbm_base = kRamBase + kRamSize - 4096; }, kFieldHbm},
+      {[](DmaConfig& c) { c.remap_base = kRamBase, c.remap_size = kRemapSize; }, kFieldRemap},
+      {[](DmaConfig& c) { c.remap_base = kRemapBase + 8, c.remap_size = kRemapSize; }, kFieldRemap},
+      {[](DmaConfig& c) { c.remap_base = kRemapBase, c.remap_size = kMaxRemapBytes * 2; }, kFieldRemap},
   };
   for (const Case& k : cases) {
     Rig r;
@@ -760,6 +921,9 @@ int main() {
       cmocka_unit_test(test_mpu_window_of_the_last_pass_never_admits_what_the_table_does_not),
       cmocka_unit_test(test_mpu_refuses_a_bank_with_overlapping_or_malformed_windows),
       cmocka_unit_test(test_mpu_refresh_copies_the_published_bank_only),
+      cmocka_unit_test(test_mpu_translated_windows_map_one_allocations_extents_in_device_order),
+      cmocka_unit_test(test_mpu_refuses_malformed_translated_windows_and_ignores_them_without_a_remap_window),
+      cmocka_unit_test(test_dma_engine_copies_across_the_extents_of_a_stitched_allocation),
       cmocka_unit_test(test_dma_fw_queue_copies_hbm_to_hbm_and_interrupts_the_fw),
       cmocka_unit_test(test_dma_mpu_fault_completes_not_allocated_and_posts_a_record_naming_it),
       cmocka_unit_test(test_dma_bad_address_and_malformed_descriptors_keep_their_statuses),

@@ -1,4 +1,4 @@
-// vtrn engine ABI v1: the register and queue region of a chip's hardware
+// vtrn engine ABI v1.2: the register and queue region of a chip's hardware
 // engines (DMA engines, tensor engines), shared byte for byte by the
 // firmware (which programs them) and vtrn-hw (the board's silicon, which
 // runs them natively).
@@ -40,7 +40,11 @@ namespace vtrn::engine {
 
 inline constexpr uint32_t kMagic = 0x4e455456;  // "VTEN" read as little-endian bytes
 inline constexpr uint16_t kAbiMajor = 1;
-inline constexpr uint16_t kAbiMinor = 1;  // 1.1: DmaConfig::flags (kDmaConfigPaused)
+// 1.1: DmaConfig::flags (kDmaConfigPaused).
+// 1.2: translated MPU windows (kMpuTranslate, MpuWindow::phys) and the remap
+//      window in DmaConfig (remap_base, remap_size; were reserved, zero):
+//      stitched HBM allocations reach the DMA engines.
+inline constexpr uint16_t kAbiMinor = 2;
 
 // PCI placement and the ivshmem peers of the engine function.
 inline constexpr uint32_t kEnginePciDevice = 2;     // 00:02.0 (host interface: 00:01.0)
@@ -154,22 +158,38 @@ inline constexpr uint32_t kInjectTensor = 2;
 // every engine's ack >= G before reusing it.
 // The windows cover HBM only: the host DMA window of BAR2 is programmed per
 // DMA engine (DmaConfig), and a host-window address is checked against it.
+//
+// Translated windows (ABI 1.2, an IOMMU): a stitched HBM allocation lives at
+// device addresses in the remap window (DmaConfig::remap_base/size, the
+// firmware MMU's own remap range) backed by physical extents elsewhere in
+// HBM. Each extent is one kMpuTranslate window: device [base, base + size)
+// is chip physical [phys, phys + size). base, size and phys are multiples of
+// kMpuTranslatePage; base lies in the remap window and phys in HBM. A range
+// may run across windows only when they are translated, adjacent and carry
+// the same nonzero tag (the extents of one allocation, in device order);
+// every other range must lie inside one window. An engine without a remap
+// window (tensor engines; a DMA engine whose DmaConfig has none) ignores
+// translated windows, so their addresses reach nothing.
 enum MpuFlags : uint32_t {
   kMpuValid = 1u << 0,
-  kMpuPoison = 1u << 1,  // retired pages: any access that touches them fails (DMA: kErrEcc)
-  kMpuKnownFlags = kMpuValid | kMpuPoison,
+  kMpuPoison = 1u << 1,     // retired pages: any access that touches them fails (DMA: kErrEcc)
+  kMpuTranslate = 1u << 2,  // ABI 1.2: device base..+size maps onto phys (never with kMpuPoison)
+  kMpuKnownFlags = kMpuValid | kMpuPoison | kMpuTranslate,
 };
+inline constexpr uint64_t kMpuTranslatePage = 4096;
 
 // Valid non-poison windows must not overlap each other (a bank where they
-// do is refused as a whole: every HBM access faults until the next bank).
+// do, or with a malformed translated window, is refused as a whole: every
+// HBM access faults until the next bank).
 struct MpuWindow {
-  uint64_t base;   // chip physical address
+  uint64_t base;   // chip physical address; device address of a translated window
   uint64_t size;
   uint32_t flags;  // MpuFlags
   uint32_t tag;    // opaque to hw (the fw's allocation id); echoed in ErrorRecord
-  uint64_t reserved;
+  uint64_t phys;   // kMpuTranslate: chip physical address of base (ABI 1.2; 0 before)
 };
 static_assert(sizeof(MpuWindow) == 32);
+static_assert(offsetof(MpuWindow, phys) == 24);
 
 inline constexpr uint32_t kMpuWindows = 256;
 
@@ -236,7 +256,11 @@ enum ConfigField : uint32_t {
   kFieldQueueMask = 3,   // a bit beyond queue_count
   kFieldWindow = 4,      // host window outside BAR2, or overlapping the DMA region
   kFieldHbm = 5,         // HBM range outside what vtrn-hw maps
+  kFieldRemap = 6,       // remap window not page-aligned, wrapping, over HBM, or too large (ABI 1.2)
 };
+// The largest remap window a DMA engine accepts (it reserves that much
+// address space to map translated windows into).
+inline constexpr uint64_t kMaxRemapBytes = 1ull << 40;
 
 // Writer: fw. The fw writes the fields, then bumps config_gen (release);
 // the engine copies them, validates, and answers in config_ack/config_status.
@@ -252,7 +276,10 @@ struct DmaConfig {
   uint64_t hbm_size;
   uint32_t host_irq_armed;      // 1 = kVectorDma0 + i on host-queue activity (for accounting)
   uint32_t flags;               // DmaConfigFlags (ABI 1.1; 0 before)
-  uint32_t reserved[4];
+  // ABI 1.2 (reserved, zero, before): the device addresses of stitched HBM
+  // allocations, reached only through kMpuTranslate windows. 0/0: none.
+  uint64_t remap_base;
+  uint64_t remap_size;
 };
 enum DmaConfigFlags : uint32_t {
   // The host queues are not served (the device is in D3hot) but keep their
@@ -261,6 +288,7 @@ enum DmaConfigFlags : uint32_t {
   kDmaConfigPaused = 1u << 0,
 };
 static_assert(sizeof(DmaConfig) == 80);
+static_assert(offsetof(DmaConfig, remap_base) == 64);
 
 // Writer: hw, read with the seqlock in `seq` (odd while updating).
 struct EngineStats {

@@ -321,7 +321,9 @@ class HbmOnRealChip(h.BoardTestCase):
                 self.assertTrue(a["stitched"])
                 self.assertGreaterEqual(a["extents"], 4)
                 self.assertEqual(self.stats()["stitched_allocations"], st["stitched_allocations"] + 1)
-                # DMA across extent boundaries (2 MiB apart) and back.
+                # DMA across extent boundaries (2 MiB apart) and back: with
+                # the DMA engines serving, through their translated MPU windows.
+                self.assertEqual(h.copy_engine_problems(self.s, (0,)), [])
                 data = os.urandom(3 * MiB)
                 c.dma_write(0, addr + MiB, data[:2 * MiB])
                 c.dma_write(0, addr + 3 * MiB, data[2 * MiB:])

@@ -233,7 +233,9 @@ class ManualResetWithWaiters(h.BoardTestCase):
     # No watchdog: the stalled firmware below stays stalled until the
     # manual reset, which is then the only reset.
     up_args = ("--chips", 1)
-    up_env = {"VTRN_WATCHDOG_MS": "0"}
+    # The firmware's CPU copier: a stalled firmware holds the DMA write in
+    # flight only there (the DMA engines are hardware and keep copying).
+    up_env = {"VTRN_WATCHDOG_MS": "0", "VTRN_COPY_ENGINE": "cpu"}
 
     def send(self, client, body_field, body):
         """Sends one request without waiting for its answer, then a List on

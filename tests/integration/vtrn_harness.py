@@ -181,10 +181,10 @@ def mapped_memfds(pid):
 
 def copy_engine_problems(session, chips):
     """Which engine serves each chip's host DMA queues must be the one
-    VTRN_COPY_ENGINE asked for (default cpu), as the firmware's boot log
+    VTRN_COPY_ENGINE asked for (default engines), as the firmware's boot log
     says; returns the mismatches (a test run that meant to exercise the DMA
     engines must not pass on the CPU copier)."""
-    want = os.environ.get("VTRN_COPY_ENGINE", "cpu") or "cpu"
+    want = os.environ.get("VTRN_COPY_ENGINE", "engines") or "engines"
     problems = []
     for chip in chips:
         lines = session.vtrn_json("logs", chip)["lines"]

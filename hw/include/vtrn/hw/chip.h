@@ -105,6 +105,7 @@ class ChipHw final : public Signals {
   uint64_t spin_ns_ = 0;
   drv::IvshmemServer server_;
   drv::Mapping ram_;
+  drv::UniqueFd ram_fd_;
   drv::Mapping bar2_;
   drv::UniqueFd doorbell_;
   drv::UniqueFd host_irq_;

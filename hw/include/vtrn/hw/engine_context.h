@@ -25,6 +25,8 @@ struct ChipMemory {
   uint8_t* ram = nullptr;     // the chip's RAM as vtrn-hw maps it
   uint64_t ram_base = 0;      // chip physical address of ram[0]
   uint64_t ram_size = 0;
+  int ram_fd = -1;            // the memfd behind `ram` (offset 0 = ram_base), for the
+                              // DMA engines' remap views; -1: no translation
 
   [[nodiscard]] engine::IdBlock* id() const {
     return reinterpret_cast<engine::IdBlock*>(region + engine::kIdOffset);

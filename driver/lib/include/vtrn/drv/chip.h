@@ -75,7 +75,7 @@ struct ChipOptions {
   bool gdb = false;          // a gdbstub on 127.0.0.1:gdb_port
   uint32_t gdb_port = 0;     // 0: any free port (QEMU binds it; vtrnd asks QMP which)
   uint32_t boot_timeout_ms = 10000;
-  std::string copy_engine = "cpu";  // vtrn.copy_engine: "cpu" or "engines" (the DMA engines serve the host queues)
+  std::string copy_engine = "engines";  // vtrn.copy_engine: "engines" (the DMA engines serve the host queues) or "cpu"
   // Appended to the QEMU command line after qemu/chip.args (for example the
   // link service's ivshmem-plain devices, one per link port).
   std::vector<std::string> extra_qemu_args;

@@ -31,7 +31,7 @@ struct QemuParams {
   int ram_fd = -1;           // the chip's RAM memfd, inherited (memory-backend-file via /proc/self/fd)
   std::string engines_sock;  // vtrn-hw's engine function socket
   uint32_t engine_vectors = 0;
-  std::string copy_engine = "cpu";
+  std::string copy_engine = "engines";
   bool gdb = false;       // a gdbstub on 127.0.0.1:gdb_port
   uint32_t gdb_port = 0;  // 0: any free port
 };
