@@ -219,6 +219,9 @@ PollResult Queue::poll(const AddressMap& map, Copier& copier, uint32_t budget, u
     if (chain_status_ == kOk) {
       if (chain_len_ > kMaxChainDescs) {
         chain_status_ = kErrChainTooLong;
+      } else if (fail_next_ != kOk) {
+        chain_status_ = fail_next_;
+        fail_next_ = kOk;
       } else {
         const uint8_t* src;
         uint8_t* dst;

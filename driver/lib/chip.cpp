@@ -31,6 +31,9 @@ namespace {
 
 constexpr uint64_t kMs = 1'000'000;
 constexpr uint64_t kBootPollNs = 10 * kMs;     // re-check while booting (doorbells may coalesce)
+// vtrn-hw stops a chip's engines once each finished its current unit (a
+// DMA piece of 1 MiB, a GEMM tile): milliseconds; beyond this it is stuck.
+constexpr uint32_t kEngineQuiesceMs = 5000;
 constexpr uint64_t kReadyPollNs = 200 * kMs;   // logs, telemetry, panic watch once READY
 constexpr uint64_t kStopGraceNs = 1500 * kMs;  // firmware Shutdown -> QEMU exit
 constexpr uint64_t kQuitGraceNs = 1000 * kMs;  // QMP quit -> QEMU exit
@@ -719,6 +722,30 @@ void Chip::drop_qemu_connections() {
 
 void Chip::do_reset() {
   if (stopping_ || !recovering_) return;
+  // The engines first: vtrn-hw stops them (each finishes its current unit,
+  // nothing of this chip runs after that) before QEMU resets or restarts,
+  // so no engine write of the boot that went down lands after the reset.
+  // DMA chains in flight were completed locally with kErrReset above.
+  if (hw_board_ != nullptr && hw_lost_.empty() && !engines_quiesced_) {
+    const uint32_t gen = ++quiesce_gen_;
+    hw_board_->reset_chip(id(), kEngineQuiesceMs, [this, gen](bool ok, uint64_t ns, const std::string& why) {
+      if (gen != quiesce_gen_ || stopping_ || !recovering_) return;
+      if (ok) {
+        ++reset_.engines_quiesced;
+        reset_.last_engines_quiesce_ns = ns;
+        DRV_LOGI("%s: engines stopped by vtrn-hw in %.2f ms", label_.c_str(), double(ns) / 1e6);
+      } else {
+        // vtrn-hw gone: hardware_lost() gives up on the chip; otherwise
+        // the firmware still resets its engines when it boots.
+        DRV_LOGW("%s: engines not stopped before the reset: %s", label_.c_str(), why.c_str());
+      }
+      if (!hw_lost_.empty()) return;
+      engines_quiesced_ = true;
+      do_reset();
+    });
+    return;
+  }
+  engines_quiesced_ = false;
   if (!qemu_.running()) {
     // The old QEMU is gone: a new one on the same sockets and BAR2.
     drop_qemu_connections();
@@ -755,6 +782,8 @@ void Chip::do_reset() {
 
 void Chip::give_up(const std::string& why) {
   recovering_ = false;
+  engines_quiesced_ = false;
+  ++quiesce_gen_;  // an engine reset still owed is no longer waited for
   if (reset_timer_ != 0) loop_->cancel_timer(reset_timer_);
   reset_timer_ = 0;
   leaving_reason_.clear();

@@ -96,6 +96,7 @@ const char* dma_status_name(uint32_t s) {
     case kErrOverlap: return "src and dst overlap";
     case kErrQueueBroken: return "queue broken";
     case kErrReset: return "queue reset";
+    case kErrEngine: return "DMA engine fault";
     default: return "unknown status";
   }
 }

@@ -187,8 +187,10 @@ bool HwProcess::read_control() {
       pending_.append(buf, size_t(r));
       size_t nl;
       while ((nl = pending_.find('\n')) != std::string::npos) {
-        DRV_LOGD("vtrn-hw: %s", pending_.substr(0, nl).c_str());
+        const std::string line = pending_.substr(0, nl);
         pending_.erase(0, nl + 1);
+        DRV_LOGD("vtrn-hw: %s", line.c_str());
+        if (on_line) on_line(line);
       }
       continue;
     }
@@ -198,6 +200,17 @@ bool HwProcess::read_control() {
     ctl_.reset();
     reap_blocking();
     return false;
+  }
+}
+
+bool HwProcess::send(const std::string& line) {
+  if (!ctl_) return false;
+  const std::string l = line + "\n";
+  // A few bytes on a socketpair nobody else writes: all or nothing.
+  for (;;) {
+    const ssize_t w = write(ctl_.get(), l.data(), l.size());
+    if (w < 0 && errno == EINTR) continue;
+    return w == ssize_t(l.size());
   }
 }
 
@@ -234,6 +247,7 @@ bool HwProcess::stop(uint32_t grace_ms) {
 
 HwBoard::~HwBoard() {
   if (watching_) loop_->remove(proc_.control_fd());
+  for (PendingReset& p : resets_) loop_->cancel_timer(p.timer);
 }
 
 bool HwBoard::start(const std::string& exe, const std::vector<uint8_t>& dtb, const std::vector<Chip*>& chips,
@@ -248,6 +262,7 @@ bool HwBoard::start(const std::string& exe, const std::vector<uint8_t>& dtb, con
   if (specs.empty()) return true;
   if (!proc_.start(exe, dtb, specs, timeout_ms, err)) return false;
   DRV_LOGI("vtrn-hw (pid %d) ready: engines of %zu chip(s)", int(proc_.pid()), specs.size());
+  proc_.on_line = [this](const std::string& line) { on_control_line(line); };
   loop_->add(proc_.control_fd(), EPOLLIN | EPOLLRDHUP, [this](uint32_t) {
     if (!proc_.read_control()) lost();
   });
@@ -270,7 +285,63 @@ void HwBoard::lost() {
   stopped_ = true;
   const std::string why = proc_.exit_reason();
   DRV_LOGE("%s: every chip of the board fails", why.c_str());
+  std::vector<PendingReset> pending = std::move(resets_);
+  resets_.clear();
+  for (PendingReset& p : pending) {
+    loop_->cancel_timer(p.timer);
+    p.done(false, 0, why);
+  }
   if (on_lost) on_lost(why);
+}
+
+bool HwBoard::take_reset(uint32_t chip, PendingReset* out) {
+  for (auto it = resets_.begin(); it != resets_.end(); ++it) {
+    if (it->chip != chip) continue;
+    *out = std::move(*it);
+    resets_.erase(it);
+    return true;
+  }
+  return false;
+}
+
+void HwBoard::reset_chip(uint32_t chip, uint32_t timeout_ms, ResetDone done) {
+  if (stopped_ || !proc_.running()) {
+    done(false, 0, stopped_ ? proc_.exit_reason() : "vtrn-hw is not running");
+    return;
+  }
+  if (!proc_.send("reset " + std::to_string(chip))) {
+    done(false, 0, "cannot write to vtrn-hw's control socket");
+    return;
+  }
+  PendingReset p;
+  p.chip = chip;
+  p.done = std::move(done);
+  p.timer = loop_->add_timer_in(uint64_t(timeout_ms) * 1000000u, [this, chip, timeout_ms] {
+    PendingReset t;
+    if (!take_reset(chip, &t)) return;
+    t.done(false, 0, "vtrn-hw did not answer \"reset " + std::to_string(chip) + "\" within " +
+                         std::to_string(timeout_ms) + " ms");
+  });
+  resets_.push_back(std::move(p));
+}
+
+void HwBoard::on_control_line(const std::string& line) {
+  unsigned chip = 0;
+  unsigned long long us = 0;
+  int used = 0;
+  if (sscanf(line.c_str(), "reset %u ok %llu%n", &chip, &us, &used) == 2 && size_t(used) == line.size()) {
+    PendingReset p;
+    if (!take_reset(chip, &p)) return;  // answered after its timeout
+    loop_->cancel_timer(p.timer);
+    p.done(true, uint64_t(us) * 1000u, "");
+    return;
+  }
+  if (sscanf(line.c_str(), "reset %u %n", &chip, &used) == 1 && used > 0) {
+    PendingReset p;
+    if (!take_reset(chip, &p)) return;
+    loop_->cancel_timer(p.timer);
+    p.done(false, 0, "vtrn-hw: " + line);
+  }
 }
 
 void HwBoard::stop() {
@@ -278,6 +349,8 @@ void HwBoard::stop() {
     loop_->remove(proc_.control_fd());
     watching_ = false;
   }
+  for (PendingReset& p : resets_) loop_->cancel_timer(p.timer);
+  resets_.clear();
   if (stopped_) return;
   stopped_ = true;
   if (!proc_.running()) return;

@@ -23,6 +23,8 @@ ResetHistoryMsg::ResetHistoryMsg(const ResetInfo& r) : info_(r) {
   msg_.recent = info_.recent;
   msg_.qemu_relaunches = info_.qemu_relaunches;
   msg_.recovering = info_.recovering;
+  msg_.engines_quiesced = info_.engines_quiesced;
+  msg_.last_engines_quiesce_ns = info_.last_engines_quiesce_ns;
 }
 
 const char* fault_kind_name(Vtrn__Api__FaultKind k) {
@@ -33,6 +35,7 @@ const char* fault_kind_name(Vtrn__Api__FaultKind k) {
     case VTRN__API__FAULT_KIND__FAULT_KIND_DMA_CORRUPT: return "dma-corrupt";
     case VTRN__API__FAULT_KIND__FAULT_KIND_QEMU_KILL: return "qemu-kill";
     case VTRN__API__FAULT_KIND__FAULT_KIND_TENSOR_ENGINE: return "tensor-engine";
+    case VTRN__API__FAULT_KIND__FAULT_KIND_DMA_ENGINE: return "dma-engine";
     default: return "unknown";
   }
 }
@@ -131,6 +134,32 @@ void ReliabilityService::fault_inject(uint64_t cid, uint64_t id, Chip* chip,
         reply_inject(cid, id,
                      label + ": tensor engine " + std::to_string(engine) +
                          " fails its next command; the job that sent it fails naming the fault",
+                     res.body->heartbeat, 0);
+      });
+      return;
+    }
+    case VTRN__API__FAULT_KIND__FAULT_KIND_DMA_ENGINE: {
+      // As for a tensor engine: the firmware programs it, vtrnd never
+      // touches vtrn-hw.
+      Vtrn__Ctrl__ReliabilityInjectRequest ir = VTRN__CTRL__RELIABILITY_INJECT_REQUEST__INIT;
+      ir.fault = VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_DMA_ENGINE;
+      ir.engine = uint32_t(r.engine < 0 ? 0 : r.engine);
+      ir.halt = r.halt;
+      const uint32_t engine = ir.engine;
+      const bool halt = r.halt != 0;
+      DRV_LOGW("%s: injecting a %s into DMA engine %u on request of client %llu", label.c_str(),
+               halt ? "halt" : "fault", unsigned(engine), (unsigned long long)cid);
+      fw_call(*chip, &Vtrn__Ctrl__Request::reliability_inject, ir, &Vtrn__Ctrl__Response::reliability_inject,
+              kInjectTimeoutMs,
+              [this, cid, id, label, engine, halt](const FwReply<Vtrn__Ctrl__ReliabilityInjectResponse>& res) {
+        if (!res.ok()) {
+          reply_error(cid, id, res.status, label + ": DMA engine fault not taken: " + res.error);
+          return;
+        }
+        reply_inject(cid, id,
+                     label + ": DMA engine " + std::to_string(engine) +
+                         (halt ? " halts before its next descriptor until the chip is reset (vtrn reset)"
+                               : " fails the next descriptor it takes; its chain ends with DMA engine fault"),
                      res.body->heartbeat, 0);
       });
       return;

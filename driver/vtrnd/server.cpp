@@ -409,7 +409,10 @@ bool Daemon::start_board_hw(const std::vector<Chip*>& chips, std::string* err) {
   hw_->on_lost = [this](const std::string& why) {
     for (auto& c : chips_) c->hardware_lost(why);
   };
-  if (hw_->start(opts_.vtrn_hw, board_.dtb, chips, opts_.boot_timeout_ms, err)) return true;
+  if (hw_->start(opts_.vtrn_hw, board_.dtb, chips, opts_.boot_timeout_ms, err)) {
+    for (Chip* c : chips) c->set_hw_board(hw_.get());
+    return true;
+  }
   remove_runtime_files(/*keep_log=*/true);
   return false;
 }

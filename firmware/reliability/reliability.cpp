@@ -2,6 +2,7 @@
 #include "fw/reliability.h"
 
 #include "fw/arch.h"
+#include "fw/dma_service.h"
 #include "fw/engines_service.h"
 #include "fw/host_interface.h"
 #include "fw/log.h"
@@ -31,6 +32,7 @@ const char* fault_name(uint32_t f) {
     case VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_STALL: return "stall (WFI forever)";
     case VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_PANIC: return "panic (data abort)";
     case VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_TENSOR_ENGINE: return "tensor engine fault";
+    case VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_DMA_ENGINE: return "DMA engine fault";
     default: return "none";
   }
 }
@@ -47,6 +49,9 @@ Error ReliabilityService::inject(const Vtrn__Ctrl__ReliabilityInjectRequest& r,
                                  Vtrn__Ctrl__ReliabilityInjectResponse& body, Call&) {
   const uint32_t fault = wire(r.fault);
   if (fault == VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_TENSOR_ENGINE) return inject_tensor(r.engine, body);
+  if (fault == VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_DMA_ENGINE) {
+    return inject_dma(r.engine, r.halt != 0, body);
+  }
   if (fault != VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_HANG &&
       fault != VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_STALL &&
       fault != VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_PANIC) {
@@ -76,6 +81,35 @@ Error ReliabilityService::inject_tensor(uint32_t engine, Vtrn__Ctrl__Reliability
     return Error(Code::kInternal, "engine: fault injection refused: %s", hal::status_name(s));
   }
   log(kLogWarn, "reliability: tensor engine %u fails its next command (injected)", unsigned(engine));
+  body.heartbeat = hostif_ != nullptr ? hostif_->heartbeat() : 0;
+  return Error();
+}
+
+// The same for a DMA engine that serves the host queues: it fails the next
+// descriptor it takes (the chain's completion says kErrEngine, the error
+// record is logged by fw::engines) or halts until the chip reset.
+Error ReliabilityService::inject_dma(uint32_t engine, bool halt, Vtrn__Ctrl__ReliabilityInjectResponse& body) {
+  engines::EnginesService& es = engines::service();
+  const uint32_t n = dma::service().dma_engines_serving();
+  if (n == 0) {
+    return Error(Code::kInvalidArgument,
+                 "engine: the host DMA queues are not served by DMA engines on this chip (--copy-engine cpu, or "
+                 "no engines: see its log)");
+  }
+  if (engine >= n) {
+    return Error(Code::kInvalidArgument, "engine: %u, but %u DMA engines serve this chip's host queues",
+                 unsigned(engine), unsigned(n));
+  }
+  if (!(es.region().id().capabilities & vtrn::engine::kCapFaultInject)) {
+    return Error(Code::kUnsupported, "engine: the engines do not take injected faults");
+  }
+  const hal::Status s =
+      es.region().inject(halt ? vtrn::engine::kInjectDma : vtrn::engine::kInjectDmaFail, engine);
+  if (s != hal::Status::kOk) {
+    return Error(Code::kInternal, "engine: fault injection refused: %s", hal::status_name(s));
+  }
+  log(kLogWarn, "reliability: DMA engine %u %s (injected)", unsigned(engine),
+      halt ? "halts before its next descriptor until the chip reset" : "fails the next descriptor it takes");
   body.heartbeat = hostif_ != nullptr ? hostif_->heartbeat() : 0;
   return Error();
 }

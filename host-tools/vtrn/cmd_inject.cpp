@@ -4,8 +4,10 @@
 // abort), dma-corrupt (vtrnd pushes one DMA queue's submission index past
 // the ring in BAR2), qemu-kill (SIGKILL to the chip's QEMU), tensor-engine
 // (the firmware makes one tensor engine fail its next command: the job that
-// sent it fails naming the fault; nothing reboots, so no --wait); `vtrn
-// inject ecc` comes from the HBM commands (add_inject_ecc_subcommand).
+// sent it fails naming the fault; nothing reboots, so no --wait),
+// dma-engine (the firmware makes one DMA engine fail the next descriptor it
+// takes, or with --halt stop until the chip reset); `vtrn inject ecc` comes
+// from the HBM commands (add_inject_ecc_subcommand).
 //
 // Without --wait the command returns once the fault is in. With --wait it
 // follows the chip until vtrnd has detected the fault and the chip is READY
@@ -31,6 +33,7 @@ struct InjectOptions {
   uint32_t chip = 0;
   int32_t queue = 0;
   int32_t engine = 0;
+  bool halt = false;  // dma-engine --halt
   bool wait = false;
   double timeout_s = 60;
   bool json = false;
@@ -103,7 +106,8 @@ std::string wait_latched(DaemonConnection& conn, const InjectOptions& o) {
 void run_inject(const InjectOptions& o) {
   DaemonConnection conn = DaemonConnection::open();
   const bool reboots = o.kind != VTRN__API__FAULT_KIND__FAULT_KIND_DMA_CORRUPT &&
-                       o.kind != VTRN__API__FAULT_KIND__FAULT_KIND_TENSOR_ENGINE;
+                       o.kind != VTRN__API__FAULT_KIND__FAULT_KIND_TENSOR_ENGINE &&
+                       o.kind != VTRN__API__FAULT_KIND__FAULT_KIND_DMA_ENGINE;
   const uint32_t before = o.wait && reboots ? resets_now(conn, o.chip) : 0;
   Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
   Vtrn__Api__FaultInjectRequest r = VTRN__API__FAULT_INJECT_REQUEST__INIT;
@@ -111,6 +115,7 @@ void run_inject(const InjectOptions& o) {
   r.kind = o.kind;
   r.queue = o.queue;
   r.engine = o.engine;
+  r.halt = o.halt;
   req.body_case = VTRN__API__REQUEST__BODY_FAULT_INJECT;
   req.fault_inject = &r;
   drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_FAULT_INJECT);
@@ -158,6 +163,9 @@ void add_inject_command(CLI::App& app, Action* action) {
       {"qemu-kill", VTRN__API__FAULT_KIND__FAULT_KIND_QEMU_KILL, "SIGKILL the chip's QEMU (vtrnd launches a new one)"},
       {"tensor-engine", VTRN__API__FAULT_KIND__FAULT_KIND_TENSOR_ENGINE,
        "Make a tensor engine fail its next command (the job that sent it fails naming the fault)"},
+      {"dma-engine", VTRN__API__FAULT_KIND__FAULT_KIND_DMA_ENGINE,
+       "Make a DMA engine fail the next descriptor it takes (its chain ends with DMA engine fault), or halt it "
+       "until the chip is reset"},
   };
   for (const Kind& k : kKinds) {
     auto o = std::make_shared<InjectOptions>();
@@ -169,6 +177,11 @@ void add_inject_command(CLI::App& app, Action* action) {
       c->add_option("--queue", o->queue, "DMA queue to corrupt")->check(CLI::Range(0, 15));
     if (k.kind == VTRN__API__FAULT_KIND__FAULT_KIND_TENSOR_ENGINE) {
       c->add_option("--engine", o->engine, "Tensor engine (one per NeuronCore)")->check(CLI::Range(0, 7));
+    } else if (k.kind == VTRN__API__FAULT_KIND__FAULT_KIND_DMA_ENGINE) {
+      c->add_option("--engine", o->engine, "DMA engine (host queue q is served by engine q % engines)")
+          ->check(CLI::Range(0, 7));
+      c->add_flag("--halt", o->halt,
+                  "Halt the engine before its next descriptor until the chip is reset, instead of failing one");
     } else {
       c->add_flag("--wait", o->wait,
                   k.kind == VTRN__API__FAULT_KIND__FAULT_KIND_DMA_CORRUPT

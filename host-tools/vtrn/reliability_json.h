@@ -29,7 +29,7 @@ inline nlohmann::json reset_history_json(const Vtrn__Api__ResetHistory* h) {
   nlohmann::json j = {{"count", 0}, {"last_cause", "none"}, {"last_reason", ""}, {"last_unix_ms", 0},
                       {"last_detect_ns", 0}, {"last_recover_ns", 0}, {"last_panic", ""},
                       {"last_log", nlohmann::json::array()}, {"recent", 0}, {"qemu_relaunches", 0},
-                      {"recovering", false}};
+                      {"recovering", false}, {"engines_quiesced", 0}, {"last_engines_quiesce_ns", 0}};
   if (h == nullptr) return j;
   j["count"] = h->count;
   j["last_cause"] = reset_cause_name(h->last_cause);
@@ -42,6 +42,8 @@ inline nlohmann::json reset_history_json(const Vtrn__Api__ResetHistory* h) {
   j["recent"] = h->recent;
   j["qemu_relaunches"] = h->qemu_relaunches;
   j["recovering"] = bool(h->recovering);
+  j["engines_quiesced"] = h->engines_quiesced;
+  j["last_engines_quiesce_ns"] = h->last_engines_quiesce_ns;
   return j;
 }
 

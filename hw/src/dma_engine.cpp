@@ -46,6 +46,7 @@ void DmaEngine::reset() {
   config_seen_ = 0;
   inject_seen_ = load_acquire(&mem_.control()->inject_seq);
   halted_ = false;
+  fail_armed_ = false;
   __atomic_store_n(&blk_->state, uint32_t(engine::kEngineIdle), __ATOMIC_RELEASE);
 }
 
@@ -74,6 +75,11 @@ void DmaEngine::on_descriptor_error(const Descriptor& d, Status status) {
       break;
     case kErrDstRange:
       r.code = engine::kEngineBadAddress;
+      r.address = d.dst;
+      r.length = d.length;
+      break;
+    case kErrEngine:
+      r.code = engine::kEngineInjected;
       r.address = d.dst;
       r.length = d.length;
       break;
@@ -195,8 +201,16 @@ bool DmaEngine::check_inject() {
   const uint32_t seq = load_acquire(&ctl->inject_seq);
   if (seq == inject_seen_) return false;
   inject_seen_ = seq;
-  if (load_acquire(&ctl->inject_kind) != engine::kInjectDma || load_acquire(&ctl->inject_engine) != index_)
+  const uint32_t kind = load_acquire(&ctl->inject_kind);
+  if ((kind != engine::kInjectDma && kind != engine::kInjectDmaFail) || load_acquire(&ctl->inject_engine) != index_)
     return false;
+  if (kind == engine::kInjectDmaFail) {
+    // Fires on the next descriptor some queue of this engine would copy;
+    // the error hook posts the record and the ack follows (run_pass).
+    fail_armed_ = true;
+    fail_seq_ = seq;
+    return true;
+  }
   halted_ = true;
   __atomic_store_n(&blk_->state, uint32_t(engine::kEngineHalted), __ATOMIC_RELEASE);
   engine::ErrorRecord r{};
@@ -240,7 +254,15 @@ DmaPass DmaEngine::run_pass() {
     p.worked = true;
   }
   if (check_inject()) p.worked = true;
-  if (halted_) return p;
+  if (halted_) {
+    // A halt consumed nothing, so nothing in flight was checked against an
+    // older MPU table: new tables are acknowledged at once, and HBM
+    // requests do not wait for a halted engine.
+    const uint32_t gen = mpu_.refresh(mem_.mpu());
+    engine::MpuHeader& mh = mem_.mpu()->header;
+    if (load_acquire(&mh.dma_ack[index_]) != gen) store_release(&mh.dma_ack[index_], gen);
+    return p;
+  }
 
   mpu_.refresh(mem_.mpu());
   const uint64_t t0 = clock_();
@@ -258,11 +280,17 @@ DmaPass DmaEngine::run_pass() {
     const bool fw = queue_id == engine::kQueueFirmware;
     uint32_t taken = 0;
     uint64_t moved = 0;
+    // An injected fault goes to the first queue that copies something.
+    if (fail_armed_) q.fail_next(kErrEngine);
     const uint64_t q0 = clock_();
     while (taken < budget_.descriptors && moved < budget_.bytes) {
       const uint64_t bytes0 = copier.bytes;
       const PollResult r = q.poll(map_, copier, budget_.descriptors - taken,
                                   std::min(budget_.bytes - moved, kIrqChunkBytes));
+      if (fail_armed_ && !q.fail_pending()) {
+        fail_armed_ = false;
+        store_release(&mem_.control()->inject_ack, fail_seq_);
+      }
       const uint64_t copied = copier.bytes - bytes0;
       taken += r.descriptors;
       moved += copied;
@@ -282,6 +310,7 @@ DmaPass DmaEngine::run_pass() {
       // completion ring full.
       if (r.descriptors == 0 || copied < kIrqChunkBytes) break;
     }
+    if (fail_armed_) q.fail_next(kOk);  // not here: the next queue
     // The queue's own busy time (QueueStats::busy_ns, what `vtrn dma stats`
     // and dma_bench's chip-busy column read), as the CPU copier's scheduler
     // counts it: the time spent serving it.

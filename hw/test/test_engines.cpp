@@ -520,6 +520,69 @@ void test_dma_serves_the_hosts_bar2_queues_and_interrupts_the_host(void**) {
   assert_true(host.q[1].reset_done());
 }
 
+void test_dma_injected_failure_fails_one_host_descriptor_with_a_record_then_works(void**) {
+  Rig r;
+  HostSide host(r);
+  DmaEngine e(r.mem, 0, r.props, r.sig, r.log, fake_clock);
+  configure(r, 0, 0x3);
+  e.run_pass();
+  ControlBlock* ctl = r.mem.control();
+  hostif::store_release(&ctl->error_irq_armed, 1);
+  ctl->inject_kind.value = kInjectDmaFail;
+  ctl->inject_engine.value = 0;
+  hostif::store_release(&ctl->inject_seq, 1);
+  assert_true(e.has_work());
+  e.run_pass();  // armed, nothing to fail yet: not acknowledged
+  assert_int_equal(ctl->inject_ack.value, 0);
+  assert_false(e.halted());
+  // A chain of two on queue 1: its first descriptor fails, the second is
+  // skipped (the chain has failed); the next chain is copied.
+  uint8_t* window = r.mem.bar2 + kWindowOffset;
+  memset(window, 0x5a, 256);
+  memset(r.hbm(kHbmBase + 0x30000), 0, 256);
+  dma::Descriptor d[3] = {
+      {0, kHbmBase + 0x30000, 64, dma::kDescFirst | dma::kDescSrcHost, 1},
+      {64, kHbmBase + 0x30040, 64, dma::kDescLast | dma::kDescSrcHost, 2},
+      {128, kHbmBase + 0x30080, 64, kOne | dma::kDescSrcHost, 3},
+  };
+  assert_true(host.q[1].submit(d, 3));
+  e.run_pass();
+  dma::Completion got[2];
+  assert_int_equal(host.q[1].reap(got, 2), 2);
+  assert_int_equal(got[0].cookie, 2);
+  assert_int_equal(got[0].status, dma::kErrEngine);
+  assert_int_equal(got[0].bytes, 0);
+  assert_int_equal(got[1].status, dma::kOk);
+  assert_int_equal(r.hbm(kHbmBase + 0x30000)[0], 0);  // nothing of the failed chain moved
+  assert_int_equal(r.hbm(kHbmBase + 0x30040)[0], 0);
+  assert_int_equal(r.hbm(kHbmBase + 0x30080)[0], 0x5a);
+  assert_int_equal(ctl->inject_ack.value, 1);
+  ErrorRecord rec;
+  assert_true(r.next_error(&rec));
+  assert_int_equal(rec.code, kEngineInjected);
+  assert_int_equal(rec.queue, 1);
+  assert_int_equal(rec.status, dma::kErrEngine);
+  assert_int_equal(rec.cookie, 1);
+  assert_int_equal(rec.address, kHbmBase + 0x30000);
+  assert_int_equal(r.sig.chip[kVectorControl], 1);
+  assert_false(r.next_error(&rec));
+  // Once only: the next descriptor is copied.
+  dma::Descriptor again{0, kHbmBase + 0x30000, 64, kOne | dma::kDescSrcHost, 4};
+  assert_true(host.q[1].submit(&again, 1));
+  e.run_pass();
+  assert_int_equal(host.q[1].reap(got, 1), 1);
+  assert_int_equal(got[0].status, dma::kOk);
+  assert_int_equal(host.q[1].device_error(), dma::kQueueOk);
+  // Another engine's fault is not this engine's.
+  ctl->inject_engine.value = 1;
+  hostif::store_release(&ctl->inject_seq, 2);
+  e.run_pass();
+  assert_true(host.q[1].submit(&again, 1));
+  e.run_pass();
+  assert_int_equal(host.q[1].reap(got, 1), 1);
+  assert_int_equal(got[0].status, dma::kOk);
+}
+
 void test_dma_paused_host_queues_keep_their_chains_and_resume_where_they_were(void**) {
   Rig r;
   HostSide host(r);
@@ -929,6 +992,7 @@ int main() {
       cmocka_unit_test(test_dma_bad_address_and_malformed_descriptors_keep_their_statuses),
       cmocka_unit_test(test_dma_unconfigured_engine_reaches_nothing),
       cmocka_unit_test(test_dma_serves_the_hosts_bar2_queues_and_interrupts_the_host),
+      cmocka_unit_test(test_dma_injected_failure_fails_one_host_descriptor_with_a_record_then_works),
       cmocka_unit_test(test_dma_paused_host_queues_keep_their_chains_and_resume_where_they_were),
       cmocka_unit_test(test_dma_interrupts_the_host_for_each_long_chain_as_it_completes),
       cmocka_unit_test(test_dma_config_refusals_name_the_field),

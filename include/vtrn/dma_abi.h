@@ -67,7 +67,10 @@ enum Status : uint32_t {
   kErrOverlap = 12,          // src and dst ranges overlap
   kErrQueueBroken = 13,      // the queue latched a protocol error; chain flushed
   kErrReset = 14,            // the chip was reset with this chain in flight
-  kStatusCount = 15,
+  kErrEngine = 15,           // the DMA engine failed this descriptor (a hardware fault, e.g. an
+                             // injected one: vtrn inject dma-engine); nothing of it was copied,
+                             // and the engine posted an error record to the firmware
+  kStatusCount = 16,         // (15 before kErrEngine: QueueStats::errors_by_status grew by one)
 };
 
 struct Completion {

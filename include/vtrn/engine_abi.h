@@ -43,7 +43,7 @@ inline constexpr uint16_t kAbiMajor = 1;
 // 1.1: DmaConfig::flags (kDmaConfigPaused).
 // 1.2: translated MPU windows (kMpuTranslate, MpuWindow::phys) and the remap
 //      window in DmaConfig (remap_base, remap_size; were reserved, zero):
-//      stitched HBM allocations reach the DMA engines.
+//      stitched HBM allocations reach the DMA engines. kInjectDmaFail.
 inline constexpr uint16_t kAbiMinor = 2;
 
 // PCI placement and the ivshmem peers of the engine function.
@@ -132,10 +132,14 @@ struct ControlBlock {
   hostif::CacheLineIndex error_irq_armed;  // 1 = kVectorControl interrupt on each error record
   // Fault injection on engine `inject_engine` of kind `inject_kind`: a
   // tensor engine fails its next command (kTensorInjected); a DMA engine
-  // halts before its next descriptor (kEngineHalted, nothing consumed, so
-  // nothing is lost) until the next chip reset. Either posts an error
-  // record (kEngineInjected). The fw bumps inject_seq after writing the two
-  // words; hw sets inject_ack = inject_seq when the fault fired.
+  // halts before its next descriptor (kInjectDma: kEngineHalted, nothing
+  // consumed, so nothing is lost) until the next chip reset, or fails the
+  // next descriptor it would copy, on whichever queue it serves
+  // (kInjectDmaFail, ABI 1.2: the chain completes with dma::kErrEngine and
+  // the bytes moved before it; the error record names queue and cookie).
+  // Each posts an error record (kEngineInjected). The fw bumps inject_seq
+  // after writing the two words; hw sets inject_ack = inject_seq when the
+  // fault fired (a halt: at once; a failed descriptor: when it failed).
   hostif::CacheLineIndex inject_kind;    // 0 none, 1 DMA engine, 2 tensor engine
   hostif::CacheLineIndex inject_engine;
   hostif::CacheLineIndex inject_seq;
@@ -146,6 +150,7 @@ inline constexpr uint32_t kHeartbeatMs = 100;
 inline constexpr uint32_t kInjectNone = 0;
 inline constexpr uint32_t kInjectDma = 1;
 inline constexpr uint32_t kInjectTensor = 2;
+inline constexpr uint32_t kInjectDmaFail = 3;  // ABI 1.2
 
 // ---- MPU ------------------------------------------------------------------
 // The windows every engine address must fall in. Double-buffered: for

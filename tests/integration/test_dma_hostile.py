@@ -25,6 +25,7 @@ Not a fuzzer (tests/fuzz has those): one precise case per status.
 import json
 import os
 import random
+import re
 import sys
 import threading
 
@@ -36,13 +37,13 @@ MiB = 1 << 20
 # vtrn::dma::Status and the names vtrnd gives them (driver dma_status_name).
 OK, ZERO_LENGTH, TOO_LONG, ADDR_OVERFLOW, SRC_RANGE, DST_RANGE, BAD_FLAGS = 0, 1, 2, 3, 4, 5, 6
 CHAIN_TOO_LONG, CHAIN_UNTERMINATED, CHAIN_NO_FIRST, NOT_ALLOCATED, ECC, OVERLAP = 7, 8, 9, 10, 11, 12
-QUEUE_BROKEN, RESET = 13, 14
+QUEUE_BROKEN, RESET, ENGINE_FAULT = 13, 14, 15
 NAMES = {OK: "ok", ZERO_LENGTH: "zero length", TOO_LONG: "descriptor too long",
          ADDR_OVERFLOW: "address + length overflows", SRC_RANGE: "src out of range", DST_RANGE: "dst out of range",
          BAD_FLAGS: "unknown flags", CHAIN_TOO_LONG: "chain too long", CHAIN_UNTERMINATED: "chain unterminated",
          CHAIN_NO_FIRST: "descriptor outside a chain", NOT_ALLOCATED: "HBM range not allocated",
          ECC: "HBM range has a retired page", OVERLAP: "src and dst overlap", QUEUE_BROKEN: "queue broken",
-         RESET: "queue reset"}
+         RESET: "queue reset", ENGINE_FAULT: "DMA engine fault"}
 # dma_abi.h QueueError and the DmaInject faults that provoke them.
 SQ_INDEX_JUMP, SQ_INDEX_BACKWARD, CQ_CONSUMER_AHEAD = 1, 2, 3
 DESC_FIRST, DESC_LAST = 1 << 0, 1 << 1
@@ -326,6 +327,49 @@ class DmaHostileInput(h.BoardTestCase):
         self.assertEqual((st, cr["dma_status"], cr["dma_status_name"]), (h.API_STATUS_OK, RESET, NAMES[RESET]), err)
         with h.ApiClient(self.s) as c:
             self.healthy_copy(c, 0, q)
+        self.assert_ready()
+
+    def dma_engines(self):
+        """DMA engines serving chip 0's host queues (0: the CPU copier), from its log."""
+        said = [l for l in self.s.vtrn_json("logs", 0)["lines"] if "copy engine: " in l][-1]
+        m = re.search(r"copy engine: (\d+) DMA engines", said)
+        return int(m.group(1)) if m else 0
+
+    def test_injected_dma_engine_fault_fails_one_chain_with_its_status_and_a_logged_record(self):
+        q = 1 % self.nq
+        engines = self.dma_engines()
+        engine = q % engines if engines else 0
+        src, dst = self.base[0] + 5 * MiB, self.base[0] + 6 * MiB
+        with h.ApiClient(self.s) as c:
+            c.dma_write(0, src, os.urandom(8192))
+            c.dma_write(0, dst, bytes(8192))
+        r = self.s.vtrn("inject", "dma-engine", 0, "--engine", engine)
+        if engines == 0:
+            # The CPU copier serves the host queues: no DMA engine to break.
+            self.assert_one_error_line(r, h.EXIT_FAILED, "not served by DMA engines")
+            return
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"DMA engine {engine} fails the next descriptor it takes", r.stdout)
+        with h.ApiClient(self.s) as c:
+            before = c.dma_stats(0)["queues"][q]["errors_by_status"]
+            st, err, cr = c.dma_copy_raw(0, queue=q, src_addr=src, dst_addr=dst, length=8192, segments=2)
+            # A failed chain is a failed request (the chip's error), naming the status.
+            self.assertEqual((st, cr["dma_status"], cr["dma_status_name"], cr["bytes"]),
+                             (h.API_STATUS_CHIP_ERROR, ENGINE_FAULT, NAMES[ENGINE_FAULT], 0), err)
+            self.assertIn(NAMES[ENGINE_FAULT], err)
+            self.assertEqual(c.dma_read(0, dst, 8192)[0], bytes(8192), "the failed chain wrote its destination")
+            after = c.dma_stats(0)["queues"][q]["errors_by_status"]
+            self.assertEqual(after[ENGINE_FAULT], (before[ENGINE_FAULT] if len(before) > ENGINE_FAULT else 0) + 1)
+            # Once: the queue and its engine work again.
+            self.healthy_copy(c, 0, q)
+        # Not lost silently: the firmware logged the engine's error record.
+        h.wait_until("the error record in the chip's log",
+                     lambda: [l for l in self.s.vtrn_json("logs", 0)["lines"]
+                              if f"DMA engine {engine} queue {q}: injected fault (status {ENGINE_FAULT})" in l],
+                     bool, timeout=10)
+        # An engine that does not serve the host queues is refused, naming it.
+        r = self.s.vtrn("inject", "dma-engine", 0, "--engine", 7)
+        self.assert_one_error_line(r, h.EXIT_FAILED, "engine: 7, but", "DMA engines serve")
         self.assert_ready()
 
     def test_fault_injection_needs_raw_mode_and_a_real_queue(self):

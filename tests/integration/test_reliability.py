@@ -127,6 +127,8 @@ class FaultsOnOneChip(h.BoardTestCase):
         hist = doc["reset_history"]
         self.assertEqual(hist["last_cause"], cause, hist)
         self.assertEqual(hist["count"], before["reset_history"]["count"] + 1, hist)
+        # vtrn-hw stopped the chip's engines before the chip was reset.
+        self.assertEqual(hist["engines_quiesced"], before["reset_history"]["engines_quiesced"] + 1, hist)
         self.assertFalse(hist["recovering"])
         self.assertGreater(hist["last_recover_ns"], 0)
         self.assertTrue(hist["last_log"], "the last log lines of the boot that went down were kept")
@@ -314,6 +316,56 @@ class ManualResetWithWaiters(h.BoardTestCase):
             data = os.urandom(MiB)
             c.dma_write(0, base, data)
             self.assertEqual(c.dma_read(0, base, MiB)[0], data)
+
+
+class ManualResetWithEngineWork(h.BoardTestCase):
+    """`vtrn reset` with DMA queued on the chip's DMA engines (the default
+    copy path), held there by halting every engine: vtrn-hw stops the
+    engines before the chip resets, the write in flight ends with the
+    reset, and nothing of it lands afterwards."""
+
+    session_name = "ereset"
+    up_args = ("--chips", 1)
+    up_env = {"VTRN_WATCHDOG_MS": "0"}
+
+    def test_reset_stops_the_engines_first_and_ends_their_queued_dma_with_the_reset(self):
+        self.assertEqual(h.copy_engine_problems(self.s, (0,)), [])
+        said = [l for l in self.s.vtrn_json("logs", 0)["lines"] if "copy engine: " in l][-1]
+        engines = int(re.search(r"copy engine: (\d+) DMA engines", said).group(1))
+        before = self.s.vtrn_json("info", 0)["reset_history"]
+        with h.ApiClient(self.s) as c:
+            addr, _ = h.hbm_alloc(c, 0, 3 * MiB)
+        for e in range(engines):
+            r = self.s.vtrn("inject", "dma-engine", 0, "--engine", e, "--halt")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(f"DMA engine {e} halts before its next descriptor", r.stdout)
+        dma = h.ApiClient(self.s)
+        try:
+            rid = ManualResetWithWaiters.send(self, dma, 30, [(1, 0), (2, addr), (3, os.urandom(3 * MiB))])
+            time.sleep(0.3)
+            with h.ApiClient(self.s) as probe:
+                self.assertGreater(sum(q["in_flight"] for q in probe.dma_stats(0)["queues"]), 0,
+                                   "the halted engines consumed the DMA write")
+            r = self.s.vtrn("reset", 0, "--json", timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            hist = json.loads(r.stdout)["reset_history"]
+            self.assertEqual(hist["engines_quiesced"], before["engines_quiesced"] + 1, hist)
+            self.assertGreater(hist["last_engines_quiesce_ns"], 0, hist)
+            status, error = ManualResetWithWaiters.answer(self, dma, rid)
+            self.assertEqual(status, h.API_STATUS_CHIP_ERROR, error)
+            self.assertRegex(error, r"^chip 0: DMA write chunk at 0x[0-9a-f]+ failed: queue reset$")
+        finally:
+            dma.close()
+        # The new boot hands out the same HBM again: what is written there now
+        # stays (the chain queued before the reset never runs), and the
+        # engines serve again (the halt ended with the reset).
+        with h.ApiClient(self.s) as c:
+            again, _ = h.hbm_alloc(c, 0, 3 * MiB)
+            self.assertEqual(again, addr)
+            data = os.urandom(3 * MiB)
+            c.dma_write(0, again, data)
+            time.sleep(0.3)
+            self.assertEqual(c.dma_read(0, again, 3 * MiB)[0], data)
 
 
 class GivingUp(h.BoardTestCase):

@@ -126,15 +126,16 @@ bool EngineRegion::errors_pending() const {
 
 Status EngineRegion::inject(uint32_t kind, uint32_t engine) {
   if (base_ == 0) return Status::kNotReady;
-  if ((kind == kInjectDma && engine >= id_.dma_engines) || (kind == kInjectTensor && engine >= id_.tensor_engines) ||
-      (kind != kInjectDma && kind != kInjectTensor))
+  const bool dma = kind == kInjectDma || kind == kInjectDmaFail;
+  if ((dma && engine >= id_.dma_engines) || (kind == kInjectTensor && engine >= id_.tensor_engines) ||
+      (!dma && kind != kInjectTensor) || (kind == kInjectDmaFail && id_.abi_minor < 2))
     return Status::kOutOfRange;
   ControlBlock* c = control();
   wr(&c->inject_kind, kind);
   wr(&c->inject_engine, engine);
   wr(&c->inject_seq, ++inject_seq_);
   // The engine picks it up on its next pass: wake them all.
-  return ring(kind == kInjectDma ? uint16_t(kVectorDma0 + engine) : uint16_t(kVectorTensor0 + engine));
+  return ring(dma ? uint16_t(kVectorDma0 + engine) : uint16_t(kVectorTensor0 + engine));
 }
 
 bool EngineRegion::injected() const { return base_ != 0 && rd(&control()->inject_ack) == inject_seq_; }

@@ -97,6 +97,12 @@ class Queue {
   void add_busy_ns(uint64_t ns);
   // Optional; null (the default) reports nothing.
   void set_error_hook(ErrorHook* hook) { hook_ = hook; }
+  // The next descriptor this queue takes in a chain that has not failed
+  // yet fails with `status` instead of being validated and copied, and goes
+  // to the error hook like a refused one (a hardware engine's fault); kOk
+  // cancels. fail_pending() until it happened.
+  void fail_next(Status status) { fail_next_ = status; }
+  [[nodiscard]] bool fail_pending() const { return fail_next_ != kOk; }
 
   [[nodiscard]] QueueError error() const { return error_; }
   [[nodiscard]] uint32_t depth() const { return depth_; }
@@ -130,6 +136,7 @@ class Queue {
   bool irq_unpublished_ = false;  // an IRQ-flagged completion not yet published
   uint32_t reset_seen_ = 0;
   QueueError error_ = kQueueOk;
+  Status fail_next_ = kOk;
 
   // The open chain.
   bool in_chain_ = false;

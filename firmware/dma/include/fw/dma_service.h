@@ -50,6 +50,8 @@ class DmaService final : public Service, private Observer {
   // The HBM range derived at init (the HBM service manages it).
   [[nodiscard]] const HbmRange& hbm() const { return hbm_; }
   [[nodiscard]] const Totals& totals() const { return sched_.totals(); }
+  // DMA engines serving the host queues (0: the CPU copier serves them).
+  [[nodiscard]] uint32_t dma_engines_serving() const { return engines_mode_ ? hw_count_ : 0; }
   // Every HBM range of a descriptor is checked by `policy` (boot, before READY).
   void set_hbm_policy(const vtrn::dma::HbmPolicy* policy) { map_.policy = policy; }
   // Descriptors may also address the remap window of stitched allocations

@@ -19,6 +19,10 @@
 // TENSOR_ENGINE is not a break of the firmware: it is handed to the engine
 // region at once (fw::engines, kInjectTensor), and the engine fails its
 // next command, which ends the job that sent it naming the fault.
+// DMA_ENGINE likewise (kInjectDmaFail / kInjectDma): a DMA engine serving
+// the host queues fails the next descriptor it takes (the client's chain
+// completes with kErrEngine; fw::engines logs the record) or halts until the
+// chip reset (queued work stays queued and ends with the reset).
 #pragma once
 
 #include <stdint.h>
@@ -45,6 +49,7 @@ class ReliabilityService final : public Service {
 
  private:
   vtrn::Error inject_tensor(uint32_t engine, Vtrn__Ctrl__ReliabilityInjectResponse& out);
+  vtrn::Error inject_dma(uint32_t engine, bool halt, Vtrn__Ctrl__ReliabilityInjectResponse& out);
 
   const hostif::HostInterface* hostif_ = nullptr;
   volatile uint32_t armed_ = VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_NONE;

@@ -10,7 +10,8 @@
 // host's DMA completion vector; an IRQ chain on the firmware queue raises
 // the engine's vector; host-queue activity raises it too when the firmware
 // asked (host_irq_armed, at most once per pass). A descriptor refused for an
-// address (range, wrap, MPU, poison) also posts an error record.
+// address (range, wrap, MPU, poison) also posts an error record, as does
+// one failed by an injected fault (kInjectDmaFail: dma::kErrEngine).
 //
 // Not a thread: run_pass() does one bounded round and returns; the engine
 // thread (chip.cpp) loops, spins briefly after work and blocks when idle.
@@ -92,6 +93,8 @@ class DmaEngine final : private dma::ErrorHook {
   uint32_t config_seen_ = 0;
   uint32_t inject_seen_ = 0;
   bool halted_ = false;
+  bool fail_armed_ = false;  // kInjectDmaFail: the next descriptor copied fails (kErrEngine)
+  uint32_t fail_seq_ = 0;    // its inject_seq, acked when it fired
   uint32_t current_queue_ = engine::kQueueFirmware;
   uint32_t pass_errors_ = 0;
 };

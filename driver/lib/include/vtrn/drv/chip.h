@@ -102,6 +102,8 @@ struct ResetInfo {
   uint32_t recent = 0;
   uint32_t qemu_relaunches = 0;
   bool recovering = false;
+  uint32_t engines_quiesced = 0;         // resets whose engines vtrn-hw stopped first
+  uint64_t last_engines_quiesce_ns = 0;  // how long that took, the last time
 };
 
 // What the firmware told us in its Info response (cached after boot).
@@ -170,6 +172,9 @@ class Chip {
   // vtrn-hw died: the chip cannot work until the board restarts. Its QEMU
   // is killed, it is FAILED with `why`, and resets are refused.
   void hardware_lost(const std::string& why);
+  // The board's vtrn-hw, once it runs: every reset of this chip first has
+  // it stop the chip's engines (HwBoard::reset_chip), then resets the chip.
+  void set_hw_board(HwBoard* board) { hw_board_ = board; }
   // From vtrnd's SIGCHLD handler, with waitpid's status.
   void on_child_exit(int wait_status);
   // The running QEMU's pid, -1 once it has been reaped (the number may
@@ -320,6 +325,9 @@ class Chip {
   ChipHwLink hw_link_;
   bool prepared_ = false;
   std::string hw_lost_;  // why the board's vtrn-hw is gone ("" while it runs)
+  HwBoard* hw_board_ = nullptr;
+  bool engines_quiesced_ = false;  // this reset's engines are stopped: reset the chip now
+  uint32_t quiesce_gen_ = 0;       // the engine reset a do_reset() is waiting for
   std::unique_ptr<QmpClient> qmp_;
   HostInterface hif_;
   CtrlQueue ctrl_;  // after hif_ and label_, which it uses

@@ -81,9 +81,13 @@ class HwProcess {
   [[nodiscard]] int control_fd() const { return ctl_.get(); }
   // For a launcher that reaps with waitpid(-1): true if `pid` was vtrn-hw.
   bool on_child_exit(pid_t pid, int status);
-  // Reads the control socket (non-blocking). false once it reached EOF or
-  // failed: vtrn-hw is gone, and it has been reaped (blocking, it is exiting).
+  // Reads the control socket (non-blocking), handing each complete line to
+  // on_line. false once it reached EOF or failed: vtrn-hw is gone, and it
+  // has been reaped (blocking, it is exiting).
   bool read_control();
+  // Writes one command line ("reset 3"); false if it could not be sent.
+  bool send(const std::string& line);
+  std::function<void(const std::string& line)> on_line;
   // Why it is gone: "vtrn-hw (pid 123) killed by signal 9 (Killed)".
   [[nodiscard]] std::string exit_reason() const;
   [[nodiscard]] int wait_status() const { return status_; }
@@ -120,17 +124,36 @@ class HwBoard {
              uint32_t timeout_ms, std::string* err);
   // SIGCHLD: true if `pid` was vtrn-hw (on_lost has run then).
   bool on_child_exit(pid_t pid, int status);
-  // After the last chip stopped.
+  // After the last chip stopped. Pending engine resets are dropped.
   void stop();
   [[nodiscard]] pid_t pid() const { return proc_.pid(); }
 
   std::function<void(const std::string& why)> on_lost;
 
+  // A chip reset quiesces the chip's engines first: asks vtrn-hw to stop
+  // and restart them ("reset N": every engine thread finishes its current
+  // unit and resets its model, the shared blocks are reinitialised) and
+  // calls done(true, ns) once it answered "reset N ok <us>": from then on
+  // no engine of that chip writes anything until its firmware programs
+  // them again. done(false, 0, why) when vtrn-hw answered an error, did
+  // not answer within timeout_ms, or is gone (on_lost runs as well).
+  using ResetDone = std::function<void(bool ok, uint64_t ns, const std::string& why)>;
+  void reset_chip(uint32_t chip, uint32_t timeout_ms, ResetDone done);
+
  private:
+  struct PendingReset {
+    uint32_t chip = 0;
+    EventLoop::TimerId timer = 0;
+    ResetDone done;
+  };
   void lost();
+  void on_control_line(const std::string& line);
+  // Takes the pending reset of `chip` out (the oldest), if any.
+  bool take_reset(uint32_t chip, PendingReset* out);
 
   EventLoop* loop_;
   HwProcess proc_;
+  std::vector<PendingReset> resets_;
   bool watching_ = false;
   bool stopped_ = false;
 };
