@@ -88,23 +88,22 @@ void DmaService::set_remap_window(uint64_t base, uint64_t size) {
     hw_config_[i].remap_size = size;
     uint32_t st = 0;
     hal::copy::HwEngine& e = hw_[i];
-    if (e.configure(hw_config_[i]) != hal::Status::kOk ||
-        !engines::wait_ack(
-            region, [&e, &st] { return e.config_done(&st); }, uint16_t(vtrn::engine::kVectorDma0 + i),
-            2'000'000'000ull) ||
-        st != vtrn::engine::kEngineOk) {
+    // Writes the engine's config and waits for its answer in st.
+    auto configure = [&] {
+      return e.configure(hw_config_[i]) == hal::Status::kOk &&
+             engines::wait_ack(
+                 region, [&e, &st] { return e.config_done(&st); }, uint16_t(vtrn::engine::kVectorDma0 + i),
+                 2'000'000'000ull) &&
+             st == vtrn::engine::kEngineOk;
+    };
+    if (!configure()) {
       // Still serving, without translation: their stitched addresses fail.
       log(kLogErr, "dma: DMA engine %u refused the remap window 0x%llx + %llu MiB (status 0x%x)", unsigned(i),
           (unsigned long long)base, (unsigned long long)(size >> 20), unsigned(st));
       hw_config_[i].remap_base = hw_config_[i].remap_size = 0;
-      if (e.configure(hw_config_[i]) != hal::Status::kOk ||
-          !engines::wait_ack(
-              region, [&e, &st] { return e.config_done(&st); }, uint16_t(vtrn::engine::kVectorDma0 + i),
-              2'000'000'000ull) ||
-          st != vtrn::engine::kEngineOk) {
+      if (!configure())
         log(kLogErr, "dma: DMA engine %u no longer serves its host queues (status 0x%x)", unsigned(i),
             unsigned(st));
-      }
     }
   }
 }
