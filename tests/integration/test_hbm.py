@@ -122,13 +122,7 @@ class HbmOnRealChip(h.BoardTestCase):
     def test_held_allocation_lives_until_the_holder_is_signalled(self):
         p = self.s.popen("mem", "alloc", 0, "2M", "--hold", "--json")
         try:
-            text = ""
-            while not text.rstrip().endswith("}"):
-                line = p.stdout.readline()
-                if not line:
-                    self.fail(f"vtrn mem alloc --hold exited early: {p.stderr.read()}")
-                text += line
-            doc = json.loads(text)
+            doc = h.read_held_allocation(self, p)
             self.assertTrue(doc["held"])
             # Still live after the command printed it, and through the writes
             # and the read below.

@@ -46,13 +46,7 @@ class SharedBoard(h.BoardTestCase, SharedSession):
         """An allocation the admin holds (`mem alloc --hold`): (process, addr)."""
         p = self.s.popen("mem", "alloc", 0, size, "--hold", "--json")
         self.addCleanup(lambda: (p.terminate(), p.communicate(timeout=30)))
-        text = ""
-        while not text.rstrip().endswith("}"):
-            line = p.stdout.readline()
-            if not line:
-                self.fail(f"vtrn mem alloc --hold exited early: {p.stderr.read()}")
-            text += line
-        return p, json.loads(text)["addr"]
+        return p, h.read_held_allocation(self, p)["addr"]
 
     def test_the_group_reaches_the_board_and_nobody_else_can(self):
         d = os.stat(self.s.runtime_dir)

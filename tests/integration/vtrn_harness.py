@@ -474,6 +474,18 @@ class BoardTestCase(SessionTestCase):
             raise AssertionError(f"{cls.__name__} after its tests: " + "; ".join(problems))
 
 
+def read_held_allocation(test, p):
+    """The JSON document a `vtrn mem alloc --hold --json` process p prints
+    before it waits; fails `test` when p exits first."""
+    text = ""
+    while not text.rstrip().endswith("}"):
+        line = p.stdout.readline()
+        if not line:
+            test.fail(f"vtrn mem alloc --hold exited early: {p.stderr.read()}")
+        text += line
+    return json.loads(text)
+
+
 def wait_until(what, probe, pred, timeout, interval=0.05):
     """Calls probe() until pred(value) holds and returns that value; raises
     AssertionError naming `what` and the last value after `timeout` seconds.

@@ -41,20 +41,31 @@ struct Fixture {
   MpuTableStats st;
 };
 
-int setup(void** state) {
-  auto* f = new Fixture;
+// One stack of kStack at kBase.
+vtrn::hbm::Config hbm_config() {
   vtrn::hbm::Config c;
   c.geometry.stacks = 1;
   c.geometry.bytes_per_stack = kStack;
   c.geometry.page_bytes = uint32_t(kPage);
   c.geometry.channels = 8;
   c.base = kBase;
+  return c;
+}
+
+// A fixture whose allocator runs on config c.
+int setup_with(void** state, const vtrn::hbm::Config& c) {
+  auto* f = new Fixture;
   const size_t need = Allocator::arena_bytes(c);
   f->arena.assign(need / 8 + 1, 0);
-  if (f->a.init(c, f->arena.data(), need) != HbmError::kOk) return -1;
+  if (f->a.init(c, f->arena.data(), need) != HbmError::kOk) {
+    delete f;
+    return -1;
+  }
   *state = f;
   return 0;
 }
+
+int setup(void** state) { return setup_with(state, hbm_config()); }
 
 int teardown(void** state) {
   delete static_cast<Fixture*>(*state);
@@ -175,21 +186,11 @@ const vtrn::hbm::Mapper kMapper{nullptr, map_ok, unmap_ok};
 constexpr uint64_t kRemap = 0x1000000000ull;
 
 int setup_stitching(void** state) {
-  auto* f = new Fixture;
-  vtrn::hbm::Config c;
-  c.geometry.stacks = 1;
-  c.geometry.bytes_per_stack = kStack;
-  c.geometry.page_bytes = uint32_t(kPage);
-  c.geometry.channels = 8;
-  c.base = kBase;
+  vtrn::hbm::Config c = hbm_config();
   c.mapper = &kMapper;
   c.remap_base = kRemap;
   c.remap_bytes = 4 * kStack;
-  const size_t need = Allocator::arena_bytes(c);
-  f->arena.assign(need / 8 + 1, 0);
-  if (f->a.init(c, f->arena.data(), need) != HbmError::kOk) return -1;
-  *state = f;
-  return 0;
+  return setup_with(state, c);
 }
 
 // Fills HBM with 1 MiB pieces, frees every other one and allocates 4 MiB:
