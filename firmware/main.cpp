@@ -18,6 +18,13 @@
 // takes it), which closes the race between "checked for work" and "went to
 // sleep". The timer is armed for the earliest of the next tick and every
 // service's next_wake_ns.
+//
+// Tickless when idle: the tick runs every telemetry period while the chip
+// is busy (an interrupt other than the timer's, a service with work or
+// busy()); after one whole quiet period it runs every kIdleTickMs, as
+// often as the host watchdog needs a heartbeat, and the first interrupt or
+// busy service brings the period back at once. A host that wants fresh
+// telemetry rings kVectorAux and gets a tick's refresh without a beat.
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -78,9 +85,13 @@ ctrl::ChipFacts g_facts;
 volatile uint32_t g_ticks_pending = 0;
 uint64_t g_timer_irqs = 0;
 uint64_t g_doorbell_irqs = 0;
-uint64_t g_period_ticks = 0;
+uint64_t g_period_ticks = 0;  // the tick while busy: the board's telemetry period
+uint64_t g_idle_period_ticks = 0;  // the tick while idle (kIdleTickMs, at least the period)
+uint64_t g_tick_ticks = 0;  // the one in force (written by the loop with IRQs masked)
 uint64_t g_next_deadline = 0;
+volatile uint32_t g_refresh_asks = 0;  // host doorbells on kVectorAux
 uint64_t g_idle_ticks = 0;
+uint64_t g_wakeups = 0;  // WFI exits of the boot core
 
 void on_timer(uint32_t, void*) {
   ++g_timer_irqs;
@@ -94,8 +105,8 @@ void on_timer(uint32_t, void*) {
     if (g_timer.arm_at(g_next_deadline) != hal::Status::kOk) g_timer.disarm();
     return;
   }
-  g_next_deadline += g_period_ticks;
-  if (g_next_deadline <= now) g_next_deadline = now + g_period_ticks;
+  g_next_deadline += g_tick_ticks;
+  if (g_next_deadline <= now) g_next_deadline = now + g_tick_ticks;
   if (g_timer.arm_at(g_next_deadline) != hal::Status::kOk) {
     g_timer.disarm();
   }
@@ -105,6 +116,11 @@ void on_timer(uint32_t, void*) {
 void on_doorbell(uint32_t, void*) {
   // Only a wake-up hint: the loop re-reads the ring indexes.
   ++g_doorbell_irqs;
+}
+
+void on_refresh_doorbell(uint32_t, void*) {
+  ++g_doorbell_irqs;
+  g_refresh_asks = g_refresh_asks + 1;
 }
 
 void check(hal::Status s, const char* what) {
@@ -203,7 +219,9 @@ hal::ivshmem::SharedMemory init_pcie() {
     for (uint32_t v = 0; v < g_doorbell.vector_count(); ++v) {
       // MSIs are events: edge-triggered at the distributor.
       check(g_gic.set_trigger(first_spi + v, hal::gic::Trigger::kEdge), "gic: MSI trigger");
-      irq::register_handler(first_spi + v, on_doorbell, nullptr);
+      irq::register_handler(first_spi + v,
+                            v == vtrn::hostif::kVectorAux ? on_refresh_doorbell : on_doorbell,
+                            nullptr);
       check(g_gic.enable(first_spi + v), "gic: enable MSI SPI");
     }
     check(g_doorbell.enable_msix(), "ivshmem-doorbell: enable MSI-X");
@@ -286,6 +304,7 @@ void refresh_telemetry() {
   t.doorbell_irq_count = __atomic_load_n(&g_doorbell_irqs, __ATOMIC_RELAXED);
   t.timer_irq_count = __atomic_load_n(&g_timer_irqs, __ATOMIC_RELAXED);
   t.log_bytes = logging::ring_bytes();
+  t.wakeups = g_wakeups;
   for (Service* s : services()) s->fill_telemetry(&t);
   g_hostif.publish_telemetry(t);
 }
@@ -313,13 +332,54 @@ void init_services(const hal::ivshmem::SharedMemory& bar2) {
   for (Service* s : services()) s->init(b);
 }
 
+// Interrupts other than the timer's since boot: the loop's activity signal.
+uint64_t other_irqs() { return irq::count() - g_timer_irqs; }
+
+// With IRQs masked: the tick back at the telemetry period, due within one
+// period from now (a chip leaving idle does not wait out an idle tick).
+void tick_busy() {
+  if (g_tick_ticks == g_period_ticks) return;
+  g_tick_ticks = g_period_ticks;
+  const uint64_t soon = arch::now_ticks() + g_period_ticks;
+  if (g_next_deadline > soon) {
+    g_next_deadline = soon;
+    if (g_timer.arm_at(g_next_deadline) != hal::Status::kOk) g_timer.disarm();
+  }
+}
+
+// On a tick: busy when anything but the timer interrupted during the last
+// period or a service is busy(); idle (the slow tick) otherwise.
+uint64_t g_irqs_at_tick = 0;
+bool g_worked = false;  // a service had work since the last tick
+void choose_tick() {
+  bool busy = false;
+  for (Service* s : services()) busy = busy || s->busy();
+  arch::irq_disable();
+  const uint64_t irqs = other_irqs();
+  busy = busy || irqs != g_irqs_at_tick || g_worked;
+  g_irqs_at_tick = irqs;
+  g_worked = false;
+  if (busy) {
+    tick_busy();
+  } else {
+    g_tick_ticks = g_idle_period_ticks;
+  }
+  arch::irq_enable();
+}
+
 // With IRQs masked: true when the loop may sleep. Then the timer is armed
 // for the earliest service wake-up before the next tick.
-bool may_sleep(uint32_t ticks_seen) {
-  if (g_ticks_pending != ticks_seen) return false;
+bool may_sleep(uint32_t ticks_seen, uint32_t asks_seen) {
+  if (g_ticks_pending != ticks_seen || g_refresh_asks != asks_seen) return false;
+  // An interrupt since the last tick (a request, an engine) ends idle now.
+  if (other_irqs() != g_irqs_at_tick) tick_busy();
   uint64_t due_ns = kNever;
   for (Service* s : services()) {
-    if (s->has_work()) return false;
+    if (s->has_work()) {
+      g_worked = true;
+      tick_busy();
+      return false;
+    }
     const uint64_t d = s->next_wake_ns();
     if (d < due_ns) due_ns = d;
   }
@@ -403,6 +463,15 @@ extern "C" [[noreturn]] void fw_main() {
   init_services(bar2);
 
   g_period_ticks = g_timer.ns_to_ticks(uint64_t(g_chip.telemetry_period_ms) * 1000000ull);
+  const uint32_t idle_ms = g_chip.telemetry_period_ms > vtrn::hostif::kIdleTickMs
+                               ? g_chip.telemetry_period_ms
+                               : vtrn::hostif::kIdleTickMs;
+  g_idle_period_ticks = g_timer.ns_to_ticks(uint64_t(idle_ms) * 1000000ull);
+  g_tick_ticks = g_period_ticks;
+  if (g_have_doorbell) {
+    vtrn::hostif::FwHeader* h = g_hostif.header();
+    h->capabilities = h->capabilities | vtrn::hostif::kCapTelemetryOnDemand;
+  }
   g_next_deadline = arch::now_ticks() + g_period_ticks;
   check(g_timer.arm_at(g_next_deadline), "timer: arm");
   refresh_telemetry();
@@ -418,13 +487,23 @@ extern "C" [[noreturn]] void fw_main() {
   arch::irq_enable();
 
   uint32_t ticks_seen = 0;
+  uint32_t asks_seen = 0;
+  g_irqs_at_tick = other_irqs();
   for (;;) {
     Turn turn;
     const uint32_t ticks = g_ticks_pending;
-    if (ticks != ticks_seen) {
+    const uint32_t asks = g_refresh_asks;
+    if (ticks != ticks_seen || asks != asks_seen) {
+      // A host's refresh request runs the tick's work without a heartbeat:
+      // the heartbeat stays the timer's, so the watchdog still watches it.
+      const bool timer_tick = ticks != ticks_seen;
       ticks_seen = ticks;
+      asks_seen = asks;
       turn.idle_ns = arch::ticks_to_ns(g_idle_ticks);
-      g_hostif.beat();
+      if (timer_tick) {
+        g_hostif.beat();
+        choose_tick();
+      }
       for (Service* s : services()) s->tick(turn);
       refresh_telemetry();
       if (logging::take_new_lines()) ring_host(vector(vtrn::hostif::kVectorLog));
@@ -433,10 +512,11 @@ extern "C" [[noreturn]] void fw_main() {
     if (turn.halt != nullptr) halt(turn.halt);
 
     arch::irq_disable();
-    if (may_sleep(ticks_seen)) {
+    if (may_sleep(ticks_seen, asks_seen)) {
       const uint64_t t0 = arch::now_ticks();
       arch::wait_for_interrupt();
       g_idle_ticks += arch::now_ticks() - t0;
+      ++g_wakeups;
     }
     arch::irq_enable();
   }

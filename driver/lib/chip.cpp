@@ -35,6 +35,8 @@ constexpr uint64_t kBootPollNs = 10 * kMs;     // re-check while booting (doorbe
 // DMA piece of 1 MiB, a GEMM tile): milliseconds; beyond this it is stuck.
 constexpr uint32_t kEngineQuiesceMs = 5000;
 constexpr uint64_t kReadyPollNs = 200 * kMs;   // logs, telemetry, panic watch once READY
+// How long a telemetry reader waits for the refresh it asked for.
+constexpr uint64_t kTelemetryWaitNs = 50 * kMs;
 constexpr uint64_t kStopGraceNs = 1500 * kMs;  // firmware Shutdown -> QEMU exit
 constexpr uint64_t kQuitGraceNs = 1000 * kMs;  // QMP quit -> QEMU exit
 constexpr size_t kResetLogLines = 12;
@@ -875,8 +877,38 @@ void Chip::sample_telemetry() {
   }
 }
 
+void Chip::ask_telemetry() {
+  if (telemetry_asked_ || test_mode_ || !hif_.up() ||
+      state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY ||
+      !(hif_.header().capabilities & vtrn::hostif::kCapTelemetryOnDemand)) {
+    return;
+  }
+  Telemetry t{};
+  if (!hif_.read_telemetry(&t)) return;
+  if (ivshmem_.notify_chip(vtrn::hostif::kVectorAux) != 0) return;
+  telemetry_asked_ = true;
+  telemetry_asked_ns_ = monotonic_ns();
+  telemetry_asked_up_ = t.uptime_ns;
+}
+
+void Chip::await_telemetry() {
+  if (!telemetry_asked_) return;
+  telemetry_asked_ = false;
+  // The firmware answers within its loop turn (tens of microseconds when
+  // idle); a short sleep per look keeps the wait off a host core.
+  const timespec pause{0, 100'000};
+  for (;;) {
+    Telemetry t{};
+    if (hif_.read_telemetry(&t) && t.uptime_ns > telemetry_asked_up_) return;
+    if (monotonic_ns() - telemetry_asked_ns_ >= kTelemetryWaitNs) return;
+    nanosleep(&pause, nullptr);
+  }
+}
+
 bool Chip::telemetry(TelemetrySample* out) {
   if (!hif_.up()) return false;
+  ask_telemetry();
+  await_telemetry();
   sample_telemetry();
   if (last_sample_.uptime_ns == 0 && last_sample_.seq == 0) {
     if (!hif_.read_telemetry(&out->t)) return false;

@@ -22,8 +22,12 @@
 #include "vtrn/drv/log.h"
 #include "vtrn/drv/qemu_launch.h"
 #include "vtrn/drv/wire.h"
+#include "vtrn/hostif.h"
 
 namespace {
+
+// An idle chip beats every kIdleTickMs: a watchdog window holds four beats.
+constexpr uint32_t kMinWatchdogMs = 4 * vtrn::hostif::kIdleTickMs;
 
 constexpr const char* kUsage =
     "usage: vtrnd [--board FILE] [--chips N] [--firmware ELF] [--qemu BIN] [--gdb]\n"
@@ -56,7 +60,8 @@ constexpr const char* kUsage =
     "                        list (stop, system_reset, memory reads...; also\n"
     "                        VTRN_ALLOW_QMP_WRITE=1)\n"
     "  --watchdog-ms MS      reset a READY chip whose heartbeat stops for MS (default: 10\n"
-    "                        telemetry periods, at least 1000; 0 turns the watchdog off)\n"
+    "                        telemetry periods, at least 1000; 0 turns the watchdog off;\n"
+    "                        else 1000..3600000: an idle chip beats every 250 ms)\n"
     "  --no-auto-reset       leave hung, panicked or dead chips as they are (also with --gdb)\n"
     "  --reset-limit N       automatic resets per chip inside the window before it is FAILED\n"
     "                        (default 3)\n"
@@ -142,8 +147,12 @@ int main(int argc, char** argv) {
       return usage_error(std::string(name) + "=" + v + ": expected " + std::to_string(lo) + ".." +
                          std::to_string(hi));
   }
-  if (getenv("VTRN_WATCHDOG_MS") != nullptr && getenv("VTRN_WATCHDOG_MS")[0] != '\0')
+  if (getenv("VTRN_WATCHDOG_MS") != nullptr && getenv("VTRN_WATCHDOG_MS")[0] != '\0') {
+    if (watchdog_ms > 0 && watchdog_ms < kMinWatchdogMs)
+      return usage_error("VTRN_WATCHDOG_MS=" + std::to_string(watchdog_ms) + ": expected 0 or " +
+                         std::to_string(kMinWatchdogMs) + "..3600000");
     watchdog = watchdog_ms != 0;
+  }
   uint32_t hbm_quota_mib = 0;
   const char* unchecked_env = getenv("VTRN_HBM_DMA_UNCHECKED");
   bool hbm_dma_unchecked = unchecked_env != nullptr && strcmp(unchecked_env, "1") == 0;
@@ -207,8 +216,9 @@ int main(int argc, char** argv) {
         metrics_on = true;
         break;
       case kWatchdogMs:
-        if (!parse_u32(optarg, 0, 3600000, &watchdog_ms) || (watchdog_ms > 0 && watchdog_ms < 100))
-          return usage_error(std::string("--watchdog-ms ") + optarg + ": expected 0 or 100..3600000");
+        if (!parse_u32(optarg, 0, 3600000, &watchdog_ms) || (watchdog_ms > 0 && watchdog_ms < kMinWatchdogMs))
+          return usage_error(std::string("--watchdog-ms ") + optarg + ": expected 0 or " +
+                             std::to_string(kMinWatchdogMs) + "..3600000");
         watchdog = watchdog_ms != 0;
         break;
       case kNoAutoReset: auto_reset = false; break;

@@ -905,6 +905,7 @@ void Daemon::do_telemetry(uint64_t cid, uint64_t id, Chip* chip) {
   }
   ProtoArena a;
   std::vector<Vtrn__Api__Telemetry*> out;
+  for (Chip* c : want) c->ask_telemetry();
   for (Chip* c : want) {
     TelemetrySample s;
     if (!c->telemetry(&s)) continue;
@@ -918,6 +919,7 @@ void Daemon::do_telemetry(uint64_t cid, uint64_t id, Chip* chip) {
     t->irq_count = s.t.irq_count;
     t->doorbell_irq_count = s.t.doorbell_irq_count;
     t->timer_irq_count = s.t.timer_irq_count;
+    t->wakeups = s.t.wakeups;
     t->ctrl_requests = s.t.ctrl_requests;
     t->ctrl_errors = s.t.ctrl_errors;
     t->events_sent = s.t.events_sent;

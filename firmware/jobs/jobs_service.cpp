@@ -473,6 +473,8 @@ bool JobsService::has_work() {
   return core0_executes_ && sched_.exec_has_work(0);
 }
 
+bool JobsService::busy() const { return sched_.queued() != 0 || sched_.running() != 0; }
+
 void JobsService::fill_telemetry(vtrn::hostif::Telemetry* t) const {
   const Counters& c = sched_.counters();
   t->jobs_queued = sched_.queued();

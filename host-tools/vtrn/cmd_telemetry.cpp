@@ -54,6 +54,7 @@ std::string render_telemetry(const nlohmann::json& chips) {
   row("interrupts", count("irq_count"));
   row("doorbell interrupts", count("doorbell_irq_count"));
   row("timer interrupts", count("timer_irq_count"));
+  row("wakeups", count("wakeups"));
   row("control requests", count("ctrl_requests"));
   row("control errors", count("ctrl_errors"));
   row("events sent", count("events_sent"));

@@ -87,6 +87,7 @@ nlohmann::json to_json(const Vtrn__Api__Telemetry& t) {
           {"irq_count", t.irq_count},
           {"doorbell_irq_count", t.doorbell_irq_count},
           {"timer_irq_count", t.timer_irq_count},
+          {"wakeups", t.wakeups},
           {"ctrl_requests", t.ctrl_requests},
           {"ctrl_errors", t.ctrl_errors},
           {"events_sent", t.events_sent},

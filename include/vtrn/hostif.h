@@ -27,7 +27,9 @@ namespace vtrn::hostif {
 
 inline constexpr uint32_t kMagic = 0x4e525456;  // "VTRN" read as little-endian bytes
 inline constexpr uint16_t kAbiMajor = 1;
-inline constexpr uint16_t kAbiMinor = 0;
+// 1.1: telemetry version 4 (wakeups), kCapTelemetryOnDemand (kVectorAux
+// asks for a refresh), the idle tick cadence kIdleTickMs.
+inline constexpr uint16_t kAbiMinor = 1;
 inline constexpr uint32_t kCacheLine = 64;
 
 // The host driver is peer 0 on every chip's ivshmem server; the chip is peer 1.
@@ -40,7 +42,7 @@ enum Vector : uint16_t {
   kVectorControl = 0,  // host->chip: requests queued; chip->host: responses/events queued
   kVectorLog = 1,      // chip->host: log ring has new lines (rate-limited by firmware)
   kVectorDma = 2,      // reserved for the DMA queues
-  kVectorAux = 3,      // reserved
+  kVectorAux = 3,      // host->chip: refresh telemetry now (kCapTelemetryOnDemand)
   kVectorCount = 4,
 };
 
@@ -69,7 +71,19 @@ enum Capability : uint64_t {
   // publishing descriptors or a reset request, not kVectorDma; completions
   // still interrupt it on kVectorDma.
   kCapDmaEngines = 1u << 9,
+  // A host->chip doorbell on kVectorAux makes the firmware refresh the
+  // telemetry block (and the power block) at once, so a reader sees the
+  // chip as of its request even when an idle chip ticks only every
+  // kIdleTickMs.
+  kCapTelemetryOnDemand = 1u << 10,
 };
+
+// The firmware's tick (heartbeat, services' periodic work, telemetry) runs
+// every telemetry period while the chip is busy; after a whole period with
+// no interrupt but the timer and no busy service it runs every kIdleTickMs
+// (or the period, if longer) until the next interrupt. The host watchdog's
+// default window (at least 1000 ms, driver/lib) holds four idle heartbeats.
+inline constexpr uint32_t kIdleTickMs = 250;
 
 // Region types in the region table.
 enum RegionType : uint32_t {
@@ -235,13 +249,16 @@ struct Telemetry {
   // chip's engines since their last reset; from one reserved word each).
   uint64_t tensor_busy_ns;       // wall time the engines spent on commands
   uint64_t tensor_modeled_ns;    // what the modeled silicon would have taken
-  uint64_t reserved[1];
+  // Version 4: how often the boot core left WFI since boot (every interrupt
+  // that ended a sleep: timer, doorbell, engine), the figure an idle chip
+  // keeps low. From the last reserved word.
+  uint64_t wakeups;
 };
 static_assert(offsetof(Telemetry, uptime_ns) == 8);
 static_assert(offsetof(Telemetry, dma_descriptors) == 104);
 static_assert(offsetof(Telemetry, hbm_total_bytes) == 136);
 static_assert(sizeof(Telemetry) == 232);
-inline constexpr uint32_t kTelemetryVersion = 3;
+inline constexpr uint32_t kTelemetryVersion = 4;
 static_assert(sizeof(Telemetry) % 8 == 0);
 
 // ---- Panic record -----------------------------------------------------------

@@ -219,6 +219,11 @@ class Service {
   [[nodiscard]] virtual bool has_work() { return false; }
   // Absolute time (ns) by which poll() must run again; kNever for none.
   [[nodiscard]] virtual uint64_t next_wake_ns() const { return kNever; }
+  // Work in flight that tick() watches (jobs queued or running): keeps the
+  // tick at the telemetry period. A chip where no service is busy and no
+  // interrupt but the timer arrived for a whole period ticks at the idle
+  // cadence (vtrn::hostif::kIdleTickMs) instead.
+  [[nodiscard]] virtual bool busy() const { return false; }
   // This service's fields of the telemetry block.
   virtual void fill_telemetry(vtrn::hostif::Telemetry* t) const { (void)t; }
 

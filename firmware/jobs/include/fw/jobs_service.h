@@ -59,6 +59,8 @@ class JobsService final : public Service {
   // Timeouts, progress and per-core rows of the BAR2 table.
   void tick(Turn& turn) override;
   [[nodiscard]] bool has_work() override;
+  // Jobs queued or running (their timeouts and progress are ticked).
+  [[nodiscard]] bool busy() const override;
   void fill_telemetry(vtrn::hostif::Telemetry* t) const override;
 
   vtrn::Error submit(const Vtrn__Ctrl__JobSubmitRequest& r, Vtrn__Ctrl__JobSubmitResponse& out,

@@ -200,6 +200,14 @@ class Chip {
   [[nodiscard]] std::string not_ready_reason() const;
   [[nodiscard]] ChipStatus status() const;
   [[nodiscard]] bool settled() const;  // READY, FAILED, PANIC or HALTED
+  // Asks the firmware for a telemetry refresh (kVectorAux) when it offers
+  // one (kCapTelemetryOnDemand) and the chip is READY; telemetry() then
+  // waits for it. Ask every chip first, then read, so the waits overlap.
+  void ask_telemetry();
+  // The latest telemetry: after ask_telemetry() (or, without one pending,
+  // after asking now) the block the firmware refreshed for it, or the last
+  // one when the refresh did not come within kTelemetryWaitNs (a stalled
+  // chip is the watchdog's business, not a reader's).
   bool telemetry(TelemetrySample* out);
   // The firmware's power/thermal block (validated, see HostInterface::read_power);
   // only while READY.
@@ -300,6 +308,7 @@ class Chip {
   void on_ctrl_broken(const std::string& reason);
   void poll_logs();
   void sample_telemetry();
+  void await_telemetry();
   void schedule_poll(uint64_t delay_ns);
   std::vector<std::string> last_lines(size_t n) const;
   std::string last_line() const;
@@ -352,6 +361,9 @@ class Chip {
 
   bool have_prev_sample_ = false;
   vtrn::hostif::Telemetry prev_sample_{}, last_sample_{};
+  bool telemetry_asked_ = false;
+  uint64_t telemetry_asked_ns_ = 0;   // monotonic, when ask_telemetry rang
+  uint64_t telemetry_asked_up_ = 0;   // the block's uptime_ns then
   uint64_t host_rx_events_ = 0;
 
   // Reliability.

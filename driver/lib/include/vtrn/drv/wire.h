@@ -26,9 +26,9 @@ inline constexpr uint32_t kMaxFrame = 4u << 20;
 // messages or fields are only added. 2.0: Hello, oneof presence instead of -1
 // for "every chip" / "any queue", end frames on the logs stream. 2.1:
 // statuses BUSY and PERMISSION_DENIED (tenants, DMA caps), fault kind
-// DMA_ENGINE, the engines' reset-history fields.
+// DMA_ENGINE, the engines' reset-history fields. 2.2: Telemetry.wakeups.
 inline constexpr uint32_t kApiMajor = 2;
-inline constexpr uint32_t kApiMinor = 1;
+inline constexpr uint32_t kApiMinor = 2;
 inline constexpr size_t kFrameHeader = 4;
 
 // $VTRN_RUNTIME_DIR, else default_runtime_dir().
