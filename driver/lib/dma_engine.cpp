@@ -41,8 +41,8 @@ DmaFault fault_of(HostError e) {
 }
 
 // `pending` and `done` are ascending by handle (see Queue): binary search.
-template <typename Deque>
-auto find_handle(Deque& d, uint64_t h) {
+template <typename Fifo>
+auto find_handle(Fifo& d, uint64_t h) {
   // The usual case: the device completes in order, so it is the oldest.
   if (!d.empty() && d.front().handle == h) return d.begin();
   auto it = std::lower_bound(d.begin(), d.end(), h,
@@ -398,7 +398,7 @@ void DmaEngine::finish_locked(Queue& q, uint64_t handle, uint32_t status, uint32
   if (it != q.pending.end()) finish_at_locked(q, it, status, bytes, local, now);
 }
 
-void DmaEngine::finish_at_locked(Queue& q, std::deque<Pending>::iterator it, uint32_t status, uint32_t bytes,
+void DmaEngine::finish_at_locked(Queue& q, Pending* it, uint32_t status, uint32_t bytes,
                                  bool local, uint64_t now) {
   const uint64_t handle = it->handle;
   DmaResult r;

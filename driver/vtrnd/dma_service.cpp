@@ -14,7 +14,6 @@ using namespace vtrn::dma;
 namespace {
 
 constexpr uint32_t kTransferInflight = 8;  // chunks of one write/read in flight at once
-constexpr size_t kLatencySamples = 1u << 20;  // per bench: 8 MiB of samples at most
 // The bench's HBM slots start this far into their half of HBM. The host
 // window and HBM both start on 1 MiB boundaries, so without it source and
 // destination are a large power of two apart and alias in QEMU TCG's
@@ -480,9 +479,14 @@ void DmaService::schedule_tick(ChipDma& cd) {
 void DmaService::on_event(ChipDma& cd) {
   DmaEngine& e = cd.chip->dma();
   e.poll_all();
+  // The storage is kept from turn to turn (swapped out while in use, in
+  // case a finished job's callback gets here again).
   std::vector<DmaResult> results;
+  results.swap(results_scratch_);
+  results.clear();
   e.collect(&results);
   for (size_t i = 0; i < results.size();) i += on_results(cd, results.data() + i, results.size() - i);
+  results_scratch_.swap(results);
   if (!e.attached()) {
     // The chip left READY: everything in flight came back above (kErrReset);
     // what was still queued can never run.
@@ -720,16 +724,8 @@ size_t DmaService::on_results(ChipDma& cd, const DmaResult* rs, size_t n) {
         case Kind::kBench:
           ++j->descs_done;
           j->bytes_done += r.bytes;
-          // Reservoir sample: a long run keeps a bounded, unbiased sample.
-          if (j->latencies.size() < kLatencySamples) {
-            j->latencies.push_back(r.latency_ns);
-          } else {
-            j->rng ^= j->rng << 13;
-            j->rng ^= j->rng >> 7;
-            j->rng ^= j->rng << 17;
-            const uint64_t s = j->rng % (j->descs_done);
-            if (s < kLatencySamples) j->latencies[s] = r.latency_ns;
-          }
+          // A long run keeps a bounded, uniform sample.
+          j->latencies.add(r.latency_ns);
           j->lat_max = std::max(j->lat_max, r.latency_ns);
           if (r.status != kOk) {
             ++j->errors;
@@ -861,9 +857,9 @@ void DmaService::answer(Job& j) {
       br.elapsed_ns = span;
       br.gbytes_per_s = span ? double(j.bytes_done) / double(span) : 0;
       br.descriptors_per_s = span ? double(j.descs_done) * 1e9 / double(span) : 0;
-      br.latency_p50_ns = percentile(j.latencies, 0.50);
-      br.latency_p90_ns = percentile(j.latencies, 0.90);
-      br.latency_p99_ns = percentile(j.latencies, 0.99);
+      br.latency_p50_ns = percentile(j.latencies.sample(), 0.50);
+      br.latency_p90_ns = percentile(j.latencies.sample(), 0.90);
+      br.latency_p99_ns = percentile(j.latencies.sample(), 0.99);
       br.latency_max_ns = j.lat_max;
       br.queues = j.queues;
       br.depth = j.depth;

@@ -44,7 +44,6 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <map>
@@ -55,6 +54,7 @@
 
 #include "vtrn/dma_abi.h"
 #include "vtrn/dma_host.h"
+#include "vtrn/drv/handle_fifo.h"
 #include "vtrn/hbm.h"
 #include "vtrn/layout.h"
 
@@ -287,12 +287,13 @@ class DmaEngine {
     // the device completes a queue strictly in order, so results are
     // collected in completion order, and a completion retires every older
     // descriptor of a raw chain that will never complete on its own. Entries
-    // leave `pending` from the front and join `done` at the back, so deques
-    // (lookups by binary search) replace ordered maps: a 64 B benchmark
-    // moves a million handles a second through here, and a node allocation
-    // per handle per container was most of vtrnd's CPU time.
-    std::deque<Pending> pending;
-    std::deque<DmaResult> done;
+    // leave `pending` from the front and join `done` at the back, so FIFOs
+    // in reused storage (lookups by binary search) replace ordered maps: a
+    // 64 B benchmark moves millions of handles a second through here, and
+    // an allocation per handle (map nodes, then deque blocks) was a large
+    // part of vtrnd's CPU per descriptor.
+    HandleFifo<Pending> pending;
+    HandleFifo<DmaResult> done;
     DmaFault fault = DmaFault::kNone;
     std::string fault_text;
     bool resetting = false;
@@ -308,7 +309,7 @@ class DmaEngine {
   void latch_locked(Queue& q, DmaFault f, const std::string& text);
   void finish_locked(Queue& q, uint64_t handle, uint32_t status, uint32_t bytes, bool local,
                      uint64_t now);
-  void finish_at_locked(Queue& q, std::deque<Pending>::iterator it, uint32_t status, uint32_t bytes,
+  void finish_at_locked(Queue& q, Pending* it, uint32_t status, uint32_t bytes,
                         bool local, uint64_t now);
   void fail_pending_locked(Queue& q, uint32_t status);
   void ring_chip();
