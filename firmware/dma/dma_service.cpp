@@ -27,6 +27,7 @@
 #include "fw/power_service.h"
 #include "vtrn/board.h"
 #include "vtrn/layout.h"
+#include "vtrn/seqlock.h"
 
 namespace fw::dma {
 namespace {
@@ -282,33 +283,35 @@ bool DmaService::has_work() {
   return enabled_ && !engines_mode_ && power::device_active() && sched_.wants_run(irq::count());
 }
 
-void DmaService::fill_telemetry(Telemetry* t) const {
-  if (engines_mode_) {
-    // The engines' own counters (a seqlock each: copied while seq is even
-    // and unchanged, a few tries at most).
-    hal::copy::EngineRegion& region = engines::service().region();
-    for (uint32_t i = 0; i < hw_count_; ++i) {
-      const vtrn::engine::EngineStats* s = &region.dma(i)->stats;
-      for (int tries = 0; tries < 8; ++tries) {
-        const uint32_t s0 = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
-        vtrn::engine::EngineStats copy;
-        memcpy(&copy, s, sizeof copy);
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if ((s0 & 1) != 0 || __atomic_load_n(&s->seq, __ATOMIC_RELAXED) != s0) continue;
-        t->dma_descriptors += copy.descriptors;
-        t->dma_completions += copy.units;
-        t->dma_bytes += copy.bytes;
-        t->dma_busy_ns += copy.busy_ns;
-        break;
-      }
-    }
-    return;
+DmaService::Activity DmaService::activity() const {
+  Activity a;
+  if (!engines_mode_) {
+    const Totals& d = sched_.totals();
+    a.descriptors = d.descriptors;
+    a.completions = d.completions;
+    a.bytes = d.bytes;
+    a.busy_ns = d.busy_ns;
+    return a;
   }
-  const Totals& d = sched_.totals();
-  t->dma_descriptors = d.descriptors;
-  t->dma_completions = d.completions;
-  t->dma_bytes = d.bytes;
-  t->dma_busy_ns = d.busy_ns;
+  hal::copy::EngineRegion& region = engines::service().region();
+  for (uint32_t i = 0; i < hw_count_; ++i) {
+    vtrn::engine::EngineStats copy;
+    if (vtrn::hostif::seqlock_read(&region.dma(i)->stats, &copy, 8u)) hw_stats_[i] = copy;
+    const vtrn::engine::EngineStats& s = hw_stats_[i];
+    a.descriptors += s.descriptors;
+    a.completions += s.units;
+    a.bytes += s.bytes;
+    a.busy_ns += s.busy_ns;
+  }
+  return a;
+}
+
+void DmaService::fill_telemetry(Telemetry* t) const {
+  const Activity a = activity();
+  t->dma_descriptors = a.descriptors;
+  t->dma_completions = a.completions;
+  t->dma_bytes = a.bytes;
+  t->dma_busy_ns = a.busy_ns;
 }
 
 }  // namespace fw::dma

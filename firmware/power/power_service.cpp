@@ -3,7 +3,10 @@
 // its seqlock, cross-core publication of the clock and the D0 flag, log
 // lines for every state, operating-point and reason change, and the cost of
 // each refresh measured on the generic timer. The HBM traffic the model
-// charges comes from the DMA service's totals.
+// charges comes from the DMA service's activity(): the CPU copier's totals
+// or, with the DMA engines serving the host queues, the engines' own
+// counters (each engine's bytes are HBM reads or writes at the board's
+// pJ/B, as the cores' copies are).
 //
 // Core activity: core 0 is the boot (service) core, whose work is this
 // event loop (control ring, DMA copies, telemetry, and kernel chunks on a
@@ -256,7 +259,8 @@ void PowerService::report_changes() {
 
 void PowerService::tick(Turn& turn) {
   if (!enabled_) return;
-  const uint64_t hbm_bytes = dma::service().totals().bytes;
+  // The host queues' bytes, moved by the CPU copier or the DMA engines.
+  const uint64_t hbm_bytes = dma::service().activity().bytes;
   if (hbm_bytes > hbm_bytes_seen_) add_hbm_bytes(hbm_bytes - hbm_bytes_seen_);
   hbm_bytes_seen_ = hbm_bytes;
   const uint64_t t0 = arch::now_ticks();

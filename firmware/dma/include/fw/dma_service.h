@@ -50,6 +50,19 @@ class DmaService final : public Service, private Observer {
   // The HBM range derived at init (the HBM service manages it).
   [[nodiscard]] const HbmRange& hbm() const { return hbm_; }
   [[nodiscard]] const Totals& totals() const { return sched_.totals(); }
+  // What the host queues have moved, whoever moved it: the CPU copier's
+  // totals, or with the DMA engines the sum of their own counters (each
+  // EngineStats block read under its seqlock). An engine whose block keeps
+  // changing during the read counts with its last good copy, so the sums
+  // only fall when an engine is reset (a chip reset starts them at 0).
+  // The one reader for telemetry and the power model's HBM access energy.
+  struct Activity {
+    uint64_t descriptors = 0;
+    uint64_t completions = 0;
+    uint64_t bytes = 0;
+    uint64_t busy_ns = 0;
+  };
+  [[nodiscard]] Activity activity() const;
   // DMA engines serving the host queues (0: the CPU copier serves them).
   [[nodiscard]] uint32_t dma_engines_serving() const { return engines_mode_ ? hw_count_ : 0; }
   // Every HBM range of a descriptor is checked by `policy` (boot, before READY).
@@ -89,6 +102,8 @@ class DmaService final : public Service, private Observer {
   bool engines_paused_ = false;
   vtrn::engine::DmaConfig hw_config_[vtrn::engine::kMaxDmaEngines] = {};
   uint64_t engines_units_ = 0;  // chains the engines completed, at the last look
+  // Each DMA engine's last consistent EngineStats (activity()).
+  mutable vtrn::engine::EngineStats hw_stats_[vtrn::engine::kMaxDmaEngines] = {};
 };
 
 DmaService& service();
