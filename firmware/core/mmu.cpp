@@ -340,6 +340,9 @@ void reserve_remap(uint64_t base, uint64_t size) {
   sync_tables();
 }
 
+uint64_t remap_base() { return g_remap_base; }
+uint64_t remap_size() { return g_remap_size; }
+
 namespace {
 uint64_t* remap_entry(uint64_t va) {
   const uint64_t off = va - g_remap_base;

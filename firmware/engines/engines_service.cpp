@@ -192,6 +192,57 @@ bool EnginesService::tensor_stats(uint32_t e, EngineStats* out, bool* busy) cons
   return true;
 }
 
+bool EnginesService::set_tensor_remap(hal::tensor::TensorEngine* engines, uint32_t n, uint64_t base, uint64_t size) {
+  tensor_remap_end_ = 0;
+  if (!present_ || n == 0) return false;
+  if (!(region_.id().capabilities & kCapTensorRemap)) {
+    log(kLogWarn, "engines: tensor engines of ABI 1.%u have no remap window: GEMMs on stitched allocations run on "
+        "the cores", unsigned(region_.id().abi_minor));
+    return false;
+  }
+  TensorConfig c{};
+  c.remap_base = base;
+  c.remap_size = size;
+  uint32_t applied = 0;
+  for (; applied < n; ++applied) {
+    hal::tensor::TensorEngine& e = engines[applied];
+    uint32_t st = kEngineOk;
+    const bool ok = e.configure(c) == hal::Status::kOk &&
+                    wait_ack(
+                        region_, [&e, &st] { return e.config_done(&st); }, uint16_t(kVectorTensor0 + e.index()),
+                        2'000'000'000ull) &&
+                    st == kEngineOk;
+    if (!ok) {
+      log(kLogErr, "engines: tensor engine %u refused the remap window 0x%llx + %llu MiB (status 0x%x): GEMMs on "
+          "stitched allocations run on the cores", unsigned(e.index()), (unsigned long long)base,
+          (unsigned long long)(size >> 20), unsigned(st));
+      break;
+    }
+  }
+  if (applied == n) {
+    tensor_remap_end_ = base + size;
+    log(kLogInfo, "engines: %u tensor engines reach stitched allocations (remap window 0x%llx + %llu MiB)",
+        unsigned(n), (unsigned long long)base, (unsigned long long)(size >> 20));
+    return true;
+  }
+  // All or none: a GEMM's tiles go to every engine.
+  const TensorConfig none{};
+  for (uint32_t i = 0; i < applied; ++i) {
+    hal::tensor::TensorEngine& e = engines[i];
+    uint32_t st = kEngineOk;
+    if (e.configure(none) != hal::Status::kOk ||
+        !wait_ack(
+            region_, [&e, &st] { return e.config_done(&st); }, uint16_t(kVectorTensor0 + e.index()),
+            2'000'000'000ull))
+      log(kLogErr, "engines: tensor engine %u did not drop its remap window", unsigned(e.index()));
+  }
+  return false;
+}
+
+uint64_t EnginesService::tensor_reach(uint64_t remap_base) const {
+  return tensor_remap_end_ != 0 && mpu_stats_.stitched_skipped == 0 ? tensor_remap_end_ : remap_base;
+}
+
 Vectors EnginesService::poll(Turn&) {
   if (present_) drain_errors();
   return 0;

@@ -19,6 +19,7 @@
 #include "fw/hbm_service.h"
 #include "fw/host_interface.h"
 #include "fw/log.h"
+#include "fw/mmu.h"
 #include "fw/panic.h"
 #include "fw/platform.h"
 #include "fw/power_service.h"
@@ -178,6 +179,8 @@ void JobsService::init_tensor() {
   }
   tensor_.n = n;
   if (n == 0) return;
+  // Their remap window: the firmware MMU's, as the DMA engines have it.
+  (void)es.set_tensor_remap(tensor_.engine, n, mmu::remap_base(), mmu::remap_size());
   sched_.set_tensor_engines(&tensor_);
   tensor_heartbeat_ = r.heartbeat();
   tensor_heartbeat_ns_ = arch::now_ns();
@@ -314,10 +317,11 @@ Error JobsService::submit(const Vtrn__Ctrl__JobSubmitRequest& req,
   const Submit& sub = submit_;
   Error e = validate(sub, hbm_);
   if (e.ok() && tensor_.n && sub.engine != kEngineCores) {
-    // A dtype the engines do not take, or a stitched allocation (out of
-    // their reach): the chip's own choice is then the cores; an explicit
-    // tensor is refused naming it.
-    const Error far = tensor_eligible(sub, engines::service().region().id().dtype_mask, hbm::kRemapBase);
+    // A dtype the engines do not take, or a stitched allocation out of
+    // their reach (engines without a remap window): the chip's own choice
+    // is then the cores; an explicit tensor is refused naming it.
+    const Error far = tensor_eligible(sub, engines::service().region().id().dtype_mask,
+                                      engines::service().tensor_reach(hbm::kRemapBase));
     if (!far.ok() && sub.engine == kEngineTensor) e = far;
     if (!far.ok()) submit_.engine = kEngineCores;
   }

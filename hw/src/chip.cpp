@@ -73,7 +73,7 @@ void ChipHw::write_id() {
   id.region_bytes = uint32_t(engine::kRegionBytes);
   id.vector_count = engine::kVectorCount;
   id.capabilities = engine::kCapDmaFwQueue | engine::kCapDmaHostQueues | engine::kCapTensorGemm | engine::kCapMpu |
-                    engine::kCapFaultInject | engine::kCapModeledTime;
+                    engine::kCapFaultInject | engine::kCapModeledTime | engine::kCapTensorRemap;
   id.dma_engines = props_.dma_engines;
   id.tensor_engines = props_.tensor_engines;
   id.dtype_mask = (1u << num::kDTypeCount) - 1;

@@ -36,12 +36,15 @@ void TensorEngine::reset() {
   sq_cons_ = sq_prod_seen_ = cq_prod_ = 0;
   error_ = 0;
   mpu_.clear();
+  mpu_.clear_remap();
+  config_seen_ = 0;
   inject_seen_ = load_acquire(&mem_.control()->inject_seq);
   fail_next_ = false;
 }
 
 bool TensorEngine::has_work() const {
   if (load_acquire(&mem_.control()->inject_seq) != inject_seen_) return true;
+  if (__atomic_load_n(&blk_->config.config_gen, __ATOMIC_ACQUIRE) != config_seen_) return true;
   return error_ == 0 && load_acquire(&blk_->sq_prod) != sq_cons_;
 }
 
@@ -70,6 +73,57 @@ void TensorEngine::fault(const TensorCommand& c, TensorStatus s, uint32_t code, 
   errors_.post(r);
 }
 
+// The remap window (ABI 1.3): the same validation and view as a DMA
+// engine's (Mpu::set_remap), translated windows' pages anywhere in the RAM
+// vtrn-hw maps (IdBlock::hbm_base/hbm_size).
+void TensorEngine::apply_config() {
+  const uint32_t gen = __atomic_load_n(&blk_->config.config_gen, __ATOMIC_ACQUIRE);
+  TensorConfig c;
+  memcpy(&c, &blk_->config, sizeof c);
+  config_seen_ = gen;
+  // Forget the snapshot too: the next refresh rebuilds it for the new
+  // window (translated windows kept only with a view to map them in).
+  mpu_.clear();
+  mpu_.clear_remap();
+  uint32_t field = kFieldNone;
+  if (c.remap_base != 0 || c.remap_size != 0) {
+    RemapTarget t;
+    t.ram_fd = mem_.ram_fd;
+    t.ram_base = mem_.ram_base;
+    t.ram_size = mem_.ram_size;
+    t.hbm_base = mem_.ram_base;
+    t.hbm_size = mem_.ram_size;
+    t.remap_base = c.remap_base;
+    t.remap_size = c.remap_size;
+    if (!mpu_.set_remap(t)) field = kFieldRemap;
+  }
+  if (field != kFieldNone) {
+    mpu_.clear_remap();
+    ErrorRecord r{};
+    r.code = kEngineBadConfig;
+    r.source = kSourceTensor;
+    r.engine = index_;
+    r.address = c.remap_base;
+    r.length = c.remap_size;
+    r.detail = field;
+    errors_.post(r);
+    blk_->config_status = kEngineBadConfig | (field << 8);
+  } else {
+    blk_->config_status = kEngineOk;
+  }
+  // Release: the status is visible before the ack that says it is final.
+  __atomic_store_n(&blk_->config_ack, config_seen_, __ATOMIC_RELEASE);
+}
+
+uint8_t* TensorEngine::at(uint64_t addr, uint64_t len) const {
+  if (uint8_t* p = mem_.ram_at(addr, len)) return p;
+  uint8_t* view = mpu_.remap_view();
+  const RemapTarget& t = mpu_.remap();
+  if (view == nullptr || addr < t.remap_base || len > t.remap_size || addr - t.remap_base > t.remap_size - len)
+    return nullptr;
+  return view + (addr - t.remap_base);
+}
+
 TensorStatus TensorEngine::validate(const TensorCommand& c, Operand ops[5], uint32_t* ldc_out) {
   if (c.opcode != kTensorOpGemm) return kTensorBadOpcode;
   if (c.flags & ~uint32_t(kTensorKnownFlags)) return kTensorBadFlags;
@@ -91,7 +145,7 @@ TensorStatus TensorEngine::validate(const TensorCommand& c, Operand ops[5], uint
     if (ops[i].addr > UINT64_MAX - ops[i].bytes) return kTensorAddrOverflow;
   }
   for (uint32_t i = 0; i < used; ++i) {
-    if (!mem_.ram_at(ops[i].addr, ops[i].bytes)) {
+    if (!at(ops[i].addr, ops[i].bytes)) {
       fault(c, kTensorRange, kEngineBadAddress, ops[i].addr, ops[i].bytes);
       return kTensorRange;
     }
@@ -112,9 +166,10 @@ TensorStatus TensorEngine::validate(const TensorCommand& c, Operand ops[5], uint
 
 TensorStatus TensorEngine::execute(const TensorCommand& c, uint32_t ldc) {
   const auto dt = num::DType(c.dtype);
-  const uint8_t* a = mem_.ram_at(c.a, 1);
-  const uint8_t* b = mem_.ram_at(c.b, 1);
-  float* out = reinterpret_cast<float*>(mem_.ram_at(c.c, 1));
+  // validate() found every operand whole in RAM or the remap view.
+  const uint8_t* a = at(c.a, 1);
+  const uint8_t* b = at(c.b, 1);
+  float* out = reinterpret_cast<float*>(at(c.c, 1));
   const float* af;
   const float* bf;
   if (dt == num::DType::kF32) {
@@ -124,8 +179,8 @@ TensorStatus TensorEngine::execute(const TensorCommand& c, uint32_t ldc) {
   } else {
     a_.resize(size_t(c.m) * c.k);
     b_.resize(size_t(c.n) * c.k);
-    const uint8_t* as = dt == num::DType::kMXFP4 ? mem_.ram_at(c.a_scales, 1) : nullptr;
-    const uint8_t* bs = dt == num::DType::kMXFP4 ? mem_.ram_at(c.b_scales, 1) : nullptr;
+    const uint8_t* as = dt == num::DType::kMXFP4 ? at(c.a_scales, 1) : nullptr;
+    const uint8_t* bs = dt == num::DType::kMXFP4 ? at(c.b_scales, 1) : nullptr;
     num::dequantize_operand(dt, a, as, c.m, c.k, a_.data());
     num::dequantize_operand(dt, b, bs, c.n, c.k, b_.data());
     af = a_.data();
@@ -143,6 +198,8 @@ bool TensorEngine::run_pass() {
     if (load_acquire(&ctl->inject_kind) == kInjectTensor && load_acquire(&ctl->inject_engine) == index_)
       fail_next_ = true;
   }
+  // A new remap window first: the snapshot below is rebuilt for it.
+  if (__atomic_load_n(&blk_->config.config_gen, __ATOMIC_ACQUIRE) != config_seen_) apply_config();
   // Between commands nothing is in flight: the current table is the one
   // every later command is checked against, so it can be acknowledged now
   // (an idle engine acknowledges on the wake-up the fw's doorbell causes).

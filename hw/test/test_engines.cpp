@@ -20,6 +20,7 @@ extern "C" {
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -875,6 +876,196 @@ void test_tensor_refusals_have_their_status_and_write_nothing(void**) {
   assert_int_equal(r.mem.tensor(0)->stats.errors, sizeof cases / sizeof cases[0]);
 }
 
+// Stitched operands (ABI 1.3): each operand of a placed GEMM copied into its
+// own stitched allocation, one translated window per 4 KiB page, the pages
+// shuffled through HBM above the identity operands.
+struct StitchedGemm {
+  TensorCommand cmd;                 // device addresses in the remap window
+  std::vector<MpuWindow> windows;    // the translated windows of all operands
+  std::vector<uint64_t> c_pages;     // C's physical pages, in device order
+};
+
+StitchedGemm stitch_gemm(Rig& r, const Gemm& g) {
+  const bool mx = g.dt == num::DType::kMXFP4;
+  const uint64_t src[5] = {g.a, g.b, g.c, g.as, g.bs};
+  const uint64_t bytes[5] = {num::operand_bytes(g.dt, g.m, g.k), num::operand_bytes(g.dt, g.n, g.k),
+                             uint64_t(g.m) * g.n * 4, mx ? num::scale_bytes(g.dt, g.m, g.k) : 0,
+                             mx ? num::scale_bytes(g.dt, g.n, g.k) : 0};
+  uint32_t total = 0;
+  for (uint64_t b : bytes) total += uint32_t((b + 4095) / 4096);
+  std::vector<uint32_t> pool(total);
+  for (uint32_t i = 0; i < total; ++i) pool[i] = i;
+  std::shuffle(pool.begin(), pool.end(), std::mt19937(77));
+  StitchedGemm s;
+  s.cmd = command(g, 0);
+  uint64_t* dev[5] = {&s.cmd.a, &s.cmd.b, &s.cmd.c, &s.cmd.a_scales, &s.cmd.b_scales};
+  uint32_t next = 0;
+  for (uint32_t i = 0; i < 5; ++i) {
+    if (bytes[i] == 0) continue;
+    const uint64_t base = kRemapBase + 0x100000ull * (i + 1);
+    *dev[i] = base;
+    for (uint64_t off = 0; off < bytes[i]; off += 4096) {
+      const uint64_t phys = kHbmBase + 0x1800000 + uint64_t(pool[next++]) * 4096;
+      s.windows.push_back(xlat(base + off, 4096, phys, i + 1));
+      memcpy(r.hbm(phys), r.hbm(src[i] + off), std::min<uint64_t>(4096, bytes[i] - off));
+      if (i == 2) s.c_pages.push_back(phys);
+    }
+  }
+  return s;
+}
+
+void t_config(Rig& r, uint32_t j, uint64_t base, uint64_t size) {
+  TensorEngineBlock* b = r.mem.tensor(j);
+  b->config.remap_base = base;
+  b->config.remap_size = size;
+  __atomic_store_n(&b->config.config_gen, b->config.config_gen + 1, __ATOMIC_RELEASE);
+}
+
+void test_tensor_gemm_on_stitched_operands_is_exact_and_mpu_checked(void**) {
+  blas_single_threaded();
+  for (num::DType dt : {num::DType::kF32, num::DType::kMXFP4}) {
+    Rig r;
+    TensorEngine t(r.mem, 1, r.props, r.sig, r.log, fake_clock);
+    const Gemm g = place_gemm(r, dt, 64, 48, 256, 9);
+    StitchedGemm s = stitch_gemm(r, g);
+    std::vector<MpuWindow> all = s.windows;
+    all.push_back(win(kHbmBase, 0x1400000, kMpuValid, 99));
+    MpuBlock* mb = r.mem.mpu();
+    const uint32_t gen = mb->header.generation.value + 1;
+    for (size_t i = 0; i < all.size(); ++i) mb->bank[gen & 1][i] = all[i];
+    mb->bank_count[gen & 1] = uint32_t(all.size());
+    hostif::store_release(&mb->header.generation, gen);
+
+    // No remap window yet: a remap-window operand is outside RAM.
+    s.cmd.cookie = 1;
+    t_submit(r, 1, s.cmd);
+    assert_true(t.run_pass());
+    assert_int_equal(t_pop(r, 1).status, kTensorRange);
+    ErrorRecord rec;
+    assert_true(r.next_error(&rec));
+    assert_int_equal(rec.code, kEngineBadAddress);
+
+    t_config(r, 1, kRemapBase, kRemapSize);
+    assert_true(t.has_work());
+    assert_false(t.run_pass());  // a config, no command
+    assert_int_equal(r.mem.tensor(1)->config_ack, 1);
+    assert_int_equal(r.mem.tensor(1)->config_status, kEngineOk);
+    assert_true(t.has_remap());
+    assert_false(t.has_work());
+
+    // The reference: the same GEMM on the identity operands.
+    t_submit(r, 1, command(g, 2));
+    assert_true(t.run_pass());
+    assert_int_equal(t_pop(r, 1).status, kTensorOk);
+    assert_true(verify(r, g));
+    std::vector<uint8_t> want(r.hbm(g.c), r.hbm(g.c) + size_t(g.m) * g.n * 4);
+
+    s.cmd.cookie = 3;
+    t_submit(r, 1, s.cmd);
+    assert_true(t.run_pass());
+    TensorCompletion done = t_pop(r, 1);
+    assert_int_equal(done.status, kTensorOk);
+    assert_int_equal(done.flops, 2ull * 64 * 48 * 256);
+    for (size_t p = 0; p < s.c_pages.size(); ++p) {
+      const size_t len = std::min<size_t>(4096, want.size() - p * 4096);
+      assert_memory_equal(r.hbm(s.c_pages[p]), want.data() + p * 4096, len);
+    }
+    assert_false(r.next_error(&rec));
+
+    // The MPU checks are the ones of any operand: C one float past the end of
+    // its allocation, then A of a row tile from inside A into nothing.
+    for (uint64_t p : s.c_pages) memset(r.hbm(p), 0xEE, 4096);
+    TensorCommand past = s.cmd;
+    past.cookie = 4;
+    past.c += 4;
+    TensorCommand tile = s.cmd;
+    tile.cookie = 5;
+    tile.a += 16ull * num::operand_bytes(dt, 1, g.k);
+    t_submit(r, 1, past);
+    t_submit(r, 1, tile);
+    assert_true(t.run_pass());
+    assert_true(t.run_pass());
+    assert_int_equal(t_pop(r, 1).status, kTensorMpuFault);
+    assert_int_equal(t_pop(r, 1).status, kTensorMpuFault);
+    assert_true(r.next_error(&rec));
+    assert_int_equal(rec.code, kEngineMpuFault);
+    assert_int_equal(rec.address, s.cmd.c + 4);
+    assert_int_equal(rec.cookie, 4);
+    assert_true(r.next_error(&rec));
+    assert_int_equal(rec.cookie, 5);
+    for (uint64_t p : s.c_pages)
+      for (uint32_t i = 0; i < 4096; ++i) assert_int_equal(r.hbm(p)[i], 0xEE);
+
+    // A table without the translated windows: the same command reaches nothing.
+    r.mpu({win(kHbmBase, 0x1400000, kMpuValid, 99)});
+    s.cmd.cookie = 6;
+    t_submit(r, 1, s.cmd);
+    assert_true(t.run_pass());
+    assert_int_equal(t_pop(r, 1).status, kTensorMpuFault);
+    assert_true(r.next_error(&rec));
+    assert_int_equal(rec.code, kEngineMpuFault);
+    assert_int_equal(r.mem.mpu()->header.tensor_ack[1].value, r.mem.mpu()->header.generation.value);
+
+    // A chip reset forgets the window.
+    t.reset();
+    assert_false(t.has_remap());
+    assert_int_equal(r.mem.tensor(1)->config_ack, 0);
+  }
+}
+
+void test_tensor_bad_remap_window_is_refused_naming_the_field(void**) {
+  struct Case {
+    uint64_t base, size;
+  } cases[] = {
+      {kRamBase, kRemapSize},                    // over the RAM vtrn-hw maps
+      {kRamBase + kRamSize - 0x1000, 0x2000},    // its last page overlaps RAM
+      {kRemapBase + 8, kRemapSize},              // unaligned base
+      {kRemapBase, 0x1800},                      // unaligned size
+      {kRemapBase, kMaxRemapBytes * 2},          // too large
+      {0xfffffffffffff000ull, 0x2000},           // wraps
+      {kRemapBase, 0},                           // no size
+  };
+  Rig r;
+  TensorEngine t(r.mem, 0, r.props, r.sig, r.log, fake_clock);
+  uint32_t gen = 0;
+  for (const Case& k : cases) {
+    t_config(r, 0, kRemapBase, kRemapSize);
+    t.run_pass();
+    assert_true(t.has_remap());
+    t_config(r, 0, k.base, k.size);
+    gen += 2;
+    t.run_pass();
+    assert_int_equal(r.mem.tensor(0)->config_ack, gen);
+    assert_int_equal(r.mem.tensor(0)->config_status, kEngineBadConfig | (kFieldRemap << 8));
+    assert_false(t.has_remap());
+    ErrorRecord rec;
+    assert_true(r.next_error(&rec));
+    assert_int_equal(rec.code, kEngineBadConfig);
+    assert_int_equal(rec.source, kSourceTensor);
+    assert_int_equal(rec.engine, 0);
+    assert_int_equal(rec.detail, kFieldRemap);
+    assert_int_equal(rec.address, k.base);
+    assert_false(r.next_error(&rec));
+  }
+  // 0/0 is no window, and fine.
+  t_config(r, 0, kRemapBase, kRemapSize);
+  t.run_pass();
+  t_config(r, 0, 0, 0);
+  t.run_pass();
+  assert_int_equal(r.mem.tensor(0)->config_status, kEngineOk);
+  assert_false(t.has_remap());
+  // Without a RAM memfd there is nothing to map a window onto.
+  Rig nofd;
+  const int fd = nofd.mem.ram_fd;
+  nofd.mem.ram_fd = -1;
+  TensorEngine u(nofd.mem, 0, nofd.props, nofd.sig, nofd.log, fake_clock);
+  t_config(nofd, 0, kRemapBase, kRemapSize);
+  u.run_pass();
+  assert_int_equal(nofd.mem.tensor(0)->config_status, kEngineBadConfig | (kFieldRemap << 8));
+  assert_false(u.has_remap());
+  nofd.mem.ram_fd = fd;  // the Rig closes it
+}
+
 void test_tensor_injected_fault_fails_one_command_then_works(void**) {
   Rig r;
   TensorEngine t(r.mem, 1, r.props, r.sig, r.log, fake_clock);
@@ -1000,6 +1191,8 @@ int main() {
       cmocka_unit_test(test_tensor_gemm_every_dtype_meets_the_reference_bound),
       cmocka_unit_test(test_tensor_row_tiles_with_ldc_compose_one_gemm),
       cmocka_unit_test(test_tensor_refusals_have_their_status_and_write_nothing),
+      cmocka_unit_test(test_tensor_gemm_on_stitched_operands_is_exact_and_mpu_checked),
+      cmocka_unit_test(test_tensor_bad_remap_window_is_refused_naming_the_field),
       cmocka_unit_test(test_tensor_injected_fault_fails_one_command_then_works),
       cmocka_unit_test(test_tensor_index_jump_latches_until_reset),
       cmocka_unit_test(test_tensor_full_completion_ring_waits_for_the_consumer),

@@ -1,4 +1,4 @@
-// vtrn engine ABI v1.2: the register and queue region of a chip's hardware
+// vtrn engine ABI v1.3: the register and queue region of a chip's hardware
 // engines (DMA engines, tensor engines), shared byte for byte by the
 // firmware (which programs them) and vtrn-hw (the board's silicon, which
 // runs them natively).
@@ -44,7 +44,12 @@ inline constexpr uint16_t kAbiMajor = 1;
 // 1.2: translated MPU windows (kMpuTranslate, MpuWindow::phys) and the remap
 //      window in DmaConfig (remap_base, remap_size; were reserved, zero):
 //      stitched HBM allocations reach the DMA engines. kInjectDmaFail.
-inline constexpr uint16_t kAbiMinor = 2;
+// 1.3: TensorConfig in TensorEngineBlock (was pad, zero) and kCapTensorRemap:
+//      the remap window reaches the tensor engines too, so a GEMM's operands
+//      may be stitched allocations. Gated by the capability (a fw never
+//      writes the config to engines without it); a config never written
+//      (config_gen 0) or 0/0 is no remap window: 1.2 behaviour.
+inline constexpr uint16_t kAbiMinor = 3;
 
 // PCI placement and the ivshmem peers of the engine function.
 inline constexpr uint32_t kEnginePciDevice = 2;     // 00:02.0 (host interface: 00:01.0)
@@ -77,6 +82,7 @@ enum Capability : uint64_t {
   kCapMpu = 1u << 3,            // MpuBlock is enforced
   kCapFaultInject = 1u << 4,    // ControlBlock::inject_* is honoured
   kCapModeledTime = 1u << 5,    // completions and stats carry modeled time
+  kCapTensorRemap = 1u << 6,    // ABI 1.3: tensor engines take a remap window (TensorConfig)
 };
 
 // Offset 0. Writer: hw, once per attach and again after every chip reset
@@ -173,8 +179,9 @@ inline constexpr uint32_t kInjectDmaFail = 3;  // ABI 1.2
 // may run across windows only when they are translated, adjacent and carry
 // the same nonzero tag (the extents of one allocation, in device order);
 // every other range must lie inside one window. An engine without a remap
-// window (tensor engines; a DMA engine whose DmaConfig has none) ignores
-// translated windows, so their addresses reach nothing.
+// window (a DMA engine whose DmaConfig has none, a tensor engine whose
+// TensorConfig has none, ABI 1.3) ignores translated windows, so their
+// addresses reach nothing.
 enum MpuFlags : uint32_t {
   kMpuValid = 1u << 0,
   kMpuPoison = 1u << 1,     // retired pages: any access that touches them fails (DMA: kErrEcc)
@@ -261,10 +268,11 @@ enum ConfigField : uint32_t {
   kFieldQueueMask = 3,   // a bit beyond queue_count
   kFieldWindow = 4,      // host window outside BAR2, or overlapping the DMA region
   kFieldHbm = 5,         // HBM range outside what vtrn-hw maps
-  kFieldRemap = 6,       // remap window not page-aligned, wrapping, over HBM, or too large (ABI 1.2)
+  kFieldRemap = 6,       // remap window not page-aligned, wrapping, over HBM, or too large (ABI 1.2;
+                         // TensorConfig too, ABI 1.3)
 };
-// The largest remap window a DMA engine accepts (it reserves that much
-// address space to map translated windows into).
+// The largest remap window a DMA or tensor engine accepts (it reserves that
+// much address space to map translated windows into).
 inline constexpr uint64_t kMaxRemapBytes = 1ull << 40;
 
 // Writer: fw. The fw writes the fields, then bumps config_gen (release);
@@ -350,8 +358,11 @@ enum TensorFlags : uint32_t {
   kTensorKnownFlags = kTensorIrq,
 };
 
-// Writer: fw. Addresses are chip physical (HBM), each operand checked
-// against the MPU as a whole: A rows are k elements apart, B rows too, C
+// Writer: fw. Addresses are chip physical (HBM) or, for an engine given a
+// remap window (TensorConfig, ABI 1.3), device addresses of stitched
+// allocations inside it; each operand checked against the MPU as a whole
+// (a remap-window operand only through translated windows, so it may run
+// across the extents of one allocation): A rows are k elements apart, B rows too, C
 // rows `ldc` floats apart. Splitting a GEMM across engines is the fw's
 // business: a row tile is A and C (and A's scales) offset by rows.
 struct TensorCommand {
@@ -397,6 +408,27 @@ static_assert(sizeof(TensorCompletion) == 64);
 
 inline constexpr uint32_t kTensorDepth = 64;
 
+// ABI 1.3 (kCapTensorRemap). Writer: fw. The fw writes the fields, then
+// bumps config_gen (release) and rings the engine's vector; the engine
+// copies them between commands, validates them as a DmaConfig's remap window
+// (page-aligned, not wrapping, not over the RAM vtrn-hw maps, at most
+// kMaxRemapBytes; else kEngineBadConfig | kFieldRemap << 8, an error record
+// with detail kFieldRemap, and no remap window) and answers in
+// TensorEngineBlock::config_ack/config_status. Commands after the ack are
+// resolved through the window: translated MPU windows map its device
+// addresses onto their extents (phys inside IdBlock::hbm_base/hbm_size).
+// 0/0: no remap window. A chip reset zeroes it.
+struct TensorConfig {
+  uint32_t config_gen;
+  uint32_t reserved0;     // zero
+  uint64_t remap_base;    // the firmware MMU's remap range, as in DmaConfig
+  uint64_t remap_size;
+  uint64_t reserved[5];   // zero
+};
+static_assert(sizeof(TensorConfig) == 64);
+static_assert(offsetof(TensorConfig, remap_base) == 8);
+static_assert(offsetof(TensorConfig, remap_size) == 16);
+
 struct TensorEngineBlock {
   hostif::CacheLineIndex sq_prod;    // writer: fw
   hostif::CacheLineIndex sq_cons;    // writer: hw
@@ -407,11 +439,19 @@ struct TensorEngineBlock {
   hostif::CacheLineIndex state;      // writer: hw; EngineState
   hostif::CacheLineIndex reserved0;
   EngineStats stats;                 // writer: hw
-  uint8_t pad[1024 - 8 * 64 - sizeof(EngineStats)];
+  TensorConfig config;               // writer: fw (ABI 1.3; pad before, zero)
+  uint32_t config_ack;               // writer: hw; = config_gen once applied or refused (ABI 1.3)
+  uint32_t config_status;            // writer: hw; EngineError | ConfigField << 8 (ABI 1.3)
+  uint32_t reserved1[14];
+  uint8_t pad[1024 - 8 * 64 - sizeof(EngineStats) - sizeof(TensorConfig) - 64];
   TensorCommand sq[kTensorDepth];    // writer: fw
   TensorCompletion cq[kTensorDepth]; // writer: hw
 };
 static_assert(offsetof(TensorEngineBlock, stats) == 512);
+static_assert(offsetof(TensorEngineBlock, config) == 640);
+static_assert(offsetof(TensorEngineBlock, config_ack) == 704);
+static_assert(offsetof(TensorEngineBlock, config_status) == 708);
+static_assert(offsetof(TensorEngineBlock, pad) == 768);
 static_assert(offsetof(TensorEngineBlock, sq) == 1024);
 
 // ---- Layout ---------------------------------------------------------------

@@ -81,7 +81,10 @@ void register_handler(uint32_t, IrqHandler, void*) {}
 
 namespace mmu {
 void map(uint64_t, uint64_t, Memory, const char*) {}
-void reserve_remap(uint64_t, uint64_t) {}
+uint64_t g_remap_base = 0, g_remap_size = 0;
+void reserve_remap(uint64_t base, uint64_t size) { g_remap_base = base, g_remap_size = size; }
+uint64_t remap_base() { return g_remap_base; }
+uint64_t remap_size() { return g_remap_size; }
 bool remap(uint64_t, uint64_t, uint64_t) { return true; }
 void unmap_remap(uint64_t, uint64_t) {}
 }  // namespace mmu

@@ -8,8 +8,9 @@ to it fail with the ECC status), and the retired-page store surviving
 `vtrn down` / `vtrn up` and `vtrn reset` while a damaged store is ignored,
 and stitching: with HBM fragmented into holes smaller than a request, the
 request gets a remap-window address backed by several HBM extents (the
-firmware's MMU maps them), DMA and a GEMM job's kernels use it, and an
-uncorrectable error at a stitched address poisons it.
+firmware's MMU maps them), DMA (the DMA engines) and GEMM jobs (on the
+tensor engines, by default and with --engine tensor, and on the cores) use
+it, and an uncorrectable error at a stitched address poisons it.
 
 vtrnd runs with DMA checked against live allocations (the harness default,
 stated again here because this file is about it) and a 64 MiB client quota. One chip keeps the file fast; the default board gives
@@ -328,15 +329,33 @@ class HbmOnRealChip(h.BoardTestCase):
                 self.assertIn("not allocated", e.exception.error)
 
                 # A job whose buffers are bigger than any hole: A is 2.25 MiB.
-                before = self.stats()["stitches"]
-                r = self.s.vtrn("run", "gemm", "--m", 768, "--n", 32, "--k", 768, "--seed", 5, "--json",
-                                timeout=180)
-                self.assertEqual(r.returncode, 0, r.stderr)
-                doc = json.loads(r.stdout)
-                self.assertTrue(doc["verified"], doc)
-                # The engines do not translate stitched addresses: the chip's choice is the cores.
-                self.assertEqual(doc["job"]["engine"], "cores", doc)
-                self.assertGreater(self.stats()["stitches"], before)
+                # The tensor engines translate the remap window (engine ABI
+                # 1.3): the chip's choice for it is them, an explicit tensor
+                # is served (not refused naming the buffer), and the cores
+                # still run it when asked.
+                for engine in ("default", "tensor", "cores"):
+                    with self.subTest(engine=engine):
+                        before = self.stats()["stitches"]
+                        r = self.s.vtrn("run", "gemm", "--m", 768, "--n", 32, "--k", 768, "--seed", 5,
+                                        "--engine", engine, "--json", timeout=180)
+                        self.assertEqual(r.returncode, 0, r.stderr)
+                        doc = json.loads(r.stdout)
+                        self.assertTrue(doc["verified"], doc)
+                        self.assertEqual(doc["check"]["bad"], 0, doc)
+                        self.assertGreater(self.stats()["stitches"], before, "the job's A was not stitched")
+                        job = doc["job"]
+                        listed = [j for j in self.s.vtrn_json("jobs", 0)["jobs"] if j["id"] == job["id"]]
+                        self.assertEqual(len(listed), 1, job["id"])
+                        for j in (job, listed[0]):
+                            if engine == "cores":
+                                self.assertEqual((j["engine"], j["engines_used"]), ("cores", 0), j)
+                                self.assertGreater(j["cores_used"], 0, j)
+                            else:
+                                self.assertEqual((j["state"], j["engine"]), ("DONE", "tensor"), j)
+                                self.assertGreater(j["engines_used"], 0, j)
+                                self.assertEqual(j["cores_used"], 0, j)
+                                self.assertGreater(j["chip_modeled_ns"], 0, j)
+                                self.assertGreater(j["engine_wall_ns"], 0, j)
 
                 # An uncorrectable error at a stitched address: the physical
                 # page behind it is retired, the allocation poisoned, DMA refused.

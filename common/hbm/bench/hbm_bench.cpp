@@ -14,7 +14,10 @@
 //    descheduled does not count. The allocators take turns pass by pass, so
 //    a noisy stretch of the shared machine hits all of them. Best and
 //    median pass are printed; the ratios use the best of each (noise only
-//    ever slows a pass down).
+//    ever slows a pass down). A round is one pass of each allocator back to
+//    back; the ratio within each round is printed too (median, best and
+//    worst over the rounds), the figure least moved by load that comes and
+//    goes between rounds.
 //  - latency: --lat-passes further replays timing every op, in turns too (one
 //    steady_clock pair per op, overhead printed). The shared machine
 //    preempts often, so two summaries: each percentile's minimum over the
@@ -194,6 +197,7 @@ struct Result {
   const char* name = "";
   double best_ops = 0, median_ops = 0;  // per CPU-second of this thread
   double best_wall_ops = 0;
+  std::vector<double> rounds;  // ops per CPU-second of each timed pass, in order
   Pcts pass_min;  // each percentile's minimum over the latency passes
   Pcts op_min;    // percentiles of each op's minimum over the passes
   uint64_t failures = 0;
@@ -250,6 +254,7 @@ std::vector<Result> measure(const std::vector<Subject>& subjects, const std::vec
   std::vector<uint32_t> lat(trace.size());
   std::vector<std::vector<uint32_t>> op_min(n, std::vector<uint32_t>(trace.size(), UINT32_MAX));
   for (size_t k = 0; k < n; ++k) {
+    res[k].rounds = cpu[k];
     std::sort(cpu[k].begin(), cpu[k].end());
     std::sort(wall[k].begin(), wall[k].end());
     res[k].name = subjects[k].name;
@@ -274,6 +279,18 @@ std::vector<Result> measure(const std::vector<Subject>& subjects, const std::vec
     res[k].failures = subjects[k].failures(subjects[k].runner);
   }
   return res;
+}
+
+// a / b within each round: the median, best and worst over the rounds.
+struct RoundRatio {
+  double median = 0, best = 0, worst = 0;
+};
+RoundRatio round_ratio(const Result& a, const Result& b) {
+  std::vector<double> r;
+  for (size_t i = 0; i < a.rounds.size() && i < b.rounds.size(); ++i)
+    r.push_back(a.rounds[i] / b.rounds[i]);
+  std::sort(r.begin(), r.end());
+  return RoundRatio{r[r.size() / 2], r.back(), r.front()};
 }
 
 double timer_overhead_ns() {
@@ -579,6 +596,8 @@ int main(int argc, char** argv) {
   const Result& rh = results[0];
   const Result& rg = results[1];
   const Result& rp = results[2];
+  const RoundRatio round_glibc = round_ratio(rh, rg);
+  const RoundRatio round_pow2 = round_ratio(rh, rp);
   double overhead = timer_overhead_ns();
   double load = 0;
   if (FILE* f = fopen("/proc/loadavg", "r")) {
@@ -622,6 +641,10 @@ int main(int argc, char** argv) {
            "\"ratio_to_pow2_best_ops_per_s\":%.3f,\"ratio_to_pow2_median_ops_per_s\":%.3f,",
            rh.best_ops / rg.best_ops, rh.median_ops / rg.median_ops, rh.best_ops / rp.best_ops,
            rh.median_ops / rp.median_ops);
+    printf("\"ratio_in_round\":{\"glibc\":{\"median\":%.2f,\"best\":%.2f,\"worst\":%.2f},"
+           "\"pow2\":{\"median\":%.3f,\"best\":%.3f,\"worst\":%.3f}},",
+           round_glibc.median, round_glibc.best, round_glibc.worst, round_pow2.median,
+           round_pow2.best, round_pow2.worst);
     printf("\"fragmentation\":{\"hbm_bytes\":%llu,\"ops\":%zu,\"occupancy_band\":\"0.50..0.70\","
            "\"allocators\":[",
            (unsigned long long)kFragHbm, churn.size());
@@ -656,6 +679,10 @@ int main(int argc, char** argv) {
          rh.median_ops / rg.median_ops);
   printf("%-14s %11.2fx %11.2fx\n", "hbm / pow2", rh.best_ops / rp.best_ops,
          rh.median_ops / rp.median_ops);
+  printf("ratio within each round (one pass of each, back to back): hbm / glibc median %.2fx, "
+         "best %.2fx, worst %.2fx;\nhbm / pow2 median %.3fx, best %.3fx, worst %.3fx\n",
+         round_glibc.median, round_glibc.best, round_glibc.worst, round_pow2.median,
+         round_pow2.best, round_pow2.worst);
   printf("\nlatency ns over %d replays (timer pair overhead %.0f ns included)\n", lat_passes,
          overhead);
   printf("%-14s %-22s %8s %8s %9s %10s\n", "allocator", "summary", "p50", "p99", "p99.99", "max");

@@ -15,6 +15,9 @@ extern "C" {
 #include <cmocka.h>
 }
 
+#include <algorithm>
+#include <vector>
+
 #include "vtrn/hbm.h"
 
 using namespace vtrn::hbm;
@@ -535,6 +538,64 @@ void test_large_pages_make_the_page_the_granule(void**) {
   expect_audit_ok();
 }
 
+// allocate and free write three levels of the live-start index every time:
+// a window with fewer levels writes spare summary words that no search
+// reads, one with more walks the rest. Windows of 1, 2, 3 and 4 levels;
+// a filler allocation puts the small ones of the others just below a
+// boundary of their top level (4,096 and 2^18 pages), so they come and go
+// on both sides of it. After every step the index marks exactly the live
+// allocations (audit), lookup finds each from its last byte and
+// next_allocation walks all of them in address order.
+void test_live_index_is_exact_for_every_level_count(void**) {
+  struct Window {
+    uint32_t pages, filler_pages;
+  };
+  const Window kWindows[] = {{48, 0}, {1000, 880}, {5000, 4094}, {(1u << 18) + 64, (1u << 18) - 2}};
+  std::vector<uint64_t> arena;
+  for (const Window& w : kWindows) {
+    const uint32_t pages = w.pages;
+    Config c = make_config(1, uint64_t(pages) * kPage);
+    Allocator a;
+    arena.assign(Allocator::arena_bytes(c) / 8 + 1, 0);
+    assert_int_equal(a.init(c, arena.data(), arena.size() * 8), Error::kOk);
+    uint64_t filler = 0;
+    if (w.filler_pages != 0)
+      assert_int_equal(
+          a.allocate(9, Category::kScratch, uint64_t(w.filler_pages) * kPage, 0, &filler),
+          Error::kOk);
+    std::vector<uint64_t> live;
+    uint64_t rng = pages;
+    for (int step = 0; step < 400; ++step) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      uint32_t r = uint32_t(rng >> 33);
+      if (live.size() < 2 || ((r & 1) != 0 && live.size() < 10)) {
+        uint64_t addr = 0;
+        Error e = a.allocate(1 + r % 3, Category::kTensors, (1 + (r >> 1) % 4) * kPage, 0, &addr);
+        assert_true(e == Error::kOk || e == Error::kNoMemory);
+        if (e == Error::kOk) live.push_back(addr);
+      } else {
+        size_t i = (r >> 1) % live.size();
+        assert_int_equal(a.free(live[i]), Error::kOk);
+        live.erase(live.begin() + long(i));
+      }
+      assert_int_equal(a.audit(), Error::kOk);
+      std::vector<uint64_t> sorted = live;
+      if (filler != 0) sorted.push_back(filler);
+      std::sort(sorted.begin(), sorted.end());
+      AllocationInfo info;
+      uint64_t from = 0;
+      for (uint64_t addr : sorted) {
+        assert_int_equal(a.next_allocation(from, &info), Error::kOk);
+        assert_int_equal(info.addr, addr);
+        assert_int_equal(a.lookup(addr + info.bytes - 1, 1, &info), Error::kOk);
+        assert_int_equal(info.addr, addr);
+        from = addr + 1;
+      }
+      assert_int_equal(a.next_allocation(from, &info), Error::kNotFound);
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -565,6 +626,7 @@ int main() {
       cmocka_unit_test_setup(test_correctable_errors_are_counted_per_stack, setup),
       cmocka_unit_test_setup(test_fragmentation_reflects_split_free_space, setup),
       cmocka_unit_test_setup(test_large_pages_make_the_page_the_granule, setup),
+      cmocka_unit_test(test_live_index_is_exact_for_every_level_count),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -658,6 +658,14 @@ void test_stitched_buffers_and_dtypes_the_engines_lack_are_named(void**) {
   assert_string_equal(g_err.detail(),
                       "steps[1].b_addr: 0x6000000000 is a stitched allocation the tensor engines cannot reach "
                       "(engine cores can)");
+  // Engines that translate the remap window reach up to its end.
+  const uint64_t end = 0x6000000000ull + (1ull << 30);
+  assert_true(tensor_eligible(s, 0x1f, end).ok());
+  s.steps[1].b = end - 16;
+  g_err = tensor_eligible(s, 0x1f, end);
+  assert_string_equal(g_err.detail(),
+                      "steps[1].b_addr: 0x603ffffff0 is a stitched allocation the tensor engines cannot reach "
+                      "(engine cores can)");
   s.steps[0].a = 0x6000000000ull;  // not a GEMM: the cores run it either way
   s.steps[1].b = buf(1);
   assert_true(tensor_eligible(s, 0x1f, 0x6000000000ull).ok());

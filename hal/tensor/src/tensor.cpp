@@ -17,7 +17,29 @@ Status TensorEngine::init(copy::EngineRegion& region, uint32_t index) {
   blk_ = region.tensor(index);
   sq_prod_ = mmio::read32(&blk_->sq_prod.value);
   cq_cons_ = mmio::read32(&blk_->cq_cons.value);
+  config_gen_ = (region.id().capabilities & kCapTensorRemap) ? mmio::read32(&blk_->config.config_gen) : 0;
   return Status::kOk;
+}
+
+Status TensorEngine::configure(const TensorConfig& config) {
+  if (!blk_) return Status::kNotReady;
+  if (!(region_->id().capabilities & kCapTensorRemap)) return Status::kNotFound;
+  if (config.reserved0 != 0) return Status::kInvalidArgument;
+  for (uint64_t r : config.reserved) {
+    if (r != 0) return Status::kInvalidArgument;
+  }
+  TensorConfig c = config;
+  c.config_gen = config_gen_;
+  // Every field but the generation first; the generation publishes them.
+  memcpy(reinterpret_cast<uint8_t*>(&blk_->config) + 4, reinterpret_cast<const uint8_t*>(&c) + 4, sizeof c - 4);
+  mmio::write32(&blk_->config.config_gen, ++config_gen_);
+  return region_->ring(uint16_t(kVectorTensor0 + index_));
+}
+
+bool TensorEngine::config_done(uint32_t* status) const {
+  if (!blk_ || config_gen_ == 0 || mmio::read32(&blk_->config_ack) != config_gen_) return false;
+  if (status) *status = mmio::read32(&blk_->config_status);
+  return true;
 }
 
 Status TensorEngine::submit(const Gemm& g) {

@@ -126,11 +126,14 @@
 // neighbours, one start-page table entry and one word per level of the
 // live-start bitmap; nothing that only stitching needs (extent chains are
 // a side array of the records). Choices the data makes random (which size
-// class serves, list head or not, which neighbours a free merges with) are
+// class serves, list head or not, which neighbour a free merges with) are
 // made by mask, not by branch: on the speed trace a free merges with each
-// neighbour 40% of the time, and on the Xeon of these measurements the
-// branchless merge's ~100 more instructions cost less than the ~0.9
-// mispredictions per free they replace (hbm/pow2 0.23 -> 0.25 in hbm_bench).
+// neighbour 40% of the time, and a merge with a branch per neighbour
+// (~0.9 mispredictions a free) is slower than without. The merge with
+// both neighbours (16% of frees) is the one branch: it lets the other 84%
+// unlist one block instead of two, 30 instructions for 0.16
+// mispredictions a free. On hbm_bench's trace (callgrind, x86-64 with BMI2)
+// an allocate is 204 instructions and a free 219.
 // allocate() and free() test for this path first and hand everything
 // else, errors included, to the general path. hbm_bench prints what it
 // costs against glibc malloc and a power-of-two segregated free list in
@@ -145,7 +148,7 @@
 //   arena   = 40 * (2 * (A + E + R) + 3) + 72 * O + 4 * H + 4 * R
 //             + 4 * P + 8 * W(P) + 4 * V + 8 * W(V)
 //             bytes, each section rounded up to 8 (arena_bytes() computes it);
-//   object  = sizeof(Allocator), 7,832 bytes (x86-64 and AArch64), fixed.
+//   object  = sizeof(Allocator), 7,864 bytes (x86-64 and AArch64), fixed.
 // The block records do not depend on the HBM size: a record exists per
 // block, not per page; there are at most 2 * (A + E + R) + 2 blocks (in
 // each window every free block is followed by a non-free one or the end;
@@ -472,6 +475,7 @@ class Allocator {
     uint64_t* level[kMaxLevels] = {};  // level 0 then its summaries, back to back
     uint32_t level_words[kMaxLevels] = {};
     uint32_t levels = 0;
+    uint64_t spare_levels[2] = {};  // level 1 and 2 words of a window with fewer levels
     uint32_t* start_record = nullptr;
   };
   static constexpr uint32_t kPhys = 0;
@@ -499,7 +503,7 @@ class Allocator {
   void record_release(uint32_t b);
   void link_after(uint32_t a, uint32_t b);
   void unlink(uint32_t b);
-  void release(Space& sp, uint32_t b, uint32_t start, bool drop_owner);
+  void release(Space& sp, uint32_t b, uint32_t start, bool drop_owner, bool plain = false);
   Error free_in(Space& sp, uint64_t addr, uint32_t owner);
   uint64_t commit(Space& sp, uint32_t u, uint32_t owner_slot, Category category);
   uint32_t free_block(Space& sp, uint32_t b);

@@ -53,6 +53,10 @@ void map(uint64_t base, uint64_t size, Memory type, const char* what);
 // no identity mapping touches (checked; panics otherwise). Once, at boot.
 inline constexpr uint64_t kRemapMaxBytes = 1ull << 30;
 void reserve_remap(uint64_t base, uint64_t size);
+// The window reserve_remap gave (0/0 before): the range the engines are
+// given for stitched allocations too (engine ABI remap windows).
+[[nodiscard]] uint64_t remap_base();
+[[nodiscard]] uint64_t remap_size();
 // Maps [va, va + bytes) of the window onto [pa, pa + bytes) (4 KiB-aligned,
 // normal write-back memory, not executable). False when the range leaves
 // the window or an entry is already valid (nothing is changed then).

@@ -11,8 +11,10 @@
 // handed out again while an engine may still use the old table. In the loop
 // it drains the error ring (each record logged and counted by code).
 //
-// Not a data path yet: the DMA service still copies with the CPU and jobs
-// run on the cores; they take their engines from here (region()).
+// Not a data path itself: the DMA service and the job service drive the
+// engines and take them from here (region()). The tensor engines' remap
+// window (set_tensor_remap) is given here, at their bring-up by the job
+// service, and tensor_reach() says whether stitched operands are in reach.
 //
 // Absent or refused (no function at 00:02.0, no ID block, a reset that is
 // never acknowledged): the chip boots without engines, says why in the log
@@ -29,6 +31,7 @@
 #include "fw/mpu_table.h"
 #include "fw/service.h"
 #include "hal/copy_engine.h"
+#include "hal/tensor.h"
 #include "vtrn/hbm.h"
 
 namespace fw::engines {
@@ -63,6 +66,19 @@ class EnginesService final : public Service {
   // beyond them, or while the engine keeps rewriting the block.
   bool tensor_stats(uint32_t e, vtrn::engine::EngineStats* out, bool* busy) const;
 
+  // Gives each of the `n` tensor engines the remap window [base, +size) of
+  // stitched HBM allocations (engine ABI 1.3, kCapTensorRemap; the same
+  // window the DMA engines get) and waits for each answer (bounded). True
+  // when every one applied it. False, logged, when the engines lack the
+  // capability or one refused or did not answer: those that applied it are
+  // set back to no window, and stitched buffers stay out of the engines' reach.
+  bool set_tensor_remap(hal::tensor::TensorEngine* engines, uint32_t n, uint64_t base, uint64_t size);
+  // Where the tensor engines' reach ends for a GEMM operand: the end of the
+  // remap window after set_tensor_remap succeeded, while every stitched
+  // allocation has its translated MPU windows (mpu_stats().stitched_skipped
+  // is 0); else `remap_base` (no stitched allocation is reachable).
+  [[nodiscard]] uint64_t tensor_reach(uint64_t remap_base) const;
+
   // SPI of engine vector v (valid once present()).
   [[nodiscard]] uint32_t spi(uint16_t vector) const { return first_spi_ + vector; }
 
@@ -78,6 +94,7 @@ class EnginesService final : public Service {
   uint64_t errors_[vtrn::engine::kEngineErrorCount] = {};
   uint64_t errors_lost_ = 0;
   uint64_t mpu_timeouts_ = 0;
+  uint64_t tensor_remap_end_ = 0;  // base + size once every tensor engine applied it
 };
 
 EnginesService& service();

@@ -117,9 +117,10 @@ vtrn::Error resolve_engine(uint32_t requested, uint32_t tensor_engines, uint32_t
 
 // Whether the tensor engines can run every GEMM step of `s`: its dtype in
 // `dtype_mask` (the ID block's bit per num::DType) and every buffer below
-// `limit` (the remap window of stitched HBM allocations, which the engines
-// do not translate). The first that is not, as one line naming the step
-// and field.
+// `limit`, where the engines' reach ends (fw::engines tensor_reach: the
+// start of the remap window of stitched HBM allocations when the engines do
+// not translate it, its end when they do, engine ABI 1.3). The first that is
+// not, as one line naming the step and field.
 vtrn::Error tensor_eligible(const Submit& s, uint32_t dtype_mask, uint64_t limit);
 
 // Copies the decoded request. Steps beyond kMaxSteps are not copied but

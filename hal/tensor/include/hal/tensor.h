@@ -2,7 +2,10 @@
 // one per NeuronCore), reached through the engine region hal/copy_engine.h
 // discovers. submit() copies a GEMM command into the engine's queue and
 // publishes it, ring() wakes the engine, poll() copies out one completion
-// (status, flops, wall and modeled time).
+// (status, flops, wall and modeled time). configure() gives the engine its
+// remap window (engine ABI 1.3, kCapTensorRemap: the device addresses of
+// stitched HBM allocations, reached through translated MPU windows);
+// config_done() tells when the engine answered.
 //
 // Splitting a GEMM step across engines, deciding what to wait for and what a
 // status means for a job are the caller's (the job scheduler's) business;
@@ -40,6 +43,16 @@ class TensorEngine {
   // Picks up the queue where it is (index 0 after a chip engine reset).
   Status init(copy::EngineRegion& region, uint32_t index);
 
+  // Writes the remap window (every field, then the generation that
+  // publishes them) and rings the engine. kNotReady: not initialised;
+  // kNotFound: the engines lack kCapTensorRemap (ABI < 1.3: the block has
+  // no config there, nothing is written); kInvalidArgument: reserved words
+  // not zero.
+  Status configure(const vtrn::engine::TensorConfig& config);
+  // True once the engine answered the last configure() (*status:
+  // EngineError | ConfigField << 8, kEngineOk when applied).
+  [[nodiscard]] bool config_done(uint32_t* status) const;
+
   // kCapacity: kTensorDepth commands in flight (completions not yet polled);
   // kInvalidArgument: zero m, n or k (the engine would refuse it anyway).
   Status submit(const Gemm& g);
@@ -59,6 +72,7 @@ class TensorEngine {
   uint32_t index_ = 0;
   uint32_t sq_prod_ = 0;
   uint32_t cq_cons_ = 0;
+  uint32_t config_gen_ = 0;
 };
 
 }  // namespace hal::tensor

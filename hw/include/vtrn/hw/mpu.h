@@ -19,7 +19,9 @@
 // engine's own thread: no other thread sees this view. Unmapped parts of
 // the view stay PROT_NONE, and check() admits a remap address only inside
 // translated windows that are mapped. Without set_remap translated windows
-// are ignored (tensor engines), so their addresses reach nothing.
+// are ignored (an engine given no remap window in its DmaConfig or, ABI
+// 1.3, its TensorConfig), so their addresses reach nothing. DMA and tensor
+// engines share this code: each owns one Mpu and its view.
 //
 // It is the dma::HbmPolicy the common/dma queue logic calls, so descriptor
 // statuses keep their dma_abi.h meaning: a range in a poisoned window is

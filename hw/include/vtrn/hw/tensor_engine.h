@@ -16,9 +16,18 @@
 // product, may overflow elsewhere (kernels.h documents that scales above
 // 2^125 are outside its guarantee). f32 data never quantizes to them.
 //
+// Remap window (ABI 1.3, TensorConfig): applied between commands, validated
+// by the same Mpu::set_remap as a DMA engine's (kFieldRemap when refused).
+// With one, the engine's Mpu maps the translated windows of each snapshot
+// into its own view of the window, exactly as a DMA engine's does, and an
+// operand inside the window is resolved through that view (one pointer
+// across a stitched allocation's extents), after the same MPU check as any
+// other operand: outside a live translated window it is kTensorMpuFault.
+// Without one, a remap-window operand is outside RAM: kTensorRange.
+//
 // Each completion carries the wall time and the modeled time (flops at the
 // board's rate for the dtype). Not a thread: run_pass() executes at most
-// one command.
+// one command (and applies a new config first).
 #pragma once
 
 #include <stddef.h>
@@ -48,12 +57,13 @@ class TensorEngine {
   TensorEngine(const TensorEngine&) = delete;
   TensorEngine& operator=(const TensorEngine&) = delete;
 
-  // Chip reset: queue at index 0, no error, MPU off.
+  // Chip reset: queue at index 0, no error, MPU off, no remap window.
   void reset();
   // Executes at most one command. True when it consumed one.
   bool run_pass();
   [[nodiscard]] bool has_work() const;
   [[nodiscard]] uint32_t mpu_generation() const { return mpu_.generation(); }
+  [[nodiscard]] bool has_remap() const { return mpu_.remap_view() != nullptr; }
 
  private:
   struct Operand {
@@ -64,6 +74,10 @@ class TensorEngine {
   engine::TensorStatus execute(const engine::TensorCommand& c, uint32_t ldc);
   void fault(const engine::TensorCommand& c, engine::TensorStatus s, uint32_t code, uint64_t addr, uint64_t len);
   void latch(uint32_t e);
+  void apply_config();
+  // The engine-side pointer of [addr, addr + len): RAM, or the remap view
+  // for a range inside the remap window; null when neither holds all of it.
+  [[nodiscard]] uint8_t* at(uint64_t addr, uint64_t len) const;
 
   const ChipMemory& mem_;
   const uint32_t index_;
@@ -79,6 +93,7 @@ class TensorEngine {
   uint32_t cq_prod_ = 0;
   uint32_t error_ = 0;
   uint32_t inject_seen_ = 0;
+  uint32_t config_seen_ = 0;
   bool fail_next_ = false;
   std::vector<float> a_, b_;
 };
