@@ -22,7 +22,7 @@ inline constexpr uint32_t kMaxThermalZones = 8;
 inline constexpr uint32_t kMaxNeuronCores = 8;
 inline constexpr uint32_t kMaxDmaQueues = 16;
 inline constexpr uint32_t kDefaultDmaQueues = 4;
-inline constexpr uint32_t kDefaultDmaQueueDepth = 256;
+inline constexpr uint32_t kDefaultDmaQueueDepth = 1024;
 inline constexpr size_t kNameLen = 48;
 inline constexpr uint32_t kMaxSwitches = 16;
 inline constexpr uint32_t kMaxSwitchPorts = 256;
@@ -104,7 +104,7 @@ struct Chip {
   uint32_t telemetry_period_ms = 0; // vtrn,telemetry-period-ms: 10..10000
   uint32_t bar2_mib = 0;            // vtrn,bar2-mib: power of two, 4..1024
   uint32_t dma_queues = 0;          // vtrn,dma-queues (optional, default 4): 1..kMaxDmaQueues
-  uint32_t dma_queue_depth = 0;     // vtrn,dma-queue-depth (optional, default 256): power of two, 16..4096
+  uint32_t dma_queue_depth = 0;     // vtrn,dma-queue-depth (optional, default 1024): power of two, 16..4096
   HbmGeometry hbm;                  // hbm child, compatible "vtrn,hbm"
   uint32_t port_count = 0;
   LinkPort ports[kMaxPorts];        // ports/port@N, compatible "vtrn,link-port"
