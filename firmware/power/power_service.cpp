@@ -36,6 +36,7 @@
 #include "fw/panic.h"
 #include "fw/pb_arena.h"
 #include "fw/power_shared.h"
+#include "vtrn/layout.h"
 
 #if __has_include("fw/cores.h")
 #include "fw/cores.h"
@@ -108,16 +109,18 @@ void PowerService::init(const Boot& boot) {
   fold_tensor(base, n, true);
   set_baseline(base, n);
 
-  // The region table is ours (written at boot, before READY); still check
-  // that the block fits where it says.
+  // The region table was written at boot, but it lives in BAR2, which the
+  // host maps writable: copy it, check the copy as the host does
+  // (validate_layout), then use the copy only.
   FwHeader& h = *boot.hostif->header();
-  for (uint32_t i = 0; i < h.region_count && i < vtrn::hostif::kMaxRegions; ++i) {
-    const vtrn::hostif::Region& r = h.regions[i];
-    if (r.type != kRegionPower) continue;
-    if (r.size >= sizeof(PowerTelemetry) && r.offset % 8 == 0 && r.offset <= boot.bar2_size &&
-        r.size <= boot.bar2_size - r.offset) {
-      block_.attach(reinterpret_cast<PowerTelemetry*>(boot.bar2 + r.offset));
-    }
+  FwHeader copy;
+  memcpy(&copy, &h, sizeof copy);
+  vtrn::hostif::Layout layout;
+  if (const vtrn::Error e = vtrn::hostif::validate_layout(copy, boot.bar2_size, &layout); !e.ok()) {
+    log(kLogErr, "power: region table refused: %s", e.detail());
+  } else if (const vtrn::hostif::Region& r = layout.at(kRegionPower);
+             r.size >= sizeof(PowerTelemetry) && r.offset % 8 == 0) {
+    block_.attach(reinterpret_cast<PowerTelemetry*>(boot.bar2 + r.offset));
   }
   attach_wakeup(boot.gic, boot.timer_intid);
   enabled_ = true;
