@@ -108,8 +108,17 @@ Status Manager::alloc(uint64_t owner, uint32_t category, uint64_t bytes, uint64_
   if (!owner_key(owner, &key) || category >= vtrn::hbm::kCategoryCount)
     return Status::kBadArgument;
   const Status s = a_.allocate(key, vtrn::hbm::Category(category), bytes, align, addr);
-  if (s == Status::kOk) ++layout_generation_;
+  if (s != Status::kOk) return s;
+  ++layout_generation_;
+  uint64_t granted = 0;
+  scrub_new(*addr, &granted);
   return s;
+}
+
+void Manager::scrub_new(uint64_t addr, uint64_t* bytes) const {
+  vtrn::hbm::AllocationInfo info;
+  *bytes = a_.lookup(addr, 1, &info) == Status::kOk ? info.bytes : 0;
+  if (scrub_ != nullptr && *bytes != 0) scrub_(addr, *bytes);
 }
 
 Status Manager::free(uint64_t owner, uint64_t addr) {
@@ -285,8 +294,7 @@ Error Manager::serve_alloc(const Vtrn__Ctrl__HbmAllocRequest& r, Vtrn__Ctrl__Hbm
   if (s == Status::kOk) ++layout_generation_;
   body.result = uint32_t(s);
   if (s == Status::kOk) {
-    vtrn::hbm::AllocationInfo info;
-    if (a_.lookup(addr, 1, &info) == Status::kOk) body.bytes = info.bytes;
+    scrub_new(addr, &body.bytes);
     body.addr = addr;
   }
   vtrn::hbm::OwnerUsage u;

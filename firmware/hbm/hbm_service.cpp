@@ -31,6 +31,28 @@ bool mmu_map(void*, uint64_t va, uint64_t pa, uint64_t bytes) { return mmu::rema
 void mmu_unmap(void*, uint64_t va, uint64_t bytes) { mmu::unmap_remap(va, bytes); }
 const vtrn::hbm::Mapper kMapper{nullptr, &mmu_map, &mmu_unmap};
 
+// Zeroes a new allocation through the address it is used by (HBM is Normal
+// memory; a stitched allocation's remap-window pages are mapped by the time
+// the allocator returns). Allocations are whole pages, so 64 B steps cover
+// them exactly. Plain stores: under TCG four STPs of zeros per 64 B ran ~3x
+// faster than DC ZVA (a helper call per block): a 4 MiB allocation took
+// 1-3 ms more than a one-page one (asan vtrnd, load 2.5), ~10 ms with DC ZVA.
+void zero_hbm(uint64_t addr, uint64_t bytes) {
+#if !defined(__aarch64__)
+  // Host builds of the service (fuzzers): no HBM behind the address.
+  (void)addr;
+  (void)bytes;
+#else
+  auto* p = reinterpret_cast<uint8_t*>(uintptr_t(addr));
+  for (uint64_t off = 0; off + 64 <= bytes; off += 64)
+    asm volatile("stp xzr, xzr, [%0]\n\tstp xzr, xzr, [%0, #16]\n\tstp xzr, xzr, [%0, #32]\n\tstp xzr, xzr, [%0, #48]"
+                 : : "r"(p + off) : "memory");
+  for (uint64_t off = bytes & ~uint64_t(63); off < bytes; ++off) p[off] = 0;
+  // Complete before the answer (and the engines) see the allocation.
+  asm volatile("dsb ish" : : : "memory");
+#endif
+}
+
 // The allocator's metadata: memory the service owns, outside the service
 // object so that it stays in .bss while the object (constant-initialized,
 // with its vtable) is in .data.
@@ -107,6 +129,7 @@ void HbmService::init(const Boot& boot) {
   if (s != Status::kOk) {
     panic(vtrn::hostif::kPanicBoard, "hbm: allocator init failed: %s", vtrn::hbm::error_name(s));
   }
+  set_scrub(&zero_hbm);
   vtrn::hostif::FwHeader* header = boot.hostif->header();
   header->capabilities = header->capabilities | vtrn::hostif::kCapHbm;
   // From now on DMA reaches only live, unpoisoned allocations, and the

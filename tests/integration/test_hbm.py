@@ -114,6 +114,38 @@ class HbmOnRealChip(h.BoardTestCase):
             self.assertEqual(after["allocs"] - mid["allocs"], 100)
             self.assertEqual(after["frees"] - mid["frees"], 101)
 
+    def test_a_new_allocation_never_shows_what_the_last_owner_left(self):
+        # Owner A fills 4 MiB and frees it; owner B (another connection) gets
+        # the same pages back and must read zeros: the firmware scrubs every
+        # allocation before it is handed out.
+        n = 4 * MiB
+        data = bytes((i * 131 + 7) & 0xFF or 1 for i in range(n))
+        with h.ApiClient(self.s) as a:
+            addr, nbytes = h.hbm_alloc(a, 0, n)
+            self.assertEqual(nbytes, n)
+            for off in range(0, n, 2 * MiB):
+                a.dma_write(0, addr + off, data[off:off + 2 * MiB])
+            self.assertEqual(a.dma_read(0, addr + n - 4096, 4096)[0], data[n - 4096:])
+            h.hbm_free(a, 0, addr)
+        with h.ApiClient(self.s) as b:
+            t0 = time.perf_counter_ns()
+            addr2, _ = h.hbm_alloc(b, 0, n)
+            t1 = time.perf_counter_ns()
+            self.assertEqual(addr2, addr, "the allocator handed out other pages: the test would prove nothing")
+            for off in range(0, n, 2 * MiB):
+                got = b.dma_read(0, addr2 + off, 2 * MiB)[0]
+                dirty = next((i for i, v in enumerate(got) if v), None)
+                self.assertIsNone(dirty, f"byte {off + (dirty or 0)} of the new allocation at {addr2:#x} still holds "
+                                         f"the previous owner's data")
+            # Figure: the cost of the scrub, against a page-sized allocation.
+            t2 = time.perf_counter_ns()
+            small, _ = h.hbm_alloc(b, 0, PAGE)
+            t3 = time.perf_counter_ns()
+            print(f"\nhbm alloc of 4 MiB (scrubbed) {(t1 - t0) / 1000:.0f} us, of one page {(t3 - t2) / 1000:.0f} us",
+                  file=sys.stderr)
+            h.hbm_free(b, 0, small)
+            h.hbm_free(b, 0, addr2)
+
     def test_cli_alloc_is_released_when_the_command_exits(self):
         doc = self.s.vtrn_json("mem", "alloc", 0, "4M", "--category", "code")
         self.assertEqual(doc["bytes"], 4 * MiB)

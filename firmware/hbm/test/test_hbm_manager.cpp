@@ -17,6 +17,7 @@ extern "C" {
 }
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "../../../common/hbm/test/hbm_shadow_map.h"
@@ -244,6 +245,41 @@ void test_alloc_request_sets_quota_and_refuses_beyond_it(void** state) {
   resp = serve(f, req);
   assert_int_equal(resp.hbm_alloc->result, 0);
   assert_int_equal(f->m.totals().alloc_failures, 1);
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> g_scrubbed;  // (addr, bytes) per scrub call
+void record_scrub(uint64_t addr, uint64_t bytes) { g_scrubbed.emplace_back(addr, bytes); }
+
+void test_every_new_allocation_is_scrubbed_whole_before_it_is_handed_out(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  g_scrubbed.clear();
+  f->m.set_scrub(&record_scrub);
+  // Through the service API (jobs' buffers): the granted pages, not the ask.
+  uint64_t a = 0;
+  assert_int_equal(f->m.alloc(kClient1, 0, kPage + 1, 0, &a), Status::kOk);
+  assert_int_equal(g_scrubbed.size(), 1);
+  assert_int_equal(g_scrubbed[0].first, a);
+  assert_int_equal(g_scrubbed[0].second, 2 * kPage);
+  // Through the vtrn.ctrl handler (clients' allocations).
+  Vtrn__Ctrl__HbmAllocRequest ar = VTRN__CTRL__HBM_ALLOC_REQUEST__INIT;
+  ar.owner = kClient2;
+  ar.bytes = 3 * kPage;
+  Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
+  req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_ALLOC;
+  req.hbm_alloc = &ar;
+  Vtrn__Ctrl__Response resp = serve(f, req);
+  assert_int_equal(resp.hbm_alloc->result, 0);
+  assert_int_equal(g_scrubbed.size(), 2);
+  assert_int_equal(g_scrubbed[1].first, resp.hbm_alloc->addr);
+  assert_int_equal(g_scrubbed[1].second, 3 * kPage);
+  assert_int_equal(resp.hbm_alloc->bytes, 3 * kPage);
+  // A refused allocation scrubs nothing.
+  ar.bytes = 4 * kStack;
+  resp = serve(f, req);
+  assert_int_not_equal(resp.hbm_alloc->result, 0);
+  uint64_t b = 0;
+  assert_int_not_equal(f->m.alloc(kClient1, 0, 4 * kStack, 0, &b), Status::kOk);
+  assert_int_equal(g_scrubbed.size(), 2);
 }
 
 void test_requests_with_bad_owner_category_or_list_size_are_bad_requests(void** state) {
@@ -487,6 +523,8 @@ int main() {
       cmocka_unit_test_setup_teardown(test_largest_stats_and_retired_answers_fit_one_control_slot, setup, teardown),
       cmocka_unit_test(test_stitched_allocation_is_listed_counted_and_retired_through_its_remap_address),
       cmocka_unit_test(test_uninitialised_manager_refuses_everything),
+      cmocka_unit_test_setup_teardown(test_every_new_allocation_is_scrubbed_whole_before_it_is_handed_out, setup,
+                                      teardown),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -109,6 +109,13 @@ class Manager : public Service {
   Status init(const vtrn::board::HbmGeometry& g, uint64_t base, void* arena, size_t arena_size,
               const Remap& remap = Remap{});
 
+  // Zeroes [addr, addr + bytes) at the address the allocation is used by
+  // (its remap-window address when stitched, mapped by then). Every new
+  // allocation, whole pages, goes through it before it is handed out, so no
+  // owner reads what the previous one left (issue 15). Unset: no scrub.
+  using Scrub = void (*)(uint64_t addr, uint64_t bytes);
+  void set_scrub(Scrub s) { scrub_ = s; }
+
   Status alloc(uint64_t owner, uint32_t category, uint64_t bytes, uint64_t align, uint64_t* addr);
   Status free(uint64_t owner, uint64_t addr);
   // Frees everything owner holds and forgets its quota; bytes freed.
@@ -158,10 +165,13 @@ class Manager : public Service {
   static constexpr uint32_t kEccQueue = 8;
 
   void push_ecc(const EccRecord& r);
+  // The scrub of a new allocation at addr; its granted size in *bytes.
+  void scrub_new(uint64_t addr, uint64_t* bytes) const;
 
   vtrn::hbm::Allocator a_;
   vtrn::board::HbmGeometry geometry_;
   uint64_t base_ = 0;
+  Scrub scrub_ = nullptr;
   bool ready_ = false;
   bool dma_unchecked_ = false;
   uint64_t layout_generation_ = 0;
