@@ -379,8 +379,7 @@ void Chip::on_ready() {
   boot_timer_ = 0;
   boot_ns_ = monotonic_ns() - launch_ns_;
   ever_ready_ = true;
-  last_beat_ = hif_.heartbeat();
-  last_beat_ns_ = monotonic_ns();
+  watchdog_.rearm(hif_.heartbeat(), monotonic_ns());
   error_.clear();
   leaving_reason_.clear();
   // Logged before the state change, so that what the change sets off
@@ -550,10 +549,8 @@ uint32_t Chip::watchdog_ms() const {
   // Off under a debugger too (recovery_allowed): a chip held at a breakpoint
   // is not hung, and vtrn info says so instead of naming a timeout that never fires.
   if (!opts_.watchdog || opts_.gdb || !hif_.up() || state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY) return 0;
-  if (opts_.watchdog_ms != 0) return opts_.watchdog_ms;
-  const uint64_t period = last_sample_.period_ms != 0 ? last_sample_.period_ms : 100;
-  const uint64_t ms = std::max<uint64_t>(opts_.watchdog_min_ms, period * opts_.watchdog_periods);
-  return uint32_t(std::min<uint64_t>(ms, 3'600'000));
+  return HeartbeatWatchdog::timeout_ms(opts_.watchdog_ms, opts_.watchdog_min_ms, opts_.watchdog_periods,
+                                       samples_.last().period_ms);
 }
 
 void Chip::note_fault_injected() { inject_ns_ = monotonic_ns(); }
@@ -563,15 +560,10 @@ void Chip::check_watchdog() {
     return;
   const uint64_t now = monotonic_ns();
   const uint64_t beat = hif_.heartbeat();
-  if (beat != last_beat_) {
-    last_beat_ = beat;
-    last_beat_ns_ = now;
-    return;
-  }
   const uint64_t limit_ns = uint64_t(watchdog_ms()) * kMs;
-  if (limit_ns == 0 || now - last_beat_ns_ < limit_ns) return;
+  if (!watchdog_.expired(beat, now, limit_ns)) return;
   begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_WATCHDOG,
-              "watchdog: no heartbeat for " + std::to_string((now - last_beat_ns_) / kMs) +
+              "watchdog: no heartbeat for " + std::to_string(watchdog_.silent_ns(now) / kMs) +
                   " ms (stuck at " + std::to_string(beat) + ", limit " +
                   std::to_string(limit_ns / kMs) + " ms)");
 }
@@ -646,7 +638,7 @@ void Chip::begin_reset(Vtrn__Api__ResetCause cause, const std::string& reason) {
   if (inject_ns_ != 0) {
     detect = now - inject_ns_;
   } else if (cause == VTRN__API__RESET_CAUSE__RESET_CAUSE_WATCHDOG) {
-    detect = now - last_beat_ns_;
+    detect = watchdog_.silent_ns(now);
   }
   inject_ns_ = 0;
   detect_ns_ = now;
@@ -687,9 +679,7 @@ void Chip::begin_reset(Vtrn__Api__ResetCause cause, const std::string& reason) {
   info_ = FwInfo{};
   fail_lines_.clear();
   hif_.attach(ivshmem_.bar2(), ivshmem_.bar2_size());
-  have_prev_sample_ = false;
-  prev_sample_ = Telemetry{};
-  last_sample_ = Telemetry{};
+  samples_.clear();
 
   if (automatic && recovery_.exhausted()) {
     give_up("gave up after " + std::to_string(recovery_.recent()) + " resets within " +
@@ -869,12 +859,7 @@ void Chip::unsubscribe_events(int id) {
 
 void Chip::sample_telemetry() {
   Telemetry t{};
-  if (!hif_.read_telemetry(&t)) return;
-  if (t.uptime_ns != last_sample_.uptime_ns) {
-    prev_sample_ = last_sample_;
-    have_prev_sample_ = last_sample_.uptime_ns != 0;
-    last_sample_ = t;
-  }
+  if (hif_.read_telemetry(&t)) samples_.add(t);
 }
 
 void Chip::ask_telemetry() {
@@ -910,20 +895,12 @@ bool Chip::telemetry(TelemetrySample* out) {
   ask_telemetry();
   await_telemetry();
   sample_telemetry();
-  if (last_sample_.uptime_ns == 0 && last_sample_.seq == 0) {
+  if (samples_.empty()) {
     if (!hif_.read_telemetry(&out->t)) return false;
   } else {
-    out->t = last_sample_;
+    out->t = samples_.last();
   }
-  double ratio = 0;
-  if (have_prev_sample_ && last_sample_.uptime_ns > prev_sample_.uptime_ns &&
-      last_sample_.idle_ns >= prev_sample_.idle_ns) {
-    ratio = double(last_sample_.idle_ns - prev_sample_.idle_ns) /
-            double(last_sample_.uptime_ns - prev_sample_.uptime_ns);
-  } else if (out->t.uptime_ns > 0) {
-    ratio = double(out->t.idle_ns) / double(out->t.uptime_ns);
-  }
-  out->idle_ratio = ratio < 0 ? 0 : ratio > 1 ? 1 : ratio;
+  out->idle_ratio = samples_.idle_ratio(out->t);
   out->host_rx_events = host_rx_events_;
   return true;
 }
@@ -964,7 +941,7 @@ ChipStatus Chip::status() const {
   if (hif_.up()) {
     s.header = hif_.header();
     s.heartbeat = hif_.heartbeat();
-    s.uptime_ns = last_sample_.uptime_ns;
+    s.uptime_ns = samples_.last().uptime_ns;
   }
   s.has_panic = has_panic_;
   s.panic = panic_;

@@ -18,6 +18,7 @@ CtrlQueue::CtrlQueue(EventLoop* loop, HostInterface* hif, std::string label, Hoo
 
 CtrlQueue::~CtrlQueue() {
   if (op_timer_ != 0) loop_->cancel_timer(op_timer_);
+  if (again_timer_ != 0) loop_->cancel_timer(again_timer_);
 }
 
 void CtrlQueue::submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool spin, CtrlDone done, bool front) {
@@ -48,15 +49,23 @@ void CtrlQueue::pump() {
     return;
   }
   pumping_ = true;
+  uint32_t budget = kPopsPerPump;
+  bool drained = true;
   do {
     repump_ = false;
-    process_responses();
+    drained = process_responses(&budget);
     if (!inflight_ && !ops_.empty() && hooks_.open()) {
       issue_front();
       repump_ = true;
     }
-  } while (repump_);
+  } while (repump_ && drained);
   pumping_ = false;
+  if (!drained && again_timer_ == 0) {
+    again_timer_ = loop_->add_timer_in(0, [this] {
+      again_timer_ = 0;
+      pump();
+    });
+  }
 }
 
 void CtrlQueue::issue_front() {
@@ -122,17 +131,18 @@ void CtrlQueue::ring_broken(const std::string& reason) {
   if (hooks_.broken) hooks_.broken(reason);
 }
 
-void CtrlQueue::process_responses() {
-  if (!hif_->up()) return;
+bool CtrlQueue::process_responses(uint32_t* budget) {
+  if (!hif_->up()) return true;
   std::vector<uint8_t> payload;
-  for (;;) {
+  for (;; --*budget) {
+    if (*budget == 0) return false;
     SlotHeader h{};
     RingStatus s = hif_->pop_response(&h, &payload);
     const uint64_t t1 = monotonic_ns();
-    if (s == RingStatus::kEmpty) return;
+    if (s == RingStatus::kEmpty) return true;
     if (s != RingStatus::kOk) {
       ring_broken(std::string("response ring broken: ") + ring_error_name(hif_->response_ring_error()));
-      return;
+      return true;
     }
     if (h.kind == kSlotEvent) {
       Vtrn__Ctrl__Event* ev = vtrn__ctrl__event__unpack(nullptr, payload.size(), payload.data());

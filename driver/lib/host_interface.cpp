@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include <algorithm>
+
 #include "vtrn/power.h"
 #include "vtrn/seqlock.h"
 
@@ -211,9 +213,13 @@ void HostInterface::read_log_lines(std::vector<std::string>* lines, uint64_t* lo
   *lost_bytes = 0;
   if (!up_) return;
   char buf[8192];
-  for (;;) {
-    size_t n = log_.read(buf, sizeof buf);
+  // At most one ring's worth a call (issue 15: bounded work per call): a
+  // firmware that writes as fast as this reads cannot hold the caller here;
+  // what it wrote meanwhile is read on the next call, or counted lost.
+  for (uint64_t budget = std::max<uint64_t>(log_.size(), sizeof buf); budget != 0;) {
+    size_t n = log_.read(buf, size_t(std::min<uint64_t>(sizeof buf, budget)));
     if (n == 0) break;
+    budget -= n;
     size_t start = 0;
     for (size_t i = 0; i < n; ++i) {
       if (buf[i] != '\n') continue;

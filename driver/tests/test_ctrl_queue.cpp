@@ -4,7 +4,8 @@
 // timeout that leaves a late answer to be dropped, events handed to the hook
 // in ring order between answers, a broken ring (the request in flight fails,
 // the hook hears why), a firmware error status, fail_all, and nothing issued
-// while the owner keeps the queue closed.
+// while the owner keeps the queue closed, and a firmware that never stops
+// producing cannot hold one pump (at most kPopsPerPump a call).
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +42,7 @@ struct Rig {
   std::vector<int> events;  // event body cases in the order the hook saw them
   std::vector<std::string> broken;
   std::vector<uint64_t> answered;  // PingResponse.host_time_ns in the order answers arrived
+  std::function<void()> after_event;  // runs in the hook, after the event was counted
   std::unique_ptr<drv::CtrlQueue> q;
 
   Rig() {
@@ -53,7 +56,10 @@ struct Rig {
     q = std::make_unique<drv::CtrlQueue>(
         &loop, &hif, "chip 0",
         drv::CtrlQueue::Hooks{[this] { return open; }, [this] { ++notified; },
-                              [this](const Vtrn__Ctrl__Event& ev) { events.push_back(int(ev.body_case)); },
+                              [this](const Vtrn__Ctrl__Event& ev) {
+                                events.push_back(int(ev.body_case));
+                                if (after_event) after_event();
+                              },
                               [this](const std::string& why) { broken.push_back(why); }});
   }
   ~Rig() {
@@ -236,6 +242,41 @@ void test_firmware_error_status_is_chip_error_with_its_text(void**) {
   assert_string_equal(a.r.error.c_str(), "chip 0: firmware status 2");
 }
 
+void test_a_firmware_that_never_stops_producing_cannot_hold_one_pump(void**) {
+  Rig rig;
+  Vtrn__Ctrl__Event ev = VTRN__CTRL__EVENT__INIT;
+  Vtrn__Ctrl__BootEvent boot = VTRN__CTRL__BOOT_EVENT__INIT;
+  ev.body_case = VTRN__CTRL__EVENT__BODY_BOOT;
+  ev.boot = &boot;
+  // Each event taken is replaced by a new one, 1000 times: without a bound
+  // the first pump would take all 1001.
+  int refills = 0;
+  rig.after_event = [&] {
+    if (refills < 1000) {
+      ++refills;
+      rig.fw.event(ev, 0);
+    }
+  };
+  Answer a;
+  ping(rig, 7, 10'000, &a);
+  rig.fw.event(ev, 0);
+  rig.fw.serve();  // the answer sits behind the first event
+  rig.q->pump();
+  // The budget counts every pop: the answer and 63 events.
+  assert_int_equal(rig.events.size(), drv::kPopsPerPump - 1);
+  assert_true(a.done);
+  assert_int_equal(a.echoed, 7);
+  // The rest on later loop turns, at most a budget each.
+  size_t before = rig.events.size();
+  for (int i = 0; i < 100 && rig.events.size() < 1001; ++i) {
+    rig.loop.run_once(10);
+    assert_true(rig.events.size() - before <= drv::kPopsPerPump);
+    before = rig.events.size();
+  }
+  assert_int_equal(rig.events.size(), 1001);
+  assert_int_equal(refills, 1000);
+}
+
 }  // namespace
 
 int main() {
@@ -248,6 +289,7 @@ int main() {
       cmocka_unit_test(test_fail_all_ends_the_one_in_flight_and_the_queued),
       cmocka_unit_test(test_broken_response_ring_fails_the_request_and_tells_the_owner),
       cmocka_unit_test(test_firmware_error_status_is_chip_error_with_its_text),
+      cmocka_unit_test(test_a_firmware_that_never_stops_producing_cannot_hold_one_pump),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

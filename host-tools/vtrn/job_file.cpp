@@ -168,8 +168,8 @@ class Parser {
       return fail(p + "/k", kname + " takes no k");
     }
     StepBytes need;
-    std::string why;
-    if (!step_bytes(*out, &need, &why)) return fail(p + "/" + why.substr(0, why.find(':')), why.substr(why.find(':') + 2));
+    std::string field, why;
+    if (!step_bytes(*out, &need, &field, &why)) return fail(p + "/" + field, why);
     struct Op {
       const char* key;
       std::string* dst;
@@ -245,7 +245,7 @@ class Parser {
 
 }  // namespace
 
-bool step_bytes(const JobStepSpec& s, StepBytes* out, std::string* why) {
+bool step_bytes(const JobStepSpec& s, StepBytes* out, std::string* field, std::string* why) {
   *out = {};
   const uint64_t m = s.m, n = s.n, k = s.k;
   if (s.kernel != VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM) {
@@ -263,7 +263,8 @@ bool step_bytes(const JobStepSpec& s, StepBytes* out, std::string* why) {
     case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E5M2: out->a = m * k; out->b = n * k; return true;
     case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_MXFP4:
       if (k % 32 != 0) {
-        *why = "k: " + std::to_string(k) + " is not a multiple of 32 for mxfp4";
+        *field = "k";
+        *why = std::to_string(k) + " is not a multiple of 32 for mxfp4";
         return false;
       }
       out->a = m * k / 2;
@@ -272,7 +273,8 @@ bool step_bytes(const JobStepSpec& s, StepBytes* out, std::string* why) {
       out->b_scales = n * k / 32;
       return true;
     default:
-      *why = "dtype: unknown dtype " + std::to_string(int(s.dtype));
+      *field = "dtype";
+      *why = "unknown dtype " + std::to_string(int(s.dtype));
       return false;
   }
 }
@@ -310,9 +312,9 @@ bool check_job_shapes(const JobSpec& spec, std::string* err) {
     const JobStepSpec& s = spec.steps[i];
     const std::string p = "/steps/" + std::to_string(i);
     StepBytes need;
-    std::string why;
-    if (!step_bytes(s, &need, &why)) {
-      *err = p + "/" + why;
+    std::string field, why;
+    if (!step_bytes(s, &need, &field, &why)) {
+      *err = p + "/" + field + ": " + why;
       return false;
     }
     std::string shape = std::string(kernel_name(s.kernel)) + " " + std::to_string(s.m) + "x" + std::to_string(s.n);

@@ -70,11 +70,12 @@ struct JobSpec {
 bool parse_job_file(const std::string& text, JobSpec* out, std::string* err);
 
 // Bytes each operand of a step needs (0: the kernel takes no such operand);
-// false + *why (starting with the field name) for an invalid shape.
+// false + the step's field at fault (*field, e.g. "k") and what is wrong
+// with it (*why) for an invalid shape.
 struct StepBytes {
   uint64_t a = 0, a_scales = 0, b = 0, b_scales = 0, out = 0;
 };
-bool step_bytes(const JobStepSpec& s, StepBytes* out, std::string* why);
+bool step_bytes(const JobStepSpec& s, StepBytes* out, std::string* field, std::string* why);
 
 // Every buffer's size must be known. false + *err naming the step operand.
 bool check_job_shapes(const JobSpec& spec, std::string* err);

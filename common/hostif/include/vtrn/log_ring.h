@@ -40,6 +40,7 @@ class LogReader {
   void rewind_to_tail(uint64_t bytes);
   [[nodiscard]] uint64_t lost_bytes() const { return lost_; }
   [[nodiscard]] uint64_t cursor() const { return cursor_; }
+  [[nodiscard]] uint64_t size() const { return size_; }  // the ring's data bytes
 
  private:
   const LogRingHeader* hdr_ = nullptr;

@@ -51,6 +51,7 @@
 #include "vtrn/drv/ctrl_queue.h"
 #include "vtrn/drv/dma_engine.h"
 #include "vtrn/drv/event_loop.h"
+#include "vtrn/drv/heartbeat_watchdog.h"
 #include "vtrn/drv/host_interface.h"
 #include "vtrn/drv/hw_process.h"
 #include "vtrn/drv/ivshmem_server.h"
@@ -58,6 +59,7 @@
 #include "vtrn/drv/qemu_process.h"
 #include "vtrn/drv/qmp.h"
 #include "vtrn/drv/recovery_policy.h"
+#include "vtrn/drv/telemetry_history.h"
 #include "vtrn/proto_names.h"
 #include "vtrn_api.pb-c.h"
 #include "vtrn_ctrl.pb-c.h"
@@ -359,8 +361,7 @@ class Chip {
 
   LogStream logs_;
 
-  bool have_prev_sample_ = false;
-  vtrn::hostif::Telemetry prev_sample_{}, last_sample_{};
+  TelemetryHistory samples_;
   bool telemetry_asked_ = false;
   uint64_t telemetry_asked_ns_ = 0;   // monotonic, when ask_telemetry rang
   uint64_t telemetry_asked_up_ = 0;   // the block's uptime_ns then
@@ -375,8 +376,7 @@ class Chip {
   uint32_t reset_generation_ = 0;   // boot generation that went down
   uint64_t detect_ns_ = 0;          // monotonic time of the last detection
   uint64_t inject_ns_ = 0;          // monotonic time of the last injected fault (0 = none)
-  uint64_t last_beat_ = 0;
-  uint64_t last_beat_ns_ = 0;
+  HeartbeatWatchdog watchdog_;
   RecoveryPolicy recovery_{opts_.reset_limit, opts_.reset_window_ms};  // when automatic resets go ahead
   std::string leaving_reason_;        // error text for requests failed by a reset
   EventLoop::TimerId reset_timer_ = 0;

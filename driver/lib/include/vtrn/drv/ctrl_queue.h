@@ -29,6 +29,10 @@
 namespace drv {
 
 inline constexpr uint64_t kSpinNs = 50'000;
+// Responses and events one pump() takes from the ring at most; a firmware
+// that keeps producing gets the rest on a later turn of the event loop, so
+// it cannot hold vtrnd inside one call (issue 15: bounded work per call).
+inline constexpr uint32_t kPopsPerPump = 64;
 
 struct CtrlResult {
   Vtrn__Api__Status status = VTRN__API__STATUS__STATUS_OK;
@@ -56,7 +60,9 @@ class CtrlQueue {
   // `front`), then pumps. A request too large for a slot is answered
   // STATUS_BAD_REQUEST at once.
   void submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool spin, CtrlDone done, bool front = false);
-  // Reaps responses and events, and issues the next request while open.
+  // Reaps responses and events (at most kPopsPerPump; more left in the
+  // ring are reaped on a later loop turn), and issues the next request
+  // while open.
   void pump();
   // Ends the request in flight and every queued one with `status`/`why`.
   void fail_all(Vtrn__Api__Status status, const std::string& why);
@@ -70,7 +76,8 @@ class CtrlQueue {
     CtrlDone done;
   };
   void issue_front();
-  void process_responses();
+  // false when the pump's budget ran out with the ring not known empty.
+  bool process_responses(uint32_t* budget);
   void complete_inflight(const CtrlResult& r);
   // Fails the request in flight and hands the reason to Hooks::broken.
   void ring_broken(const std::string& reason);
@@ -88,6 +95,7 @@ class CtrlQueue {
   uint32_t next_seq_ = 1;
   bool pumping_ = false;
   bool repump_ = false;
+  EventLoop::TimerId again_timer_ = 0;  // the pump the budget put off
 };
 
 }  // namespace drv

@@ -76,6 +76,7 @@ class HostInterface {
 
   // New complete log lines since the last call, each without its '\n'.
   // *lost_bytes receives the bytes lost to overrun since the last call.
+  // Reads at most one ring's worth (or 8 KiB) per call.
   void read_log_lines(std::vector<std::string>* lines, uint64_t* lost_bytes);
 
  private:
