@@ -130,8 +130,8 @@ std::span<const Route> DmaService::bodies() const {
       {VTRN__API__REQUEST__BODY_DMA_COPY, true},
       {VTRN__API__REQUEST__BODY_DMA_BENCH, true},
       {VTRN__API__REQUEST__BODY_DMA_STATS, true},
-      {VTRN__API__REQUEST__BODY_DMA_RESET, true},
-      {VTRN__API__REQUEST__BODY_DMA_INJECT, true},
+      {VTRN__API__REQUEST__BODY_DMA_RESET, true, true},
+      {VTRN__API__REQUEST__BODY_DMA_INJECT, true, true},
   };
   return kRoutes;
 }

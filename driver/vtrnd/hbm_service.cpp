@@ -433,7 +433,7 @@ std::span<const Route> HbmService::bodies() const {
       {VTRN__API__REQUEST__BODY_HBM_FREE, true},
       {VTRN__API__REQUEST__BODY_HBM_STATS, true},
       {VTRN__API__REQUEST__BODY_HBM_LIST, true},
-      {VTRN__API__REQUEST__BODY_HBM_INJECT_ECC, true},
+      {VTRN__API__REQUEST__BODY_HBM_INJECT_ECC, true, true},
   };
   return kRoutes;
 }

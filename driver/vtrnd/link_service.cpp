@@ -634,7 +634,7 @@ void LinkService::topo(uint64_t cid, uint64_t id) {
 
 std::span<const Route> LinkService::bodies() const {
   static constexpr Route kRoutes[] = {
-      {VTRN__API__REQUEST__BODY_LINK_CONTROL, true},
+      {VTRN__API__REQUEST__BODY_LINK_CONTROL, true, true},
       {VTRN__API__REQUEST__BODY_LINK_LIST, false},
       {VTRN__API__REQUEST__BODY_TOPO, false},
   };

@@ -248,7 +248,7 @@ void PowerService::set(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__P
 
 std::span<const Route> PowerService::bodies() const {
   static constexpr Route kRoutes[] = {
-      {VTRN__API__REQUEST__BODY_POWER_SET, true},
+      {VTRN__API__REQUEST__BODY_POWER_SET, true, true},
   };
   return kRoutes;
 }

@@ -222,8 +222,8 @@ void ReliabilityService::fault_inject(uint64_t cid, uint64_t id, Chip* chip,
 
 std::span<const Route> ReliabilityService::bodies() const {
   static constexpr Route kRoutes[] = {
-      {VTRN__API__REQUEST__BODY_CHIP_RESET, true},
-      {VTRN__API__REQUEST__BODY_FAULT_INJECT, true},
+      {VTRN__API__REQUEST__BODY_CHIP_RESET, true, true},
+      {VTRN__API__REQUEST__BODY_FAULT_INJECT, true, true},
   };
   return kRoutes;
 }

@@ -466,22 +466,13 @@ void Daemon::on_accept() {
   }
 }
 
-// Requests that change the board for every tenant: the admin's alone
-// (reset and fault injection, DMA queue resets, power and link control,
-// stopping vtrnd). Read-only requests, and what a tenant does with its own
-// memory and jobs, are open to every tenant.
-bool Daemon::admin_only(Vtrn__Api__Request__BodyCase body) {
-  switch (body) {
-    case VTRN__API__REQUEST__BODY_SHUTDOWN:
-    case VTRN__API__REQUEST__BODY_DMA_RESET:
-    case VTRN__API__REQUEST__BODY_DMA_INJECT:
-    case VTRN__API__REQUEST__BODY_HBM_INJECT_ECC:
-    case VTRN__API__REQUEST__BODY_CHIP_RESET:
-    case VTRN__API__REQUEST__BODY_FAULT_INJECT:
-    case VTRN__API__REQUEST__BODY_POWER_SET:
-    case VTRN__API__REQUEST__BODY_LINK_CONTROL: return true;
-    default: return false;
-  }
+// Requests that change the board for every tenant are the admin's alone:
+// stopping vtrnd here, and the routes a service marks `admin` (resets and
+// fault injection, DMA queue resets, power and link control). Read-only
+// requests, and what a tenant does with its own memory and jobs, are open to
+// every tenant.
+bool Daemon::admin_only(Vtrn__Api__Request__BodyCase body) const {
+  return body == VTRN__API__REQUEST__BODY_SHUTDOWN || services_.admin_only(body);
 }
 
 // A client's tenant: its uid. A connection already gone is nobody's

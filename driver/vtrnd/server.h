@@ -93,7 +93,7 @@ class Daemon {
   void on_conn_event(uint64_t cid, uint32_t events);
   [[nodiscard]] bool client_is_admin(uint64_t cid) const;
   [[nodiscard]] uint32_t client_uid(uint64_t cid) const;
-  [[nodiscard]] static bool admin_only(Vtrn__Api__Request__BodyCase body);
+  [[nodiscard]] bool admin_only(Vtrn__Api__Request__BodyCase body) const;
   void close_conn(uint64_t cid);
   void handle_frame(uint64_t cid, const std::vector<uint8_t>& payload);
   void reply(uint64_t cid, Vtrn__Api__Response* resp);

@@ -43,10 +43,13 @@ using RequestBody = Vtrn__Api__Request__BodyCase;
 // One request kind a service serves. `chip`: the body names one chip in its
 // `chip` field, and the daemon looks it up before handle() (answering "no
 // chip N on this board" itself); false for bodies that name a chip only
-// sometimes or not at all.
+// sometimes or not at all. `admin`: the request changes the board for every
+// tenant (resets, fault injection, power and link control), so the daemon
+// answers PERMISSION_DENIED to anyone but the admin before handle().
 struct Route {
   RequestBody body;
   bool chip = false;
+  bool admin = false;
 };
 
 class Service {
@@ -94,7 +97,7 @@ class ServiceRegistry {
     for (const Route& r : s->bodies()) {
       if (routes_.count(r.body) != 0) return nullptr;
     }
-    for (const Route& r : s->bodies()) routes_[r.body] = {s.get(), r.chip};
+    for (const Route& r : s->bodies()) routes_[r.body] = {s.get(), r.chip, r.admin};
     S* raw = s.get();
     owned_.push_back(std::move(s));
     return raw;
@@ -108,6 +111,11 @@ class ServiceRegistry {
   [[nodiscard]] bool names_chip(RequestBody body) const {
     auto it = routes_.find(body);
     return it != routes_.end() && it->second.chip;
+  }
+  // Whether a service's body is the admin's alone.
+  [[nodiscard]] bool admin_only(RequestBody body) const {
+    auto it = routes_.find(body);
+    return it != routes_.end() && it->second.admin;
   }
   template <typename F>
   void each(F&& f) {
@@ -124,6 +132,7 @@ class ServiceRegistry {
   struct Target {
     Service* service;
     bool chip;
+    bool admin;
   };
   std::map<RequestBody, Target> routes_;
 };

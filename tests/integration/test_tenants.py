@@ -230,6 +230,15 @@ class SharedBoard(h.BoardTestCase, SharedSession):
             with self.subTest(args=args):
                 r = self.tenant(*args)
                 self.assert_one_error_line(r, h.EXIT_PERMISSION_DENIED, body, "only its admin (uid 0 or root)")
+        # The ones the CLI reaches only as the admin, sent raw: DmaInject
+        # (queue 0, a fault), HbmInjectEcc (an uncorrectable error would retire
+        # a page for good), LinkControl (retrain port 0).
+        c = self.tenant_api()
+        for field, body, name in ((36, [(1, 0), (2, 0), (3, 1)], "dma_inject"),
+                                  (44, [(1, 0), (2, 0x44000000), (3, 1)], "hbm_inject_ecc"),
+                                  (81, [(1, 0), (2, 0), (3, 1)], "link_control")):
+            with self.subTest(body=name):
+                self.assert_denied(c.call_raw(field, body), name, "only its admin")
         # Nothing of it happened: the chip is READY, vtrnd still up.
         doc = self.s.vtrn_json("ls")
         self.assertEqual(doc["chips"][0]["state"], "READY")
