@@ -10,6 +10,30 @@
 namespace vtrn::num {
 namespace {
 
+// Whole-operand decode goes through tables built at compile time from the
+// scalar conversions (so every value is bit-identical to them): a load per
+// element instead of the branches of e4m3_to_f32 / e2m1_to_f32. For MXFP4 a
+// packed byte decodes to its pair at once. Measured in tensor_engine_bench
+// (release, 512^3, load ~4): mxfp4 decode was ~1.5x the sgemm it feeds.
+struct DecodeTables {
+  float e4m3[256];
+  float e5m2[256];
+  float e2m1_pair[256][2];  // [byte] = {low nibble, high nibble}
+};
+
+constexpr DecodeTables make_decode_tables() {
+  DecodeTables t{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    t.e4m3[i] = e4m3_to_f32(uint8_t(i));
+    t.e5m2[i] = e5m2_to_f32(uint8_t(i));
+    t.e2m1_pair[i][0] = e2m1_to_f32(uint8_t(i & 0xFu));
+    t.e2m1_pair[i][1] = e2m1_to_f32(uint8_t(i >> 4));
+  }
+  return t;
+}
+
+constexpr DecodeTables kDecode = make_decode_tables();
+
 struct Name {
   const char* text;
   DType dtype;
@@ -85,10 +109,10 @@ uint8_t mx_quantize_block(const float* v, uint8_t* packed) {
 void mx_dequantize_block(uint8_t scale, const uint8_t* packed, float* out) {
   const float x = e8m0_to_f32(scale);
   for (uint32_t i = 0; i < kMxBlock; i += 2) {
-    const uint8_t b = packed[i / 2];
+    const float* pair = kDecode.e2m1_pair[packed[i / 2]];
     // A NaN scale makes every product NaN (0 * NaN included).
-    out[i] = e2m1_to_f32(b & 0xFu) * x;
-    out[i + 1] = e2m1_to_f32(b >> 4) * x;
+    out[i] = pair[0] * x;
+    out[i + 1] = pair[1] * x;
   }
 }
 
@@ -185,12 +209,12 @@ void dequantize_operand(DType dtype, const void* src, const uint8_t* scales, uin
     }
     case DType::kFP8E4M3: {
       const uint8_t* s = static_cast<const uint8_t*>(src);
-      for (size_t i = 0; i < count; ++i) dst[i] = e4m3_to_f32(s[i]);
+      for (size_t i = 0; i < count; ++i) dst[i] = kDecode.e4m3[s[i]];
       return;
     }
     case DType::kFP8E5M2: {
       const uint8_t* s = static_cast<const uint8_t*>(src);
-      for (size_t i = 0; i < count; ++i) dst[i] = e5m2_to_f32(s[i]);
+      for (size_t i = 0; i < count; ++i) dst[i] = kDecode.e5m2[s[i]];
       return;
     }
     case DType::kMXFP4: {

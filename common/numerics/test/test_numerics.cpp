@@ -517,6 +517,32 @@ void test_operands_of_every_dtype_decode_to_the_scalar_conversions(void**) {
   assert_memory_equal(back, src, sizeof src);
 }
 
+// Whole-operand decode goes through tables: every code of every 8-bit
+// format, and every packed MXFP4 byte under several scales (the smallest,
+// 1, the largest, NaN), must give exactly the scalar conversion's bits.
+void test_operand_decode_is_bit_identical_to_the_scalar_conversions_for_every_code(void**) {
+  uint8_t codes[256];
+  for (uint32_t i = 0; i < 256; ++i) codes[i] = uint8_t(i);
+  float back[256];
+  dequantize_operand(DType::kFP8E4M3, codes, nullptr, 8, 32, back);
+  for (uint32_t i = 0; i < 256; ++i) assert_int_equal(u(back[i]), u(e4m3_to_f32(uint8_t(i))));
+  dequantize_operand(DType::kFP8E5M2, codes, nullptr, 8, 32, back);
+  for (uint32_t i = 0; i < 256; ++i) assert_int_equal(u(back[i]), u(e5m2_to_f32(uint8_t(i))));
+  // 256 packed bytes = 512 elements = 16 blocks of 32, one scale per block.
+  const uint8_t scale_set[4] = {0, 127, 254, kE8M0Nan};
+  for (uint8_t sc : scale_set) {
+    uint8_t scales[16];
+    memset(scales, sc, sizeof scales);
+    float mx[512];
+    dequantize_operand(DType::kMXFP4, codes, scales, 16, 32, mx);
+    for (uint32_t i = 0; i < 512; ++i) {
+      const uint8_t b = codes[i / 2];
+      const float want = e2m1_to_f32(uint8_t(i % 2 == 0 ? b & 0xFu : b >> 4)) * e8m0_to_f32(sc);
+      assert_int_equal(u(mx[i]), u(want));
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -543,6 +569,7 @@ int main() {
       cmocka_unit_test(test_check_gemm_names_the_bad_field),
       cmocka_unit_test(test_mxfp4_operand_packs_low_nibble_first_with_row_scales),
       cmocka_unit_test(test_operands_of_every_dtype_decode_to_the_scalar_conversions),
+      cmocka_unit_test(test_operand_decode_is_bit_identical_to_the_scalar_conversions_for_every_code),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
