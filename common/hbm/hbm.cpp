@@ -90,6 +90,40 @@ inline T select(bool c, T a, T b) {
 #endif
 }
 
+// a == b ? x : y, and v != 0 ? x : y, the same without a materialised
+// bool: the compare feeds the conditional move directly (a bool made by
+// sete, kept live across several selects, costs two instructions more a
+// select and spills registers on the free path).
+template <typename T>
+inline T select_eq(uint32_t a, uint32_t b, T x, T y) {
+  static_assert(sizeof(T) <= sizeof(uintptr_t), "a register-sized value");
+  uintptr_t xv = uintptr_t(x), yv = uintptr_t(y);
+#if defined(__x86_64__)
+  asm("cmp %3, %2\n\tcmove %1, %0" : "+r"(yv) : "r"(xv), "r"(a), "ri"(b) : "cc");
+  return T(yv);
+#elif defined(__aarch64__)
+  asm("cmp %w2, %w3\n\tcsel %0, %1, %0, eq" : "+r"(yv) : "r"(xv), "r"(a), "rI"(b) : "cc");
+  return T(yv);
+#else
+  return a == b ? x : y;
+#endif
+}
+
+template <typename T>
+inline T select_nz(uint32_t v, T x, T y) {
+  static_assert(sizeof(T) <= sizeof(uintptr_t), "a register-sized value");
+  uintptr_t xv = uintptr_t(x), yv = uintptr_t(y);
+#if defined(__x86_64__)
+  asm("test %2, %2\n\tcmovnz %1, %0" : "+r"(yv) : "r"(xv), "r"(v) : "cc");
+  return T(yv);
+#elif defined(__aarch64__)
+  asm("cmp %w2, #0\n\tcsel %0, %1, %0, ne" : "+r"(yv) : "r"(xv), "r"(v) : "cc");
+  return T(yv);
+#else
+  return v != 0 ? x : y;
+#endif
+}
+
 // The steps of allocate and free, inlined into them so that the common
 // path is one function each with no calls.
 #define HBM_INLINE __attribute__((always_inline)) inline
@@ -318,6 +352,7 @@ Error Allocator::init(const Config& config, void* arena, size_t arena_size) {
   memset(owner_hash_, 0, sizeof(uint32_t) * hash_slots(l.max_owners));
   rec(0) = Block{};
   rec(0).aux = kFlCount * kSlCount;  // the sink's class: an extra head that stays 0
+  for (Space& sp : sp_) sp.sl_bitmap[kFlCount] = 1u << (kNoClass & (kSlCount - 1));  // find_class
 
   base_ = config.base;
   page_bytes_ = g.page_bytes;
@@ -540,7 +575,7 @@ HBM_INLINE void Allocator::list_remove(Space& sp, uint32_t b) {
   uint32_t c = B.aux;
   uint32_t prev = B.link_prev, next = B.link_next;
   uint32_t* head = &sp.heads[c];
-  uint32_t* from = select(*head == b, head, &rec(prev).link_next);
+  uint32_t* from = select_eq(*head, b, head, &rec(prev).link_next);
   *from = next;
   rec(next).link_prev = prev;
   uint32_t fl = c >> kSlBits;
@@ -581,21 +616,32 @@ static inline uint32_t good_fit_class(uint32_t pages) {
          uint32_t((pages & ((1u << sh) - 1)) != 0);
 }
 
-// Head of the first non-empty list whose every block holds >= pages. The
-// class's own row and the next non-empty row are both looked at and one
-// is chosen without a branch (which of them serves is random on a random
-// trace); row kFlCount is always empty and stands for "none".
-HBM_INLINE uint32_t Allocator::find_free(const Space& sp, uint32_t pages) const {
+// The size class of the first non-empty list whose every block holds
+// >= pages, or kNoClass (whose head stays 0): the caller reads the head.
+// pages < 2^31, so the good fit's class is at most kFlCount * kSlCount,
+// which lies in row kFlCount. The class's own row and the next non-empty
+// row are both looked at and one is chosen without a branch (which of them
+// serves is random on a random trace); row kFlCount holds no list and has
+// only the bit of kNoClass (set by init, never cleared: removing the
+// sink from its class clears bit 0 of that row), so "none found" needs no
+// test of its own.
+HBM_INLINE uint32_t Allocator::find_class(const Space& sp, uint32_t pages) const {
+  static_assert(kNoClass >> kSlBits == kFlCount && (kNoClass & (kSlCount - 1)) != 0,
+                "kNoClass lies in row kFlCount, on another bit than the sink's class");
   uint32_t c = good_fit_class(pages);
-  if (c >= kFlCount * kSlCount) return 0;  // good fit of 2^31 pages or more
   uint32_t fl = c >> kSlBits;
   uint32_t slmap = sp.sl_bitmap[fl] & (~0u << (c & (kSlCount - 1)));
   uint32_t up = lsb((sp.fl_bitmap & (~0u << fl << 1)) | (1u << kFlCount));
   uint32_t up_map = sp.sl_bitmap[up];
-  fl = select(slmap != 0, fl, up);
-  slmap = select(slmap != 0, slmap, up_map);
-  if (slmap == 0) return 0;
-  return sp.heads[(fl << kSlBits) | lsb(slmap)];
+  fl = select_nz(slmap, fl, up);
+  slmap = select_nz(slmap, slmap, up_map);
+  return (fl << kSlBits) | lsb(slmap);
+}
+
+// Head of the first non-empty list whose every block holds >= pages, or 0.
+HBM_INLINE uint32_t Allocator::find_free(const Space& sp, uint64_t pages) const {
+  if (pages >= (1ull << 31)) return 0;  // a padded request beyond any window
+  return sp.heads[find_class(sp, uint32_t(pages))];
 }
 
 // A free block of sp that holds pages at a start aligned to align pages, or
@@ -607,7 +653,7 @@ HBM_INLINE uint32_t Allocator::find_fit(const Space& sp, uint32_t pages, uint32_
   if (b != 0 && align > 1) {
     const Block& B = rec(b);
     uint64_t a = (uint64_t(B.start) + align - 1) & ~uint64_t(align - 1);
-    if (a + pages > uint64_t(B.start) + B.size) b = find_free(sp, pages + align - 1);
+    if (a + pages > uint64_t(B.start) + B.size) b = find_free(sp, uint64_t(pages) + align - 1);
   }
   return b;
 }
@@ -876,10 +922,9 @@ uint32_t Allocator::stitch(uint32_t pages, uint32_t align) {
 HBM_INLINE uint32_t Allocator::free_block(Space& sp, uint32_t b) {
   Block& B = rec(b);
   uint32_t p = B.phys_prev, n = B.phys_next;
-  bool pf = rec(p).state == kFree, nf = rec(n).state == kFree;
-  uint32_t both = uint32_t(pf) & uint32_t(nf);
-  asm("" : "+r"(both));  // one branch on both, not GCC's branch on each
-  if (both != 0) [[unlikely]] {
+  uint32_t ps = rec(p).state, ns = rec(n).state;
+  uint32_t both = (ps ^ kFree) | (ns ^ kFree);
+  if (both == 0) [[unlikely]] {
     list_remove(sp, p);
     list_remove(sp, n);
     uint32_t nx = rec(n).phys_next;
@@ -893,22 +938,23 @@ HBM_INLINE uint32_t Allocator::free_block(Space& sp, uint32_t b) {
     return p;
   }
   // At most one neighbour merges: x, or the sink.
-  uint32_t x = select(pf, p, select(nf, n, 0u));
+  uint32_t x = select_eq(ps, kFree, p, select_eq(ns, kFree, n, 0u));
   list_remove(sp, x);
-  uint32_t m = select(pf, p, b);
-  uint32_t nx = select(nf, rec(n).phys_next, n);
+  uint32_t m = select_eq(ps, kFree, p, b);
+  uint32_t nx = select_eq(ns, kFree, rec(n).phys_next, n);
   uint32_t size = B.size + rec(x).size;
   Block& M = rec(m);
   M.phys_next = nx;
   rec(nx).phys_prev = m;
   M.size = size;
-  // The record that goes: b when merged into p, n when n merged into b.
-  uint32_t gone = select(pf, b, select(nf, n, 0u));
+  // The record that goes: b when merged into p, else x (n merged into b,
+  // or the sink).
+  uint32_t gone = select_eq(ps, kFree, b, x);
   rec(gone).state = 0;
   rec(gone).link_next = spare_head_;
-  spare_head_ = select(pf | nf, gone, spare_head_);
+  spare_head_ = select_nz(x, gone, spare_head_);
   rec(0).link_next = 0;
-  sp.free_blocks += 1u - uint32_t(pf | nf);
+  sp.free_blocks += uint32_t(x == 0);
   list_insert(sp, m);
   return m;
 }
@@ -995,7 +1041,7 @@ HBM_INLINE void Allocator::release(Space& sp, uint32_t b, uint32_t start, bool d
   uint32_t s = B.aux;
   Owner& o = owners_[s - 1];
   live_unmark(sp, start);
-  uint32_t* from = select(o.head == b, &o.head, &rec(B.link_prev).link_next);
+  uint32_t* from = select_eq(o.head, b, &o.head, &rec(B.link_prev).link_next);
   *from = B.link_next;
   rec(B.link_next).link_prev = B.link_prev;
   o.count--;
@@ -1004,9 +1050,11 @@ HBM_INLINE void Allocator::release(Space& sp, uint32_t b, uint32_t start, bool d
   c_.category_pages[B.category] -= B.size;
   c_.category_count[B.category]--;
   c_.frees++;
+  // Before the block work, so that nothing of the owner stays live in
+  // registers across it (the record keeps a stale slot only until then).
+  if (drop_owner) owner_maybe_drop(s);
   if (plain || (B.poisoned | B.space) == 0) [[likely]] free_block(sp, b);
   else release_special(b);
-  if (drop_owner) owner_maybe_drop(s);
 }
 
 // The placements other than one unaligned block of the identity window: an
@@ -1059,7 +1107,7 @@ HBM_CPU_CLONES Error Allocator::allocate(uint32_t owner, Category category, uint
       uint32_t pages = uint32_t((size + page_bytes_ - 1) >> page_shift_);
       if (o.id == owner &&
           (o.quota == kNoQuota || (o.used_pages + pages) << page_shift_ <= o.quota)) [[likely]] {
-        uint32_t u = find_free(sp_[kPhys], pages);
+        uint32_t u = sp_[kPhys].heads[find_class(sp_[kPhys], pages)];
         if (u != 0) [[likely]] {
           u = place(sp_[kPhys], u, pages, 1);
           *addr_out = commit(sp_[kPhys], u, s, category);
@@ -1596,6 +1644,9 @@ Error Allocator::audit_space(uint32_t w, uint64_t* used_pages, uint32_t* used,
     return kBad;
   uint64_t listed_pages = 0;
   uint32_t listed = 0;
+  if (sp.sl_bitmap[kFlCount] != 1u << (kNoClass & (kSlCount - 1)) || sp.heads[kNoClass] != 0 ||
+      sp.heads[kFlCount * kSlCount] != 0 || (sp.fl_bitmap >> kFlCount) != 0)
+    return kBad;  // the rows and heads that stand for "none" (find_class)
   for (uint32_t fl = 0; fl < kFlCount; ++fl) {
     if (((sp.fl_bitmap >> fl) & 1) != (sp.sl_bitmap[fl] != 0)) return kBad;
     for (uint32_t sl = 0; sl < kSlCount; ++sl) {

@@ -127,13 +127,16 @@
 // live-start bitmap; nothing that only stitching needs (extent chains are
 // a side array of the records). Choices the data makes random (which size
 // class serves, list head or not, which neighbour a free merges with) are
-// made by mask, not by branch: on the speed trace a free merges with each
-// neighbour 40% of the time, and a merge with a branch per neighbour
-// (~0.9 mispredictions a free) is slower than without. The merge with
-// both neighbours (16% of frees) is the one branch: it lets the other 84%
-// unlist one block instead of two, 30 instructions for 0.16
-// mispredictions a free. On hbm_bench's trace (callgrind, x86-64 with BMI2)
-// an allocate is 204 instructions and a free 219.
+// made by conditional moves fed by the compare, not by branch: on the speed
+// trace a free merges with each neighbour 40% of the time, and a merge with
+// a branch per neighbour (~0.9 mispredictions a free) is slower than
+// without. The merge with both neighbours (16% of frees) is the one branch:
+// it lets the other 84% unlist one block instead of two, 30 instructions
+// for 0.16 mispredictions a free. The size-class search has no test for
+// "nothing fits" of its own: an always-set bit in the row past the last
+// names a class whose head stays 0. On hbm_bench's trace (callgrind,
+// x86-64 with BMI2, GCC 12 -O2) an allocate is 196 instructions and a free
+// 208 (clang 14 -O2: 184 and 179).
 // allocate() and free() test for this path first and hand everything
 // else, errors included, to the general path. hbm_bench prints what it
 // costs against glibc malloc and a power-of-two segregated free list in
@@ -451,6 +454,7 @@ class Allocator {
   static constexpr uint32_t kSlBits = 5;                 // 32 second-level lists
   static constexpr uint32_t kSlCount = 1u << kSlBits;
   static constexpr uint32_t kFlCount = 32 - kSlBits;     // sizes < 2^31 pages
+  static constexpr uint32_t kNoClass = kFlCount * kSlCount + 1;  // find_class: none fits
 
   struct Block;
   struct Stitch;
@@ -466,9 +470,9 @@ class Allocator {
     uint32_t head = 0;  // record of the block at page 0
     uint32_t free_blocks = 0;
     uint32_t fl_bitmap = 0;
-    uint32_t sl_bitmap[kFlCount + 1] = {};  // [kFlCount] stays 0 (find_free)
-    uint32_t heads[kFlCount * kSlCount + 1] = {};  // by size class, fl * kSlCount + sl; the last
-                                                   // is the sink's, always 0
+    uint32_t sl_bitmap[kFlCount + 1] = {};  // [kFlCount]: only kNoClass's bit (find_class)
+    uint32_t heads[kNoClass + 1] = {};  // by size class, fl * kSlCount + sl; the last two are
+                                        // the sink's and kNoClass, always 0
     // Live allocations by first page: a bit per page in a bitmap with
     // summary levels (a bit per non-empty word below), and the record of
     // the allocation starting at each page, valid only where the bit is set.
@@ -485,7 +489,8 @@ class Allocator {
                          uint64_t* addr_out);
   Error free_general(uint64_t addr, uint32_t owner);
   Block& rec(uint32_t r) const;
-  uint32_t find_free(const Space& sp, uint32_t pages) const;
+  uint32_t find_class(const Space& sp, uint32_t pages) const;
+  uint32_t find_free(const Space& sp, uint64_t pages) const;
   uint32_t find_fit(const Space& sp, uint32_t pages, uint32_t align) const;
   uint32_t place(Space& sp, uint32_t b, uint32_t pages, uint32_t align);
   uint32_t place_special(uint32_t pages, uint32_t align);
