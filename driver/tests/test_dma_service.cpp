@@ -44,7 +44,18 @@ struct Fixture {
   std::vector<Reply> replies;
 };
 
-int setup(void** state) {
+// The daemon's hbm_access (HbmService::dma_access_problem) in miniature:
+// [kHbmBase + 4 MiB, + 1 MiB) is tenant 2's (connections 20..29); every
+// range asked about is recorded.
+const uint64_t kTheirs = FakeDmaChip::kHbmBase + (4u << 20);
+std::vector<std::string>* g_asked = nullptr;
+std::string theirs_problem(uint64_t cid, drv::Chip*, uint64_t addr, uint64_t len, const std::string& what) {
+  if (g_asked) g_asked->push_back(what);
+  if (cid / 10 == 2 || addr >= kTheirs + (1u << 20) || addr + len <= kTheirs) return "";
+  return what + " reaches the allocation at kTheirs, which belongs to another tenant";
+}
+
+int setup_with(void** state, bool hbm_access) {
   auto* f = new Fixture;
   drv::ChipOptions o;
   o.board.id = 0;
@@ -58,6 +69,7 @@ int setup(void** state) {
   so.tenant_of = [](uint64_t cid) { return uint32_t(cid / 10); };
   so.max_queued_requests = 8;
   so.max_queued_bytes = 6u << 20;
+  if (hbm_access) so.hbm_access = theirs_problem;
   f->svc = std::make_unique<drv::DmaService>(&f->loop, so, [f](uint64_t cid, Vtrn__Api__Response* r) {
     Reply x;
     x.cid = cid;
@@ -90,6 +102,9 @@ int setup(void** state) {
   *state = f;
   return 0;
 }
+
+int setup(void** state) { return setup_with(state, false); }
+int setup_tenants(void** state) { return setup_with(state, true); }
 
 int teardown(void** state) {
   auto* f = static_cast<Fixture*>(*state);
@@ -287,6 +302,63 @@ void test_bench_with_a_total_near_two_to_the_64_runs_and_is_released(void** stat
   assert_int_equal(f->chip->dma().window_free_bytes(), f->chip->dma().window_size());
 }
 
+// Another tenant's HBM: every client request that reaches it, on any HBM
+// side, is PERMISSION_DENIED before anything is queued; its owner and a
+// service transfer (a job's staging) still reach it.
+void test_another_tenants_hbm_is_refused_before_any_dma(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  std::vector<std::string> asked;
+  g_asked = &asked;
+  std::vector<uint8_t> d(64, 0x5a);
+  write_req(f, 11, 1, kTheirs + 4096, d);
+  read_req(f, 11, 2, kTheirs - 32, 64);  // starts below it, reaches into it
+  Vtrn__Api__DmaCopyRequest c = VTRN__API__DMA_COPY_REQUEST__INIT;
+  c.queue = -1;
+  c.src_addr = kTheirs;
+  c.dst_addr = FakeDmaChip::kHbmBase;
+  c.length = 4096;
+  f->svc->copy(11, 3, f->chip.get(), c);
+  c.src_addr = FakeDmaChip::kHbmBase;
+  c.dst_addr = kTheirs + 8192;
+  c.segments = 2;
+  f->svc->copy(11, 4, f->chip.get(), c);
+  Vtrn__Api__DmaBenchRequest b = VTRN__API__DMA_BENCH_REQUEST__INIT;
+  b.direction = VTRN__API__DMA_DIRECTION__DMA_DIR_H2D;
+  b.transfer_bytes = 4096;
+  b.total_bytes = 1u << 20;
+  f->svc->bench(11, 5, f->chip.get(), b);  // no span: all of HBM
+  const char* sides[] = {"DMA write to", "DMA read of", "DMA copy from", "DMA copy to", "DMA bench span"};
+  for (size_t i = 0; i < 5; ++i) {
+    const Reply* r = find(f, 11, i + 1);
+    if (r == nullptr || r->status != VTRN__API__STATUS__STATUS_PERMISSION_DENIED ||
+        r->error.find(sides[i]) == std::string::npos || r->error.find("belongs to another tenant") == std::string::npos)
+      fail_msg("%s another tenant's HBM was not refused PERMISSION_DENIED at once: %s", sides[i],
+               r == nullptr ? "no answer (queued)" : r->error.c_str());
+  }
+  drv::DmaQueueSnapshot s;
+  assert_true(f->chip->dma().snapshot(0, &s));
+  assert_int_equal(s.chains_submitted, 0);
+  // The owner's write and a service transfer go through; only the client's
+  // request was asked about.
+  asked.clear();
+  write_req(f, 21, 6, kTheirs + 4096, d);
+  bool service_done = false;
+  f->svc->write(f->chip.get(), kTheirs, d.data(), d.size(),
+                [&](Vtrn__Api__Status st, const std::string& err, std::vector<uint8_t>) {
+                  assert_int_equal(st, VTRN__API__STATUS__STATUS_OK);
+                  (void)err;
+                  service_done = true;
+                });
+  run_until(f, 6);
+  const uint64_t until = drv::monotonic_ns() + 5'000'000'000ull;
+  while (!service_done && drv::monotonic_ns() < until) f->loop.run_once(5);
+  assert_true(service_done);
+  assert_int_equal(find(f, 21, 6)->status, VTRN__API__STATUS__STATUS_OK);
+  assert_memory_equal(f->fake.hbm() + (4u << 20) + 4096, d.data(), d.size());
+  assert_int_equal(asked.size(), 1);
+  g_asked = nullptr;
+}
+
 }  // namespace
 
 int main() {
@@ -300,6 +372,7 @@ int main() {
       cmocka_unit_test_setup_teardown(test_requests_past_the_tenant_cap_are_busy_across_its_connections, setup, teardown),
       cmocka_unit_test_setup_teardown(test_queued_bytes_past_the_tenant_cap_are_busy_before_any_allocation, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bench_with_a_total_near_two_to_the_64_runs_and_is_released, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_another_tenants_hbm_is_refused_before_any_dma, setup_tenants, teardown),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -530,6 +530,72 @@ void test_wait_and_list_see_ended_jobs(void** state) {
   assert_int_equal(f->replies.back().listed, 0);
 }
 
+// Tenants: cids 7 and 8 are uid 1000, cid 9 is uid 2000, cid 1 the admin.
+int setup_tenants(void** state) {
+  setup(state);
+  auto* f = static_cast<Fixture*>(*state);
+  drv::JobServiceOptions o;
+  o.host_margin_ms = 30;
+  o.ctrl_timeout_ms = 30;
+  o.dma_piece_bytes = 4096;
+  o.tenant_of = [](uint64_t cid) { return cid == 9 ? 2000u : cid == 1 ? 0u : 1000u; };
+  o.is_admin = [](uint64_t cid) { return cid == 1; };
+  f->svc = std::make_unique<drv::JobService>(&f->loop, &f->chip, o,
+                                             [f](uint64_t cid, Vtrn__Api__Response* r) { capture(f, cid, r); });
+  return 0;
+}
+
+void test_only_the_jobs_tenant_or_the_admin_see_wait_on_or_cancel_it(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  AddJob job(4, 8, /*wait=*/false);
+  job.req.detach = true;
+  f->svc->submit(7, 1, job.req);
+  assert_true(spin(f, [&] { return f->chip.submits.size() == 1; }));
+  const uint64_t id = f->chip.submits[0]->job_id;
+  assert_int_equal(f->svc->job_tenant(id), 1000);
+  // The detached job stays its tenant's after the submitting connection left.
+  f->svc->client_gone(7);
+  assert_int_equal(f->svc->job_tenant(id), 1000);
+  const std::string denied = "job " + std::to_string(id) + " belongs to another tenant";
+  auto expect_denied = [&](const char* verb) {
+    const Reply& r = f->replies.back();
+    assert_int_equal(r.cid, 9);
+    assert_int_equal(r.status, VTRN__API__STATUS__STATUS_PERMISSION_DENIED);
+    assert_non_null(strstr(r.error.c_str(), denied.c_str()));
+    assert_non_null(strstr(r.error.c_str(), verb));
+  };
+  Vtrn__Api__JobShowRequest s = VTRN__API__JOB_SHOW_REQUEST__INIT;
+  s.job_id = id;
+  f->svc->show(9, 2, s);
+  expect_denied("may show it");
+  Vtrn__Api__JobWaitRequest w = VTRN__API__JOB_WAIT_REQUEST__INIT;
+  w.job_id = id;
+  f->svc->wait(9, 3, w);
+  expect_denied("may wait on it");
+  Vtrn__Api__JobCancelRequest c = VTRN__API__JOB_CANCEL_REQUEST__INIT;
+  c.job_id = id;
+  f->svc->cancel(9, 4, c);
+  expect_denied("may cancel it");
+  assert_true(f->chip.cancels.empty());
+  // A job that does not exist is still "no job", for everyone.
+  s.job_id = id + 100;
+  f->svc->show(9, 5, s);
+  assert_int_equal(f->replies.back().status, VTRN__API__STATUS__STATUS_BAD_REQUEST);
+  // Listing: the other tenant sees nothing, the admin every tenant's.
+  Vtrn__Api__JobListRequest l = VTRN__API__JOB_LIST_REQUEST__INIT;
+  f->svc->list(9, 6, l);
+  assert_int_equal(f->replies.back().listed, 0);
+  f->svc->list(1, 7, l);
+  assert_int_equal(f->replies.back().listed, 1);
+  f->svc->list(8, 8, l);
+  assert_int_equal(f->replies.back().listed, 1);
+  // Another connection of the same tenant may cancel it.
+  f->svc->cancel(8, 9, c);
+  assert_true(spin(f, [&] { return f->replies.back().id == 9; }));
+  assert_int_equal(f->replies.back().status, VTRN__API__STATUS__STATUS_OK);
+  assert_int_equal(f->replies.back().state, VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED);
+}
+
 }  // namespace
 
 int main() {
@@ -547,6 +613,8 @@ int main() {
       cmocka_unit_test_setup_teardown(test_firmware_failure_names_the_step, setup, teardown),
       cmocka_unit_test_setup_teardown(test_job_shows_running_once_the_firmware_table_does, setup, teardown),
       cmocka_unit_test_setup_teardown(test_wait_and_list_see_ended_jobs, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_only_the_jobs_tenant_or_the_admin_see_wait_on_or_cancel_it, setup_tenants,
+                                      teardown),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

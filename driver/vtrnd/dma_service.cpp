@@ -186,6 +186,10 @@ void DmaService::start_transfer(Origin from, Kind kind, Chip* chip, uint64_t hbm
                       hex(hbm_addr) + " is outside HBM [" + hex(e.hbm_base()) + ", " +
                       hex(e.hbm_base() + e.hbm_size()) + ")");
   }
+  if (!from.done && opts_.hbm_access) {
+    const std::string why = opts_.hbm_access(from.cid, chip, hbm_addr, len, write ? "DMA write to" : "DMA read of");
+    if (!why.empty()) return refuse(VTRN__API__STATUS__STATUS_PERMISSION_DENIED, why);
+  }
   auto j = std::make_unique<Job>();
   // A client's request is charged before anything is allocated for it; a
   // service's transfer (a job's buffers) is bounded by that service.
@@ -256,6 +260,16 @@ void DmaService::copy(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__Dm
     if (uint32_t st = e.check_chain(c, &seg); st != kOk)
       return bad("segment " + std::to_string(seg) + ": " + dma_status_name(st));
   }
+  // Raw chains too: their HBM sides may not reach another tenant's memory
+  // (out-of-range and wrapping addresses are the device's to refuse).
+  if (opts_.hbm_access) {
+    for (const DmaSegment& s : j->segs) {
+      std::string why;
+      if (!s.src_host) why = opts_.hbm_access(cid, chip, s.src, s.length, "DMA copy from");
+      if (why.empty() && !s.dst_host) why = opts_.hbm_access(cid, chip, s.dst, s.length, "DMA copy to");
+      if (!why.empty()) return reply_error(cid, id, VTRN__API__STATUS__STATUS_PERMISSION_DENIED, why);
+    }
+  }
   if (!charge(cid, id, *j, 0)) return;
   start_job(*cd, std::move(j), 1, 1);
 }
@@ -274,6 +288,10 @@ void DmaService::bench(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__D
   if (!e.hbm_contains(span_base, span_bytes))
     return bad("HBM span " + hex(span_base) + " + " + std::to_string(span_bytes) + " is outside HBM [" +
                hex(e.hbm_base()) + ", " + hex(e.hbm_base() + e.hbm_size()) + ")");
+  if (opts_.hbm_access) {
+    const std::string why = opts_.hbm_access(cid, chip, span_base, span_bytes, "DMA bench span");
+    if (!why.empty()) return reply_error(cid, id, VTRN__API__STATUS__STATUS_PERMISSION_DENIED, why);
+  }
   const uint64_t max_transfer =
       std::min<uint64_t>({e.max_desc_bytes(), e.window_size() / 2, span_bytes / 2 > kBenchSkew ? span_bytes / 2 - kBenchSkew : 0});
   if (r.transfer_bytes == 0 || r.transfer_bytes > max_transfer)

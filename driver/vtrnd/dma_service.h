@@ -49,6 +49,13 @@ struct DmaServiceOptions {
   // allocated for it. The byte cap is a connection's unread-output limit
   // (16 MiB, server.cpp): the answers of everything a tenant may have
   // queued fit it, so a client that pipelines reads gets BUSY, not dropped.
+  // Tenants reach only their own HBM: "" when client `cid` may DMA
+  // [addr, addr + len) of `chip`, else one line (PERMISSION_DENIED, before
+  // anything is queued). `what` names the side ("DMA write to", ...). Asked
+  // for every HBM range of a client's write, read, copy and bench span;
+  // never for a service's transfers (a job's buffers). Unset: no check.
+  std::function<std::string(uint64_t cid, Chip* chip, uint64_t addr, uint64_t len, const std::string& what)>
+      hbm_access;
   uint32_t max_queued_requests = 256;
   uint64_t max_queued_bytes = 16ull << 20;
 };

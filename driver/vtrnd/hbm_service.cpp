@@ -98,6 +98,50 @@ HbmService::ChipHbm* HbmService::find(Chip* chip) {
   return it == chips_.end() ? nullptr : it->second.get();
 }
 
+const HbmService::ChipHbm* HbmService::find(const Chip* chip) const {
+  auto it = chips_.find(const_cast<Chip*>(chip));
+  return it == chips_.end() ? nullptr : it->second.get();
+}
+
+// Tenants.
+
+uint32_t HbmService::owner_tenant(uint64_t owner) const {
+  const uint64_t kind = owner >> 32, id = owner & 0xffffffffu;
+  if (kind == kOwnerKindClient) return opts_.tenant_of ? opts_.tenant_of(id) : kNoTenant;
+  if (kind == kOwnerKindJob) return opts_.job_tenant ? opts_.job_tenant(id) : kNoTenant;
+  return kNoTenant;
+}
+
+bool HbmService::may_use(uint64_t cid, uint64_t owner) const {
+  if (opts_.is_admin && opts_.is_admin(cid)) return true;
+  if (owner == client_owner(cid)) return true;
+  if (!opts_.tenant_of) return false;
+  const uint32_t t = opts_.tenant_of(cid);
+  return t != kNoTenant && owner_tenant(owner) == t;
+}
+
+std::string HbmService::dma_access_problem(uint64_t cid, Chip* chip, uint64_t addr, uint64_t len,
+                                           const std::string& what) const {
+  if (opts_.is_admin && opts_.is_admin(cid)) return "";
+  const ChipHbm* ch = find(chip);
+  if (ch == nullptr || ch->allocs.empty()) return "";
+  // Saturated: a range that wraps is the firmware's to refuse (address +
+  // length overflows), but it must not slip past this check by wrapping.
+  const uint64_t end = len > UINT64_MAX - addr ? UINT64_MAX : addr + std::max<uint64_t>(len, 1);
+  auto it = ch->allocs.upper_bound(addr);
+  if (it != ch->allocs.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second.bytes > addr - prev->first) it = prev;  // starts before addr, reaches into it
+  }
+  for (; it != ch->allocs.end() && it->first < end; ++it) {
+    if (may_use(cid, it->second.owner)) continue;
+    // Not whether it is a job's buffer: that is the other tenant's business.
+    return "chip " + std::to_string(chip->id()) + ": " + what + " " + hex(addr) + " + " + std::to_string(len) +
+           " reaches the allocation at " + hex(it->first) + ", which belongs to another tenant";
+  }
+  return "";
+}
+
 void HbmService::add_chip(Chip* chip) {
   auto ch = std::make_unique<ChipHbm>();
   ch->chip = chip;
@@ -491,12 +535,11 @@ void HbmService::do_free(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Api
   if (auto a = ch.allocs.find(addr); a != ch.allocs.end()) {
     const uint64_t owner = a->second.owner, kind = owner >> 32, oid = owner & 0xffffffffu;
     const std::string what = "chip " + std::to_string(ch.chip->id()) + ": the allocation at " + hex(addr);
+    if (!may_use(cid, owner))
+      return reply_error(cid, id, VTRN__API__STATUS__STATUS_PERMISSION_DENIED, what + " belongs to another tenant");
     if (kind == kOwnerKindJob)
       return reply_error(cid, id, VTRN__API__STATUS__STATUS_PERMISSION_DENIED,
                          what + " is a buffer of job " + std::to_string(oid) + "; it is freed when the job ends");
-    const bool same_tenant = owner == client_owner(cid) || (opts_.tenant_of && opts_.tenant_of(oid) == opts_.tenant_of(cid));
-    if (!same_tenant && !(opts_.is_admin && opts_.is_admin(cid)))
-      return reply_error(cid, id, VTRN__API__STATUS__STATUS_PERMISSION_DENIED, what + " belongs to another tenant");
     any_owner = true;
   }
   const uint64_t own = client_owner(cid);
@@ -644,6 +687,10 @@ void HbmService::list_page(uint64_t cid, uint64_t id, ChipHbm& ch, uint64_t epoc
       x.poisoned = e.poisoned;
       x.stitched = e.stitched;
       x.extents = e.extents;
+      const uint32_t tenant = owner_tenant(e.owner);
+      x.uid = tenant == kNoTenant ? -1 : int64_t(tenant);
+      // Another tenant's allocations are left out (the admin sees all).
+      if (!may_use(cid, e.owner)) continue;
       acc->push_back(x);
     }
     if (b.more && b.next_addr > from && acc->size() < kMaxListEntries)
@@ -653,6 +700,7 @@ void HbmService::list_page(uint64_t cid, uint64_t id, ChipHbm& ch, uint64_t epoc
     Vtrn__Api__HbmListResponse lr2 = VTRN__API__HBM_LIST_RESPONSE__INIT;
     lr2.n_allocations = ptrs.size();
     lr2.allocations = ptrs.data();
+    lr2.all_tenants = opts_.is_admin && opts_.is_admin(cid);
     reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_HBM_LIST, &lr2.base);
   });
 }

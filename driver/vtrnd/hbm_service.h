@@ -46,10 +46,15 @@ struct HbmServiceOptions {
   // for clients written before HBM management); ECC refusals stay.
   bool dma_unchecked = false;
   // A client connection's tenant (uid) and whether it is the admin. A
-  // client's allocation may be freed by any connection of its tenant that
-  // names it, or by the admin; unset: by its own connection only.
+  // tenant's memory (its connections' allocations, its jobs' buffers) is
+  // freed, listed and reached by DMA by that tenant and the admin alone;
+  // unset: each connection is a tenant of its own.
   std::function<uint32_t(uint64_t cid)> tenant_of;
   std::function<bool(uint64_t cid)> is_admin;
+  // The tenant of job `job_id`'s buffers (owner job_owner(job_id)): its
+  // submitter's uid, kept with the job; kNoTenant for a job vtrnd runs for
+  // nobody in particular (a collective). Unset: every job's is kNoTenant.
+  std::function<uint32_t(uint64_t job_id)> job_tenant;
 };
 
 class HbmService final : public Service {
@@ -64,6 +69,7 @@ class HbmService final : public Service {
   static constexpr uint64_t kOwnerKindClient = 1;
   static constexpr uint64_t kOwnerKindJob = 2;
   static constexpr uint64_t kOwnerIdLimit = 1ull << 28;  // the firmware's owner id range
+  static constexpr uint32_t kNoTenant = UINT32_MAX;      // the firmware's, vtrnd's own, a departed client's
 
   HbmService(EventLoop* loop, HbmServiceOptions opts, ReplyFn reply);
   ~HbmService();
@@ -93,6 +99,22 @@ class HbmService final : public Service {
   static uint64_t job_owner(uint64_t job_id) { return (kOwnerKindJob << 32) | (job_id & 0xffffffffull); }
   [[nodiscard]] std::string store_path(const Chip* chip) const;
 
+  // Tenants. The tenant (uid) an HBM owner belongs to: a client
+  // connection's uid, a job's submitter's; kNoTenant for the firmware's own
+  // memory, a collective's buffers and a connection already gone.
+  [[nodiscard]] uint32_t owner_tenant(uint64_t owner) const;
+  // Whether client connection `cid` may act on memory of `owner`: the admin
+  // always; otherwise a connection of the owner's tenant (without
+  // tenant_of: the owning connection itself).
+  [[nodiscard]] bool may_use(uint64_t cid, uint64_t owner) const;
+  // "" when client connection `cid` may DMA [addr, addr + len) on `chip`:
+  // no live allocation of another tenant overlaps it. A range in no
+  // allocation at all passes: the firmware refuses it (NOT_ALLOCATED), as
+  // it refuses one partly outside the tenant's own. Otherwise one line
+  // naming `what` and the first such allocation (PERMISSION_DENIED).
+  [[nodiscard]] std::string dma_access_problem(uint64_t cid, Chip* chip, uint64_t addr, uint64_t len,
+                                               const std::string& what) const;
+
  private:
   struct Waiter {
     std::function<void()> run;
@@ -119,6 +141,7 @@ class HbmService final : public Service {
   };
 
   ChipHbm* find(Chip* chip);
+  [[nodiscard]] const ChipHbm* find(const Chip* chip) const;
   void on_state(ChipHbm& ch);
   void sync_retired(ChipHbm& ch);
   void when_ready(ChipHbm& ch, std::function<void()> run,

@@ -235,6 +235,33 @@ const JobService::Job* JobService::find_any(uint64_t id) const {
   return nullptr;
 }
 
+bool JobService::may_see(uint64_t cid, const Job& j) const {
+  if (!opts_.tenant_of) return true;
+  if (opts_.is_admin && opts_.is_admin(cid)) return true;
+  // A job vtrnd knows no tenant of is the admin's alone.
+  return j.tenant != kNoTenant && opts_.tenant_of(cid) == j.tenant;
+}
+
+const JobService::Job* JobService::find_for(uint64_t cid, uint64_t id, uint64_t job_id, const char* what) {
+  const Job* j = find_any(job_id);
+  if (j == nullptr) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "job_id: no job " + std::to_string(job_id));
+    return nullptr;
+  }
+  if (!may_see(cid, *j)) {
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_PERMISSION_DENIED,
+                "job " + std::to_string(job_id) + " belongs to another tenant: only that tenant or the admin may " +
+                    what + " it");
+    return nullptr;
+  }
+  return j;
+}
+
+uint32_t JobService::job_tenant(uint64_t job_id) const {
+  const Job* j = find_any(job_id);
+  return j == nullptr ? kNoTenant : j->tenant;
+}
+
 void JobService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err) {
   drv::reply_error(reply_, cid, id, st, err);
 }
@@ -256,6 +283,7 @@ void JobService::submit(uint64_t cid, uint64_t id, const Vtrn__Api__JobSubmitReq
   j->id = next_id_++;
   j->chip = r.chip;
   j->cid = cid;
+  j->tenant = opts_.tenant_of ? opts_.tenant_of(cid) : kNoTenant;
   j->name = r.name ? r.name : "";
   j->priority = r.priority;
   j->timeout_ms = r.timeout_ms ? r.timeout_ms : opts_.default_timeout_ms;
@@ -729,6 +757,7 @@ Vtrn__Api__JobInfo* JobService::make_info(const Job& j, ProtoArena& a) const {
   for (const Buffer& b : j.buffers) bytes += b.bytes;
   m->buffer_bytes = bytes;
   m->client = j.cid;
+  m->uid = j.tenant == kNoTenant ? -1 : int64_t(j.tenant);
   m->detached = j.detached;
   m->submit_ns = j.submit_ns;
   m->latency_ns = j.end_ns ? j.end_ns - j.submit_ns : 0;
@@ -793,12 +822,10 @@ void JobService::answer(Job& j, const Waiter& w) {
 }
 
 void JobService::wait(uint64_t cid, uint64_t id, const Vtrn__Api__JobWaitRequest& r) {
+  const Job* h = find_for(cid, id, r.job_id, "wait on");
+  if (h == nullptr) return;
   Job* j = find(r.job_id);
-  if (j == nullptr || j->phase == Phase::kEnded) {
-    const Job* h = find_any(r.job_id);
-    if (h == nullptr) return reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "job_id: no job " + std::to_string(r.job_id));
-    return answer(*const_cast<Job*>(h), Waiter{cid, id, WaitKind::kWait, 0});
-  }
+  if (j == nullptr || j->phase == Phase::kEnded) return answer(*const_cast<Job*>(h), Waiter{cid, id, WaitKind::kWait, 0});
   Waiter w{cid, id, WaitKind::kWait, 0};
   if (r.timeout_ms) {
     const uint64_t jid = j->id;
@@ -825,9 +852,9 @@ void JobService::refresh(Job& j) {
 }
 
 void JobService::show(uint64_t cid, uint64_t id, const Vtrn__Api__JobShowRequest& r) {
+  const Job* j = find_for(cid, id, r.job_id, "show");
+  if (j == nullptr) return;
   if (Job* live = find(r.job_id)) refresh(*live);
-  const Job* j = find_any(r.job_id);
-  if (j == nullptr) return reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "job_id: no job " + std::to_string(r.job_id));
   ProtoArena a;
   Vtrn__Api__JobShowResponse sr = VTRN__API__JOB_SHOW_RESPONSE__INIT;
   sr.job = make_info(*j, a);
@@ -845,8 +872,10 @@ void JobService::list(uint64_t cid, uint64_t id, const Vtrn__Api__JobListRequest
   for (auto& [jid, j] : jobs_) refresh(*j);
   ProtoArena a;
   std::vector<Vtrn__Api__JobInfo*> out;
-  auto want = [&r, chip](const Job& j) {
+  // Another tenant's jobs are left out (the admin sees every tenant's).
+  auto want = [this, cid, &r, chip](const Job& j) {
     if (chip >= 0 && j.chip != uint32_t(chip)) return false;
+    if (!may_see(cid, j)) return false;
     return !r.active_only || j.phase != Phase::kEnded;
   };
   for (const auto& [jid, j] : jobs_) {
@@ -866,16 +895,15 @@ void JobService::list(uint64_t cid, uint64_t id, const Vtrn__Api__JobListRequest
   Vtrn__Api__JobListResponse lr = VTRN__API__JOB_LIST_RESPONSE__INIT;
   lr.n_jobs = out.size();
   lr.jobs = out.data();
+  lr.all_tenants = !opts_.tenant_of || (opts_.is_admin && opts_.is_admin(cid));
   reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_JOB_LIST, &lr.base);
 }
 
 void JobService::cancel(uint64_t cid, uint64_t id, const Vtrn__Api__JobCancelRequest& r) {
+  const Job* h = find_for(cid, id, r.job_id, "cancel");
+  if (h == nullptr) return;
   Job* j = find(r.job_id);
-  if (j == nullptr || j->phase == Phase::kEnded) {
-    const Job* h = find_any(r.job_id);
-    if (h == nullptr) return reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "job_id: no job " + std::to_string(r.job_id));
-    return answer(*const_cast<Job*>(h), Waiter{cid, id, WaitKind::kCancel, 0});
-  }
+  if (j == nullptr || j->phase == Phase::kEnded) return answer(*const_cast<Job*>(h), Waiter{cid, id, WaitKind::kCancel, 0});
   j->waiters.push_back(Waiter{cid, id, WaitKind::kCancel, 0});
   const uint64_t jid = j->id;
   stop(*j, VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED, "cancelled by client " + std::to_string(cid));

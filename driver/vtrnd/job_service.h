@@ -98,6 +98,12 @@ struct JobServiceOptions {
   uint32_t host_margin_ms = 2'000;   // vtrnd's deadline beyond the firmware's
   uint32_t ctrl_timeout_ms = 5'000;  // one JobSubmit / JobCancel control request
   uint32_t dma_piece_bytes = 2u << 20;
+  // A client connection's tenant (uid) and whether it is the admin. A job
+  // belongs to its submitter's tenant (kept with the job, so a detached job
+  // stays its tenant's): only that tenant and the admin wait on, show,
+  // cancel or list it. Unset: every client is one tenant.
+  std::function<uint32_t(uint64_t cid)> tenant_of;
+  std::function<bool(uint64_t cid)> is_admin;
 };
 
 // Submit-to-end latency of every job that ended since vtrnd started, as a
@@ -171,6 +177,10 @@ class JobService final : public Service {
   void client_gone(uint64_t cid) override;
 
   [[nodiscard]] JobCounters counters(uint32_t chip) const;
+  // The tenant (uid) that submitted job `job_id` (its buffers' tenant);
+  // kNoTenant when no such job is known or tenant_of is unset.
+  static constexpr uint32_t kNoTenant = UINT32_MAX;
+  [[nodiscard]] uint32_t job_tenant(uint64_t job_id) const;
   // Jobs still holding buffers or waiting on an operation (tests: must reach
   // zero once everything has ended).
   [[nodiscard]] size_t live_jobs() const { return jobs_.size(); }
@@ -214,6 +224,7 @@ class JobService final : public Service {
     uint64_t id = 0;
     uint32_t chip = 0;
     uint64_t cid = 0;
+    uint32_t tenant = kNoTenant;  // the submitter's uid (tenant_of at submit)
     std::string name;
     uint32_t priority = 0, timeout_ms = 0, max_cores = 0;
     bool detached = false;
@@ -258,6 +269,12 @@ class JobService final : public Service {
   // on it (looked up when someone asks about the job).
   void refresh(Job& j);
   const Job* find_any(uint64_t id) const;  // active or in history
+  // Whether client `cid` may wait on, show, cancel or list job j: its
+  // tenant or the admin.
+  [[nodiscard]] bool may_see(uint64_t cid, const Job& j) const;
+  // find_any(id) for client `cid`: nullptr after answering BAD_REQUEST (no
+  // such job) or PERMISSION_DENIED (another tenant's), naming the job.
+  const Job* find_for(uint64_t cid, uint64_t id, uint64_t job_id, const char* what);
   void stage_next(Job& j);
   void submit_to_chip(Job& j);
   void read_next(Job& j);

@@ -136,6 +136,8 @@ Daemon::~Daemon() {
   // Services hold chip pointers; chips kill and reap any QEMU still running
   // in their destructors.
   metrics_.reset();  // it reads the job service
+  hbm_ = nullptr;
+  jobs_ = nullptr;
   services_.clear();
   links_ = nullptr;
   job_backend_.reset();
@@ -310,6 +312,9 @@ bool Daemon::start(std::string* err) {
   DmaServiceOptions dopts;
   dopts.allow_raw = opts_.allow_raw_dma;
   dopts.tenant_of = [this](uint64_t cid) { return client_uid(cid); };
+  dopts.hbm_access = [this](uint64_t cid, Chip* chip, uint64_t addr, uint64_t len, const std::string& what) {
+    return hbm_ != nullptr ? hbm_->dma_access_problem(cid, chip, addr, len, what) : std::string();
+  };
   DmaService* dma = services_.add(std::make_unique<DmaService>(&loop_, dopts, to_client));
   for (auto& c : chips_) dma->add_chip(c.get());
   HbmServiceOptions hopts;
@@ -319,10 +324,18 @@ bool Daemon::start(std::string* err) {
   hopts.dma_unchecked = opts_.hbm_dma_unchecked;
   hopts.tenant_of = [this](uint64_t cid) { return client_uid(cid); };
   hopts.is_admin = [this](uint64_t cid) { return client_is_admin(cid); };
+  hopts.job_tenant = [this](uint64_t job_id) {
+    return jobs_ != nullptr ? jobs_->job_tenant(job_id) : JobService::kNoTenant;
+  };
   HbmService* hbm = services_.add(std::make_unique<HbmService>(&loop_, hopts, to_client));
+  hbm_ = hbm;
   for (auto& c : chips_) hbm->add_chip(c.get());
   job_backend_ = std::make_unique<DaemonJobBackend>(&loop_, &chips_, dma, hbm);
-  JobService* jobs = services_.add(std::make_unique<JobService>(&loop_, job_backend_.get(), JobServiceOptions{}, to_client));
+  JobServiceOptions jopts;
+  jopts.tenant_of = [this](uint64_t cid) { return client_uid(cid); };
+  jopts.is_admin = [this](uint64_t cid) { return client_is_admin(cid); };
+  JobService* jobs = services_.add(std::make_unique<JobService>(&loop_, job_backend_.get(), jopts, to_client));
+  jobs_ = jobs;
   // Ring collectives as one job per chip.
   (void)services_.add(std::make_unique<CollectiveService>(&loop_, job_backend_.get(), board_.chips,
                                                           board_.board.model, to_client));

@@ -29,6 +29,9 @@
 
 namespace drv {
 
+class HbmService;
+class JobService;
+
 struct DaemonOptions {
   std::string runtime_dir;
   std::string qemu;
@@ -129,6 +132,11 @@ class Daemon {
   // Every service, in start order; cleared before the chips (see ~Daemon).
   ServiceRegistry services_;
   LinkService* links_ = nullptr;  // needed before the chips exist (QEMU args)
+  // Tenants: the DMA service asks the HBM service whose memory a range is,
+  // the HBM service asks the job service whose job a buffer is. Owned by
+  // services_.
+  HbmService* hbm_ = nullptr;
+  JobService* jobs_ = nullptr;
   std::map<uint64_t, Conn> conns_;
   uint64_t next_conn_ = 1;
   bool own_runtime_dir_ = false;

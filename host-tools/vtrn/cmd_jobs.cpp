@@ -59,6 +59,7 @@ json job_json(const Vtrn__Api__JobInfo& j) {
           {"kernels", kernels},
           {"buffer_bytes", j.buffer_bytes},
           {"client", j.client},
+          {"uid", j.uid >= 0 ? json(j.uid) : json(nullptr)},
           {"detached", j.detached},
           {"latency_ns", j.latency_ns},
           {"stage_in_ns", j.stage_in_ns},
@@ -595,7 +596,7 @@ void run_list(const ListOptions& o) {
   json jobs = json::array();
   for (size_t i = 0; i < r->job_list->n_jobs; ++i) jobs.push_back(job_json(*r->job_list->jobs[i]));
   if (o.json) {
-    print_json({{"jobs", jobs}});
+    print_json({{"all_tenants", bool(r->job_list->all_tenants)}, {"jobs", jobs}});
   } else if (jobs.empty()) {
     std::cout << "no jobs\n";
   } else {
@@ -701,13 +702,13 @@ void add_jobs_commands(CLI::App& app, Action* action) {
   }
 
   auto lo = std::make_shared<ListOptions>();
-  CLI::App* l = app.add_subcommand("jobs", "List active and recent jobs");
+  CLI::App* l = app.add_subcommand("jobs", "List active and recent jobs: your own (every tenant's for the admin)");
   l->add_option("chip", lo->chip, "Only this chip")->check(chip_id_validator());
   l->add_flag("--active", lo->active, "Only QUEUED and RUNNING jobs");
   l->add_flag("--json", lo->json, "Print one JSON document instead of text");
   l->callback([lo, action] { *action = [lo] { run_list(*lo); }; });
 
-  CLI::App* job = app.add_subcommand("job", "One job: show, wait for or cancel it");
+  CLI::App* job = app.add_subcommand("job", "One job of yours (any tenant's for the admin): show, wait for or cancel it");
   job->require_subcommand(1);
   const std::pair<const char*, IdVerb> verbs[] = {{"show", IdVerb::kShow}, {"wait", IdVerb::kWait}, {"cancel", IdVerb::kCancel}};
   for (const auto& [name, verb] : verbs) {

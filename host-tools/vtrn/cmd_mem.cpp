@@ -172,7 +172,12 @@ void run_mem_ls(const MemChipOptions& o) {
   drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_HBM_LIST);
   const Vtrn__Api__HbmListResponse& l = *resp->hbm_list;
   nlohmann::json rows = nlohmann::json::array();
-  Table t({"addr", "bytes", "owner", "category", "placement", "state"});
+  // A tenant gets its own allocations; the admin every tenant's, with the
+  // tenant (uid) of each as a column.
+  const bool all = l.all_tenants;
+  std::vector<std::string> cols = {"addr", "bytes", "owner", "category", "placement", "state"};
+  if (all) cols.insert(cols.begin() + 3, "uid");
+  Table t(cols);
   for (size_t i = 0; i < l.n_allocations; ++i) {
     const Vtrn__Api__HbmAllocationInfo& a = *l.allocations[i];
     rows.push_back({{"addr", a.addr},
@@ -180,16 +185,20 @@ void run_mem_ls(const MemChipOptions& o) {
                     {"owner", a.owner},
                     {"owner_kind", a.owner_kind == 0 ? "firmware" : a.owner_kind == 1 ? "client" : a.owner_kind == 2 ? "job" : "unknown"},
                     {"owner_id", a.owner_id},
+                    {"uid", a.uid >= 0 ? nlohmann::json(a.uid) : nlohmann::json(nullptr)},
                     {"category", category_name(uint32_t(a.category))},
                     {"poisoned", bool(a.poisoned)},
                     {"stitched", bool(a.stitched)},
                     {"extents", a.extents}});
-    t.add({hex(a.addr), format_bytes(a.bytes), owner_name(a.owner_kind, a.owner_id), category_name(uint32_t(a.category)),
-           a.stitched ? "stitched x" + std::to_string(a.extents) : "contiguous",
-           a.poisoned ? "POISONED (ECC)" : "ok"});
+    std::vector<std::string> row = {hex(a.addr), format_bytes(a.bytes), owner_name(a.owner_kind, a.owner_id),
+                                    category_name(uint32_t(a.category)),
+                                    a.stitched ? "stitched x" + std::to_string(a.extents) : "contiguous",
+                                    a.poisoned ? "POISONED (ECC)" : "ok"};
+    if (all) row.insert(row.begin() + 3, a.uid >= 0 ? std::to_string(a.uid) : "-");
+    t.add(row);
   }
   if (o.json) {
-    print_json({{"chip", o.chip}, {"allocations", rows}});
+    print_json({{"chip", o.chip}, {"all_tenants", all}, {"allocations", rows}});
     return;
   }
   if (l.n_allocations == 0) {
@@ -443,7 +452,8 @@ void add_mem_command(CLI::App& app, Action* action) {
   s->callback([stats, action] { *action = [stats] { run_mem_stats(*stats); }; });
 
   auto ls = std::make_shared<MemChipOptions>();
-  CLI::App* l = mem->add_subcommand("ls", "Live allocations by owner and category");
+  CLI::App* l = mem->add_subcommand(
+      "ls", "Live allocations by owner and category: your own (every tenant's, with a uid column, for the admin)");
   l->add_option("chip", ls->chip, "Chip id")->required()->check(chip_id_validator());
   l->add_flag("--json", ls->json, "Print one JSON document instead of text");
   l->callback([ls, action] { *action = [ls] { run_mem_ls(*ls); }; });
@@ -461,14 +471,14 @@ void add_mem_command(CLI::App& app, Action* action) {
   a->callback([al, action] { *action = [al] { run_alloc(*al); }; });
 
   auto fr = std::make_shared<FreeOptions>();
-  CLI::App* f = mem->add_subcommand("free", "Free the allocation that starts at ADDR, whoever holds it");
+  CLI::App* f = mem->add_subcommand("free", "Free the allocation that starts at ADDR: one of your own (any tenant's for the admin)");
   f->add_option("chip", fr->chip, "Chip id")->required()->check(chip_id_validator());
   f->add_option("addr", fr->addr, "Start address of the allocation")->required();
   f->add_flag("--json", fr->json, "Print one JSON document instead of text");
   f->callback([fr, action] { *action = [fr] { run_free(*fr); }; });
 
   auto rd = std::make_shared<ReadOptions>();
-  CLI::App* r = mem->add_subcommand("read", "Read HBM through DMA (inside a live allocation)");
+  CLI::App* r = mem->add_subcommand("read", "Read HBM through DMA (inside a live allocation of yours)");
   r->add_option("chip", rd->chip, "Chip id")->required()->check(chip_id_validator());
   r->add_option("addr", rd->addr, "HBM address")->required();
   r->add_option("--length", rd->length, "Bytes (K, M suffixes)")->required()->transform(size_validator(1, kMaxCliBuffer));
@@ -477,7 +487,7 @@ void add_mem_command(CLI::App& app, Action* action) {
   r->callback([rd, action] { *action = [rd] { run_read(*rd); }; });
 
   auto wr = std::make_shared<WriteOptions>();
-  CLI::App* w = mem->add_subcommand("write", "Write HBM through DMA (inside a live allocation)");
+  CLI::App* w = mem->add_subcommand("write", "Write HBM through DMA (inside a live allocation of yours)");
   w->add_option("chip", wr->chip, "Chip id")->required()->check(chip_id_validator());
   w->add_option("addr", wr->addr, "HBM address")->required();
   auto* in = w->add_option("--in", wr->in, "Bytes to write")->check(CLI::ExistingFile);

@@ -1,12 +1,17 @@
 """Integration: a board shared by two users through `vtrn up --group`, as
 /dev/nvidia* is shared through a group. The user who started vtrnd (root
 here) is the admin; `nobody`, whose group the board is shared with, is a
-tenant: it connects, but it cannot free another tenant's memory, and the
-requests that change the board for everyone (reset, fault injection,
-power, stopping vtrnd) are refused to it with one line and exit 8.
+tenant. A tenant's memory and jobs are its own: another tenant cannot free,
+list, read, write, DMA into (DmaWrite, DmaRead, DmaCopy, a DmaBench span),
+wait on, show or cancel them (STATUS_PERMISSION_DENIED, exit 8, one line
+naming the allocation or job), while the owner and the admin still can. The
+requests that change the board for everyone (reset, fault injection, power,
+stopping vtrnd) are refused to a tenant with one line and exit 8.
 
 The second user is real: each tenant command runs under
-`setpriv --reuid=nobody --regid=nogroup --clear-groups`.
+`setpriv --reuid=nobody --regid=nogroup --clear-groups`, and a tenant's raw
+API connection is made with the effective uid and gid of nobody (vtrnd reads
+the peer's uid with SO_PEERCRED at connect).
 """
 
 import json
@@ -14,12 +19,16 @@ import os
 import stat
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vtrn_harness as h  # noqa: E402
 
 TENANT_UID = h.NOBODY_UID
 SHARE_GROUP = "nogroup"  # nobody's own group (gid 65534)
+PERMISSION_DENIED = 9    # vtrn.api STATUS_PERMISSION_DENIED
+MiB = 1 << 20
+DMA_H2D = 1              # vtrn.api DMA_DIR_H2D
 
 
 class SharedSession(h.SessionTestCase):
@@ -42,11 +51,50 @@ class SharedBoard(h.BoardTestCase, SharedSession):
                 h.CLI, *map(str, args)]
         return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
 
+    def tenant_json(self, *args):
+        r = self.tenant(*args, "--json")
+        self.assertEqual(r.returncode, 0, f"vtrn {' '.join(map(str, args))} as the tenant: {r.stderr}")
+        return json.loads(r.stdout)
+
+    def tenant_api(self):
+        """A raw API connection whose peer is the tenant: made with nobody's
+        effective ids, then this process is root again."""
+        os.setegid(TENANT_UID)
+        os.seteuid(TENANT_UID)
+        try:
+            c = h.ApiClient(self.s)
+        finally:
+            os.seteuid(0)
+            os.setegid(0)
+        self.addCleanup(c.close)
+        return c
+
+    def admin_api(self):
+        c = h.ApiClient(self.s)
+        self.addCleanup(c.close)
+        return c
+
     def hold(self, size):
         """An allocation the admin holds (`mem alloc --hold`): (process, addr)."""
         p = self.s.popen("mem", "alloc", 0, size, "--hold", "--json")
         self.addCleanup(lambda: (p.terminate(), p.communicate(timeout=30)))
         return p, h.read_held_allocation(self, p)["addr"]
+
+    def assert_denied(self, result, *needles):
+        status, error, _ = result
+        self.assertEqual(status, PERMISSION_DENIED,
+                         f"the tenant's request was not refused PERMISSION_DENIED: status {status}, error {error!r}")
+        for needle in needles:
+            self.assertIn(needle, error)
+
+    def job_file(self, doc):
+        d = tempfile.mkdtemp(prefix="jobs-", dir=self.s.tmp)
+        os.chmod(d, 0o755)  # the tenant's CLI reads it too
+        path = os.path.join(d, "job.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        os.chmod(path, 0o644)
+        return path
 
     def test_the_group_reaches_the_board_and_nobody_else_can(self):
         d = os.stat(self.s.runtime_dir)
@@ -64,6 +112,116 @@ class SharedBoard(h.BoardTestCase, SharedSession):
                                    "belongs to another tenant")
         live = [a["addr"] for a in self.s.vtrn_json("mem", "ls", 0)["allocations"]]
         self.assertIn(addr, live)
+        # The tenant frees its own, named from another of its connections;
+        # the admin frees any tenant's.
+        c = self.tenant_api()
+        mine, _ = h.hbm_alloc(c, 0, MiB)
+        other, _ = h.hbm_alloc(c, 0, MiB)
+        self.assertEqual(self.tenant_json("mem", "free", 0, hex(mine))["bytes"], MiB)
+        self.assertEqual(self.s.vtrn_json("mem", "free", 0, hex(other))["bytes"], MiB)
+        live = [a["addr"] for a in self.s.vtrn_json("mem", "ls", 0)["allocations"]]
+        self.assertEqual([a for a in (mine, other) if a in live], [], "freed allocations still listed")
+
+    def test_mem_ls_shows_a_tenant_its_own_and_the_admin_every_tenants(self):
+        _, theirs = self.hold("1M")
+        mine, _ = h.hbm_alloc(self.tenant_api(), 0, 2 * MiB)
+        doc = self.tenant_json("mem", "ls", 0)
+        self.assertFalse(doc["all_tenants"], doc)
+        self.assertEqual([(a["addr"], a["uid"]) for a in doc["allocations"]], [(mine, TENANT_UID)],
+                         "the tenant's mem ls must show its own allocation and nothing of another tenant's")
+        r = self.tenant("mem", "ls", 0)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(hex(mine), r.stdout)
+        self.assertNotIn(hex(theirs), r.stdout)
+        self.assertNotIn("uid", r.stdout.splitlines()[0], "a tenant's table has no uid column")
+        # The admin sees both, each with its tenant.
+        doc = self.s.vtrn_json("mem", "ls", 0)
+        self.assertTrue(doc["all_tenants"], doc)
+        uids = {a["addr"]: a["uid"] for a in doc["allocations"]}
+        self.assertEqual((uids.get(theirs), uids.get(mine)), (0, TENANT_UID), doc)
+        r = self.s.vtrn("mem", "ls", 0)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        header, *rows = r.stdout.splitlines()
+        self.assertIn("uid", header.split())
+        row = next(x for x in rows if x.startswith(hex(mine) + " "))
+        self.assertIn(str(TENANT_UID), row.split())
+
+    def test_a_tenant_cannot_dma_into_another_tenants_memory(self):
+        admin = self.admin_api()
+        theirs, _ = h.hbm_alloc(admin, 0, MiB)
+        admin.dma_write(0, theirs, b"\xa5" * 4096)
+        c = self.tenant_api()
+        mine, _ = h.hbm_alloc(c, 0, MiB)
+        # HBM no allocation covers: the firmware's NOT_ALLOCATED, as before.
+        hole, _ = h.hbm_alloc(c, 0, 64 * 1024)
+        h.hbm_free(c, 0, hole)
+        who = f"allocation at {hex(theirs)}, which belongs to another tenant"
+        self.assert_denied(c.call_raw(30, [(1, 0), (2, theirs), (3, b"\0" * 64)]), "DMA write to", who)
+        self.assert_denied(c.call_raw(31, [(1, 0), (2, theirs + 4096), (3, 64)]), "DMA read of", who)
+        # A range that starts below the allocation and reaches into it
+        # (what lies below may be another of the admin's).
+        if theirs - 64 >= admin.dma_stats(0)["hbm_base"]:
+            self.assert_denied(c.call_raw(31, [(1, 0), (2, theirs - 64), (3, 128)]), "DMA read of",
+                               "which belongs to another tenant")
+        self.assert_denied(c.dma_copy_raw(0, src_addr=theirs, dst_addr=mine, length=4096), "DMA copy from", who)
+        self.assert_denied(c.dma_copy_raw(0, src_addr=mine, dst_addr=theirs, length=4096), "DMA copy to", who)
+        self.assert_denied(c.call_raw(33, [(1, 0), (2, DMA_H2D), (3, 4096), (6, MiB), (9, theirs), (10, MiB)]),
+                           "DMA bench span", who)
+        # What a user sees.
+        for args in (("mem", "write", 0, hex(theirs), "--pattern", 1, "--length", "4K"),
+                     ("mem", "read", 0, hex(theirs), "--length", 64)):
+            with self.subTest(args=args):
+                self.assert_one_error_line(self.tenant(*args), h.EXIT_PERMISSION_DENIED, who)
+        status, error, _ = c.call_raw(30, [(1, 0), (2, hole), (3, b"\0" * 64)])
+        self.assertNotEqual(status, PERMISSION_DENIED, error)
+        self.assertIn("HBM range not allocated", error)
+        # The owner's bytes are untouched, and each tenant still reaches its own.
+        self.assertEqual(admin.dma_read(0, theirs, 4096)[0], b"\xa5" * 4096)
+        c.dma_write(0, mine, b"\x5a" * 4096)
+        status, error, r = c.dma_copy_raw(0, src_addr=mine, dst_addr=mine + 65536, length=4096)
+        self.assertEqual((status, r and r["dma_status"]), (0, 0), error)
+        self.assertEqual(c.dma_read(0, mine + 65536, 4096)[0], b"\x5a" * 4096)
+        # The admin reaches every tenant's memory.
+        self.assertEqual(admin.dma_read(0, mine, 16)[0], b"\x5a" * 16)
+
+    def test_a_tenants_jobs_are_its_own(self):
+        # The tenant's own job: it waits on, shows and lists it.
+        mine_doc = {"name": "mine", "buffers": [{"name": "x", "values": [1, 2, 3, 4]},
+                                                {"name": "y", "values": [10, 20, 30, 40]},
+                                                {"name": "s", "bytes": 16}],
+                    "steps": [{"kernel": "add", "m": 2, "n": 2, "a": "x", "b": "y", "out": "s"}]}
+        mine = self.tenant_json("submit", self.job_file(mine_doc), "--wait")["job"]
+        self.assertEqual((mine["state"], mine["uid"]), ("DONE", TENANT_UID), mine)
+        self.assertEqual(self.tenant_json("job", "show", mine["id"])["state"], "DONE")
+        self.assertEqual(self.tenant_json("job", "wait", mine["id"])["state"], "DONE")
+        # Another tenant's (the admin's) job: not to be seen, waited on or cancelled.
+        job_id = self.s.vtrn_json("submit", self.job_file(dict(h.LONG_GEMM_JOB, name="admins")))["job"]["id"]
+        self.addCleanup(lambda: self.s.vtrn("job", "cancel", job_id, timeout=60))
+        for args, verb in ((("job", "show", job_id), "show"), (("job", "wait", job_id, "--timeout-ms", 100), "wait on"),
+                           (("job", "cancel", job_id), "cancel")):
+            with self.subTest(args=args):
+                self.assert_one_error_line(self.tenant(*args), h.EXIT_PERMISSION_DENIED,
+                                           f"job {job_id} belongs to another tenant",
+                                           f"only that tenant or the admin may {verb} it")
+        doc = self.tenant_json("jobs")
+        self.assertFalse(doc["all_tenants"], doc)
+        self.assertEqual([j["id"] for j in doc["jobs"]], [mine["id"]],
+                         "a tenant's job list must hold its own job and no other tenant's")
+        # The admin sees both, each with its tenant.
+        doc = self.s.vtrn_json("jobs")
+        self.assertTrue(doc["all_tenants"], doc)
+        uids = {j["id"]: j["uid"] for j in doc["jobs"]}
+        self.assertEqual((uids.get(job_id), uids.get(mine["id"])), (0, TENANT_UID), doc)
+        # Its buffers are its tenant's too: no DMA into them.
+        bufs = h.wait_until("the admin job's buffers", lambda: [
+            a["addr"] for a in self.s.vtrn_json("mem", "ls", 0)["allocations"]
+            if a["owner_kind"] == "job" and a["owner_id"] == job_id], lambda v: len(v) == 3, 60)
+        self.assert_denied(self.tenant_api().call_raw(30, [(1, 0), (2, bufs[0]), (3, b"\xff" * 64)]),
+                           f"allocation at {hex(bufs[0])}, which belongs to another tenant")
+        self.assert_one_error_line(self.tenant("mem", "free", 0, hex(bufs[1])), h.EXIT_PERMISSION_DENIED,
+                                   f"allocation at {hex(bufs[1])} belongs to another tenant")
+        # The owner (here the admin) still cancels its own job.
+        self.assertEqual(self.s.vtrn_json("job", "cancel", job_id, timeout=60)["state"], "CANCELLED")
 
     def test_requests_that_change_the_board_are_the_admins(self):
         for args, body in ((("reset", 0), "chip_reset"), (("inject", "hang", 0), "fault_inject"),

@@ -27,8 +27,10 @@ inline constexpr uint32_t kMaxFrame = 4u << 20;
 // for "every chip" / "any queue", end frames on the logs stream. 2.1:
 // statuses BUSY and PERMISSION_DENIED (tenants, DMA caps), fault kind
 // DMA_ENGINE, the engines' reset-history fields. 2.2: Telemetry.wakeups.
+// 2.3: tenants' views: HbmAllocationInfo.uid, JobInfo.uid, all_tenants in
+// HbmListResponse and JobListResponse.
 inline constexpr uint32_t kApiMajor = 2;
-inline constexpr uint32_t kApiMinor = 2;
+inline constexpr uint32_t kApiMinor = 3;
 inline constexpr size_t kFrameHeader = 4;
 
 // $VTRN_RUNTIME_DIR, else default_runtime_dir().
