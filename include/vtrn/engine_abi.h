@@ -494,7 +494,9 @@ static_assert(offsetof(TensorEngineBlock, sq) == 1024);
 // kLinkMaxReplays times in a row fails the send: kLinkReplayLimit.
 //
 // Same index conventions as the rest of the region; doorbell kVectorLink0 +
-// p after advancing sq_prod, rq_prod or config_gen.
+// p after advancing sq_prod, rq_prod or config_gen, and after advancing
+// scq_cons or rcq_cons of a ring that was full (a send waiting for room in
+// a completion ring moves on that wake-up: the engine has no timer).
 
 inline constexpr uint32_t kLinkSendDepth = 64;
 inline constexpr uint32_t kLinkRecvDepth = 64;
