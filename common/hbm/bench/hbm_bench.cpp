@@ -28,7 +28,10 @@
 //    kernel's 1 kHz timer tick, ~150..180 of them in a pass of ~170 ms, so
 //    the p99.99 of a pass (its 100th slowest op of 1,000,000) is a tick's
 //    cost (~13 us) whatever the allocator does; the per-op minimum is the
-//    allocator's own tail.
+//    allocator's own tail. Its max (~2 us) is the first op of a pass, on
+//    caches the sort of the previous pass's times has just flushed; the
+//    next slowest (~400 ns) are ops whose trace entry is the last of a
+//    4 KiB page of the trace.
 //  - fragmentation: the churn trace (page-rounded live bytes held at 50% to
 //    70% of 320 MiB, ~100 live, random lifetimes), 200,000 ops, sampled
 //    every 1,000 ops after the first 10%. The vtrn allocator manages
