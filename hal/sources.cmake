@@ -58,10 +58,12 @@ list(APPEND VTRN_HAL_FAKE_SOURCES
   ${VTRN_ROOT}/hal/copy/fake/fake_copy.cpp)
 
 # The hardware engines (vtrn-hw, include/vtrn/engine_abi.h): the engine
-# region and DMA-engine backend of hal/copy, and hal/tensor. Backend
+# region and DMA-engine backend of hal/copy, hal/tensor and hal/link (ABI 1.4). Backend
 # independent: register words go through hal::mmio.
 list(APPEND VTRN_HAL_INCLUDES
-  ${VTRN_ROOT}/hal/tensor/include)
+  ${VTRN_ROOT}/hal/tensor/include
+  ${VTRN_ROOT}/hal/link/include)
 list(APPEND VTRN_HAL_SOURCES
   ${VTRN_ROOT}/hal/copy/src/copy_engine.cpp
-  ${VTRN_ROOT}/hal/tensor/src/tensor.cpp)
+  ${VTRN_ROOT}/hal/tensor/src/tensor.cpp
+  ${VTRN_ROOT}/hal/link/src/link.cpp)

@@ -1,5 +1,5 @@
-// vtrn engine ABI v1.3: the register and queue region of a chip's hardware
-// engines (DMA engines, tensor engines), shared byte for byte by the
+// vtrn engine ABI v1.4: the register and queue region of a chip's hardware
+// engines (DMA engines, tensor engines, link engines), shared byte for byte by the
 // firmware (which programs them) and vtrn-hw (the board's silicon, which
 // runs them natively).
 //
@@ -25,7 +25,7 @@
 //
 // This header is data layout and constants only. The engines' behaviour is
 // hw/README.md; the firmware-side drivers are hal/copy (copy_engine.h) and
-// hal/tensor. DMA descriptors and completions are the dma_abi.h formats, and
+// hal/tensor (and, ABI 1.4, hal/link for the link engines). DMA descriptors and completions are the dma_abi.h formats, and
 // the host's DMA queues in BAR2 keep that ABI unchanged: the DMA engines
 // serve them directly.
 #pragma once
@@ -35,6 +35,7 @@
 
 #include "vtrn/dma_abi.h"
 #include "vtrn/hostif.h"
+#include "vtrn/links_abi.h"
 
 namespace vtrn::engine {
 
@@ -49,7 +50,12 @@ inline constexpr uint16_t kAbiMajor = 1;
 //      may be stitched allocations. Gated by the capability (a fw never
 //      writes the config to engines without it); a config never written
 //      (config_gen 0) or 0/0 is no remap window: 1.2 behaviour.
-inline constexpr uint16_t kAbiMinor = 3;
+// 1.4: link engines (kCapLinkEngines): a LinkEngineBlock per link port of
+//      the chip (IdBlock::link_ports, was reserved0, zero), their vectors
+//      kVectorLink0 + p (kVectorCount 17 -> 33), kSourceLink error records,
+//      kFieldLink. Gated by the capability: without it the blocks are zero
+//      and nothing serves them.
+inline constexpr uint16_t kAbiMinor = 4;
 
 // PCI placement and the ivshmem peers of the engine function.
 inline constexpr uint32_t kEnginePciDevice = 2;     // 00:02.0 (host interface: 00:01.0)
@@ -59,6 +65,7 @@ inline constexpr uint64_t kRegionBytes = 1u << 20;  // BAR2 size: a power of two
 
 inline constexpr uint32_t kMaxDmaEngines = 8;
 inline constexpr uint32_t kMaxTensorEngines = 8;  // one per NeuronCore (vtrn,neuron-cores <= 8)
+inline constexpr uint32_t kMaxLinkPorts = 16;     // one link engine per link port (links::kMaxPorts)
 
 // MSI-X / doorbell vectors. Firmware -> hw on a vector is that block's
 // doorbell; hw -> firmware on a vector is that block's interrupt.
@@ -69,10 +76,15 @@ inline constexpr uint32_t kMaxTensorEngines = 8;  // one per NeuronCore (vtrn,ne
 //                   (irq_armed), or host-queue activity (host_irq_armed).
 //  kVectorTensor0 + j: fw -> hw: tensor engine j's command queue;
 //                      hw -> fw: an IRQ command completed (irq_armed).
+//  kVectorLink0 + p (ABI 1.4): fw -> hw: link port p's send or receive
+//                   queue, or its LinkConfig; hw -> fw: a send or receive
+//                   completion with kLinkIrq was posted (irq_armed).
 inline constexpr uint16_t kVectorControl = 0;
 inline constexpr uint16_t kVectorDma0 = 1;
 inline constexpr uint16_t kVectorTensor0 = kVectorDma0 + kMaxDmaEngines;
-inline constexpr uint16_t kVectorCount = kVectorTensor0 + kMaxTensorEngines;  // 17
+inline constexpr uint16_t kVectorLink0 = kVectorTensor0 + kMaxTensorEngines;  // 17 (ABI 1.4)
+inline constexpr uint16_t kVectorCount = kVectorLink0 + kMaxLinkPorts;         // 33 (17 before 1.4)
+static_assert(kVectorLink0 == 17 && kVectorCount == 33);
 
 // IdBlock::capabilities.
 enum Capability : uint64_t {
@@ -83,6 +95,7 @@ enum Capability : uint64_t {
   kCapFaultInject = 1u << 4,    // ControlBlock::inject_* is honoured
   kCapModeledTime = 1u << 5,    // completions and stats carry modeled time
   kCapTensorRemap = 1u << 6,    // ABI 1.3: tensor engines take a remap window (TensorConfig)
+  kCapLinkEngines = 1u << 7,    // ABI 1.4: link engines serve the LinkEngineBlocks (link_ports of them)
 };
 
 // Offset 0. Writer: hw, once per attach and again after every chip reset
@@ -107,7 +120,7 @@ struct IdBlock {
   uint64_t dma_bytes_per_s;          // vtrn,dma-gbps x 1e9
   uint64_t tensor_flops_per_s[5];    // indexed by num::DType: fp32, bf16, e4m3, e5m2, mxfp4
   uint32_t chip_id;
-  uint32_t reserved0;
+  uint32_t link_ports;               // ABI 1.4 (reserved0, zero, before): LinkEngineBlocks served, 0..kMaxLinkPorts
   char hw_build[32];                 // NUL-terminated vtrn-hw build string
   uint64_t reserved[8];
 };
@@ -115,6 +128,7 @@ static_assert(offsetof(IdBlock, capabilities) == 16);
 static_assert(offsetof(IdBlock, hbm_base) == 48);
 static_assert(offsetof(IdBlock, dma_bytes_per_s) == 64);
 static_assert(offsetof(IdBlock, chip_id) == 112);
+static_assert(offsetof(IdBlock, link_ports) == 116);
 static_assert(sizeof(IdBlock) == 216);
 
 // Why vtrn-hw stopped serving an engine or refused a request. Closed list;
@@ -228,14 +242,14 @@ static_assert(offsetof(MpuBlock, bank) == 4096);
 // A ring of records, writer: hw. `prod` is free-running; a reader keeps its
 // own cursor and, finding prod - cursor > kErrorRecords, has lost the
 // oldest prod - cursor - kErrorRecords of them.
-enum ErrorSource : uint32_t { kSourceDma = 1, kSourceTensor = 2 };
+enum ErrorSource : uint32_t { kSourceDma = 1, kSourceTensor = 2, kSourceLink = 3 /* ABI 1.4 */ };
 
 struct ErrorRecord {
   uint32_t seq;        // prod value when written (so a torn read is detectable)
   uint32_t code;       // EngineError
   uint32_t source;     // ErrorSource
   uint32_t engine;     // engine index within its kind
-  uint32_t queue;      // DMA: host queue index or kQueueFirmware; tensor: 0
+  uint32_t queue;      // DMA: host queue index or kQueueFirmware; tensor: 0; link: kLinkQueue*
   uint32_t status;     // the status the work completed with (dma::Status / TensorStatus)
   uint64_t address;    // the offending address (0 if none)
   uint64_t length;
@@ -270,6 +284,7 @@ enum ConfigField : uint32_t {
   kFieldHbm = 5,         // HBM range outside what vtrn-hw maps
   kFieldRemap = 6,       // remap window not page-aligned, wrapping, over HBM, or too large (ABI 1.2;
                          // TensorConfig too, ABI 1.3)
+  kFieldLink = 7,        // ABI 1.4: LinkConfig speed, width, state or BER out of range
 };
 // The largest remap window a DMA or tensor engine accepts (it reserves that
 // much address space to map translated windows into).
@@ -454,6 +469,198 @@ static_assert(offsetof(TensorEngineBlock, config_status) == 708);
 static_assert(offsetof(TensorEngineBlock, pad) == 768);
 static_assert(offsetof(TensorEngineBlock, sq) == 1024);
 
+// ---- Link engines (ABI 1.4, kCapLinkEngines) -------------------------------
+// One per link port p of the chip (IdBlock::link_ports of them; the port
+// numbers of the board DT, vtrn,link-port reg). The firmware keeps link
+// management (training, power states, counters of its own); the engine moves
+// the data. A send descriptor names an HBM range of this chip and the
+// destination as the board wires this port (chip + port of the other end,
+// /links); the engine copies it natively, checked against this chip's MPU,
+// into the oldest posted receive buffer of that peer port, checked against
+// the peer chip's MPU, and completes both sides: a send completion here
+// (scq) and a receive completion at the peer (rcq). Nothing else reaches the
+// peer's memory. Sends of one port complete in order; a send whose peer has
+// no buffer posted waits at the head of the queue (a credit stall, counted
+// once per send) until the peer posts one or the link goes away.
+//
+// Modeled time (completions and stats, kCapModeledTime): the transfer is cut
+// into frames of kLinkFramePayload bytes, each carrying kLinkFrameOverhead
+// bytes of header, sequence number and CRC, serialised at the trained speed
+// x width (128b/130b encoding) plus kLinkLatencyNs of flight. An injected
+// bit-error rate corrupts frames at random (seeded, reproducible); each
+// corrupted frame is a CRC error at the receiver and a replay (counted,
+// costing the frame again plus kLinkReplayNs of NAK and replay-timer); the
+// data delivered is always the correct data. A frame corrupted
+// kLinkMaxReplays times in a row fails the send: kLinkReplayLimit.
+//
+// Same index conventions as the rest of the region; doorbell kVectorLink0 +
+// p after advancing sq_prod, rq_prod or config_gen, and after advancing
+// scq_cons or rcq_cons of a ring that was full (a send waiting for room in
+// a completion ring moves on that wake-up: the engine has no timer).
+
+inline constexpr uint32_t kLinkSendDepth = 64;
+inline constexpr uint32_t kLinkRecvDepth = 64;
+static_assert(kMaxLinkPorts == links::kMaxPorts);
+inline constexpr uint32_t kLinkFramePayload = 2048;
+static_assert(kLinkFramePayload == links::kLinkMaxPayload);
+inline constexpr uint32_t kLinkFrameOverhead = 32;         // bytes per frame on the wire
+inline constexpr uint64_t kLinkLatencyNs = 500;            // flight time of one transfer
+inline constexpr uint64_t kLinkReplayNs = 2 * kLinkLatencyNs;  // NAK back + replay
+inline constexpr uint32_t kLinkMaxReplays = 8;             // consecutive, per frame
+inline constexpr uint64_t kLinkMaxTransfer = 1ull << 30;   // bytes per send
+inline constexpr uint64_t kLinkBerScale = 1000000000000ull;  // LinkConfig::ber_e12 of 1.0
+
+enum LinkFlags : uint32_t {
+  kLinkIrq = 1u << 0,  // interrupt this chip when this entry completes (irq_armed)
+  kLinkKnownFlags = kLinkIrq,
+};
+
+// Writer: fw. addr is chip physical (HBM; remap-window addresses reach
+// nothing: link engines take no remap window).
+struct LinkSendDescriptor {
+  uint64_t addr;
+  uint64_t length;      // 1..kLinkMaxTransfer
+  uint32_t dest_chip;   // the chip at the other end of this port (/links)
+  uint32_t dest_port;   // its port
+  uint32_t tag;         // opaque; delivered in the receive completion
+  uint32_t flags;       // LinkFlags
+  uint64_t cookie;      // opaque; echoed in the send completion
+  uint64_t reserved[3]; // zero
+};
+static_assert(sizeof(LinkSendDescriptor) == 64);
+static_assert(offsetof(LinkSendDescriptor, dest_chip) == 16);
+static_assert(offsetof(LinkSendDescriptor, tag) == 24);
+static_assert(offsetof(LinkSendDescriptor, cookie) == 32);
+
+// Writer: fw. A buffer the peer's next send may land in.
+struct LinkRecvBuffer {
+  uint64_t addr;
+  uint64_t length;      // 1..kLinkMaxTransfer
+  uint64_t cookie;      // opaque; echoed in the receive completion
+  uint32_t flags;       // LinkFlags
+  uint32_t reserved;    // zero
+};
+static_assert(sizeof(LinkRecvBuffer) == 32);
+static_assert(offsetof(LinkRecvBuffer, cookie) == 16);
+static_assert(offsetof(LinkRecvBuffer, flags) == 24);
+
+// Link completion status, send and receive side. Closed list; values are ABI.
+enum LinkStatus : uint32_t {
+  kLinkOk = 0,
+  kLinkBadDescriptor = 1,   // length 0 or > kLinkMaxTransfer, unknown flags, reserved nonzero, address wraps
+  kLinkUnwired = 2,         // this port is not wired to a chip port on the board
+  kLinkWrongPeer = 3,       // dest_chip/dest_port is not the other end of this port
+  kLinkDown = 4,            // this port or the peer port is not up (LinkConfig::state)
+  kLinkPeerReset = 5,       // the peer chip is in reset, or was reset while this send waited
+  kLinkBufferTooSmall = 6,  // the send is longer than the oldest posted buffer (both complete)
+  kLinkBadAddress = 7,      // this side's range is outside the chip's RAM
+  kLinkMpuFault = 8,        // this side's range is not inside one live MPU window (or is poisoned)
+  kLinkPeerFault = 9,       // the other side's range failed (its own completion says how)
+  kLinkReplayLimit = 10,    // a frame was corrupted kLinkMaxReplays times in a row
+  kLinkStatusCount = 11,
+};
+
+// Writer: hw. Send side: bytes sent, tag of the send, peer = receiver.
+// Receive side: bytes received, the send's tag, peer = sender.
+struct LinkCompletion {
+  uint64_t cookie;
+  uint32_t status;        // LinkStatus
+  uint32_t tag;
+  uint64_t bytes;
+  uint64_t modeled_ns;    // serialisation + replays + latency (0 when nothing moved)
+  uint32_t peer_chip;
+  uint32_t peer_port;
+  uint32_t replays;       // frames replayed for this transfer
+  uint32_t reserved0;
+  uint64_t reserved[2];
+};
+static_assert(sizeof(LinkCompletion) == 64);
+static_assert(offsetof(LinkCompletion, bytes) == 16);
+static_assert(offsetof(LinkCompletion, peer_chip) == 32);
+
+enum LinkConfigState : uint32_t { kLinkStateDown = 0, kLinkStateUp = 1 };
+
+// Writer: fw (the firmware's link management publishes what it trained).
+// The fw writes the fields, then bumps config_gen (release) and rings the
+// port's vector; the engine copies them between sends, validates (state 0/1;
+// up: speed 1..128 GT/s, width 1, 2, 4, 8 or 16, ber_e12 <= kLinkBerScale;
+// else kEngineBadConfig | kFieldLink << 8 and an error record, the port
+// down) and answers in config_ack/config_status. A chip reset zeroes it:
+// down.
+struct LinkConfig {
+  uint32_t config_gen;
+  uint32_t state;          // LinkConfigState
+  uint32_t speed_gtps;     // trained speed per lane
+  uint32_t width;          // trained lanes
+  uint64_t ber_e12;        // injected bit-error rate x 1e12 (0: none)
+  uint64_t ber_seed;       // seed of the error pattern (the same seed, the same replays)
+  uint64_t reserved[4];    // zero
+};
+static_assert(sizeof(LinkConfig) == 64);
+static_assert(offsetof(LinkConfig, ber_e12) == 16);
+
+// Writer: hw, read with the seqlock in `seq` (odd while updating).
+struct LinkStats {
+  uint32_t seq;
+  uint32_t reserved0;
+  uint64_t sends;          // send completions posted
+  uint64_t recvs;          // receive completions posted
+  uint64_t frames_tx;      // frames sent, replays included
+  uint64_t frames_rx;      // frames received good
+  uint64_t bytes_tx;       // payload bytes delivered from this port
+  uint64_t bytes_rx;       // payload bytes delivered into this port's buffers
+  uint64_t replays;        // frames this port sent again
+  uint64_t crc_errors;     // corrupted frames this port received
+  uint64_t credit_stalls;  // sends that waited for a posted buffer at the peer
+  uint64_t errors;         // completions with a non-ok status (both queues)
+  uint64_t modeled_ns;     // sum over this port's send completions
+  uint64_t irqs;           // interrupts raised to the fw
+  uint64_t reserved[3];
+};
+static_assert(sizeof(LinkStats) == 128);
+
+// Error records of a link engine: source kSourceLink, engine = port, queue
+// one of these, status a LinkStatus.
+inline constexpr uint32_t kLinkQueueSend = 0;
+inline constexpr uint32_t kLinkQueueRecv = 1;
+
+struct LinkEngineBlock {
+  hostif::CacheLineIndex sq_prod;    // writer: fw; send descriptors
+  hostif::CacheLineIndex sq_cons;    // writer: hw
+  hostif::CacheLineIndex scq_prod;   // writer: hw; send completions
+  hostif::CacheLineIndex scq_cons;   // writer: fw
+  hostif::CacheLineIndex rq_prod;    // writer: fw; posted receive buffers
+  hostif::CacheLineIndex rq_cons;    // writer: hw
+  hostif::CacheLineIndex rcq_prod;   // writer: hw; receive completions
+  hostif::CacheLineIndex rcq_cons;   // writer: fw
+  hostif::CacheLineIndex error;      // writer: hw; dma::QueueError values, latched until chip reset
+  hostif::CacheLineIndex irq_armed;  // writer: fw
+  hostif::CacheLineIndex state;      // writer: hw; EngineState
+  hostif::CacheLineIndex mpu_ack;    // writer: hw; the MPU generation, as MpuHeader::*_ack
+  LinkConfig config;                 // writer: fw
+  uint32_t config_ack;               // writer: hw; = config_gen once applied or refused
+  uint32_t config_status;            // writer: hw; EngineError | ConfigField << 8
+  uint32_t reserved1[14];
+  LinkStats stats;                   // writer: hw
+  LinkSendDescriptor sq[kLinkSendDepth];  // writer: fw
+  LinkRecvBuffer rq[kLinkRecvDepth];      // writer: fw
+  LinkCompletion scq[kLinkSendDepth];     // writer: hw
+  LinkCompletion rcq[kLinkRecvDepth];     // writer: hw
+};
+static_assert(offsetof(LinkEngineBlock, sq_cons) == 64);
+static_assert(offsetof(LinkEngineBlock, rq_prod) == 256);
+static_assert(offsetof(LinkEngineBlock, error) == 512);
+static_assert(offsetof(LinkEngineBlock, mpu_ack) == 704);
+static_assert(offsetof(LinkEngineBlock, config) == 768);
+static_assert(offsetof(LinkEngineBlock, config_ack) == 832);
+static_assert(offsetof(LinkEngineBlock, config_status) == 836);
+static_assert(offsetof(LinkEngineBlock, stats) == 896);
+static_assert(offsetof(LinkEngineBlock, sq) == 1024);
+static_assert(offsetof(LinkEngineBlock, rq) == 5120);
+static_assert(offsetof(LinkEngineBlock, scq) == 7168);
+static_assert(offsetof(LinkEngineBlock, rcq) == 11264);
+static_assert(sizeof(LinkEngineBlock) == 15360);
+
 // ---- Layout ---------------------------------------------------------------
 inline constexpr uint64_t kIdOffset = 0x0;
 inline constexpr uint64_t kControlOffset = 0x1000;
@@ -463,7 +670,10 @@ inline constexpr uint64_t kDmaEnginesOffset = 0x10000;
 inline constexpr uint64_t kDmaEngineStride = 0x4000;
 inline constexpr uint64_t kTensorEnginesOffset = kDmaEnginesOffset + kMaxDmaEngines * kDmaEngineStride;
 inline constexpr uint64_t kTensorEngineStride = 0x4000;
-inline constexpr uint64_t kLayoutEnd = kTensorEnginesOffset + kMaxTensorEngines * kTensorEngineStride;
+inline constexpr uint64_t kLinkEnginesOffset = kTensorEnginesOffset + kMaxTensorEngines * kTensorEngineStride;
+inline constexpr uint64_t kLinkEngineStride = 0x4000;
+inline constexpr uint64_t kLayoutEnd = kLinkEnginesOffset + kMaxLinkPorts * kLinkEngineStride;
+static_assert(kLinkEnginesOffset == 0x50000 && kLayoutEnd == 0x90000);
 
 static_assert(kControlOffset >= sizeof(IdBlock));
 static_assert(kControlOffset + sizeof(ControlBlock) <= kErrorOffset);
@@ -471,6 +681,7 @@ static_assert(kErrorOffset + sizeof(ErrorBlock) <= kMpuOffset);
 static_assert(kMpuOffset + sizeof(MpuBlock) <= kDmaEnginesOffset);
 static_assert(sizeof(DmaEngineBlock) <= kDmaEngineStride);
 static_assert(sizeof(TensorEngineBlock) <= kTensorEngineStride);
+static_assert(sizeof(LinkEngineBlock) <= kLinkEngineStride);
 static_assert(kLayoutEnd <= kRegionBytes);
 static_assert((kRegionBytes & (kRegionBytes - 1)) == 0);
 
@@ -478,5 +689,6 @@ constexpr uint64_t dma_engine_offset(uint32_t i) { return kDmaEnginesOffset + ui
 constexpr uint64_t tensor_engine_offset(uint32_t j) {
   return kTensorEnginesOffset + uint64_t(j) * kTensorEngineStride;
 }
+constexpr uint64_t link_engine_offset(uint32_t p) { return kLinkEnginesOffset + uint64_t(p) * kLinkEngineStride; }
 
 }  // namespace vtrn::engine

@@ -27,7 +27,8 @@ Status EngineRegion::init(uintptr_t region, uint64_t size, uintptr_t doorbell) {
   if (copy.abi_major != kAbiMajor || size < kRegionBytes || copy.region_bytes != kRegionBytes ||
       copy.dma_engines > kMaxDmaEngines || copy.tensor_engines > kMaxTensorEngines ||
       copy.dma_fw_depth != kDmaFwDepth || copy.tensor_depth != kTensorDepth || copy.mpu_windows != kMpuWindows ||
-      copy.vector_count != kVectorCount)
+      copy.vector_count != kVectorCount || copy.link_ports > kMaxLinkPorts ||
+      (copy.link_ports != 0 && !(copy.capabilities & kCapLinkEngines)))
     return Status::kBadHardware;
   base_ = region;
   doorbell_ = doorbell;
@@ -45,6 +46,9 @@ DmaEngineBlock* EngineRegion::dma(uint32_t i) const {
 }
 TensorEngineBlock* EngineRegion::tensor(uint32_t j) const {
   return reinterpret_cast<TensorEngineBlock*>(base_ + tensor_engine_offset(j));
+}
+LinkEngineBlock* EngineRegion::link(uint32_t p) const {
+  return reinterpret_cast<LinkEngineBlock*>(base_ + link_engine_offset(p));
 }
 
 Status EngineRegion::ring(uint16_t vector) {
@@ -93,6 +97,9 @@ bool EngineRegion::mpu_acked(uint32_t generation) const {
   }
   for (uint32_t j = 0; j < id_.tensor_engines; ++j) {
     if (int32_t(rd(&mpu->header.tensor_ack[j]) - generation) < 0) return false;
+  }
+  for (uint32_t p = 0; p < id_.link_ports; ++p) {
+    if (int32_t(rd(&link(p)->mpu_ack) - generation) < 0) return false;
   }
   return true;
 }

@@ -37,12 +37,15 @@ class EngineRegion {
   // `region`/`size`: the function's BAR2; `doorbell`: its BAR0 Doorbell
   // register. kNotFound: magic mismatch (not an engine function, or vtrn-hw
   // has not published it); kBadHardware: another ABI major, a region smaller
-  // than the ABI's, or engine counts / depths outside the ABI.
+  // than the ABI's, or engine counts / depths outside the ABI (link ports:
+  // at most kMaxLinkPorts, and none without kCapLinkEngines).
   Status init(uintptr_t region, uint64_t size, uintptr_t doorbell);
 
   [[nodiscard]] const vtrn::engine::IdBlock& id() const { return id_; }
   [[nodiscard]] uint32_t dma_engines() const { return id_.dma_engines; }
   [[nodiscard]] uint32_t tensor_engines() const { return id_.tensor_engines; }
+  // ABI 1.4: link engines (0 without kCapLinkEngines).
+  [[nodiscard]] uint32_t link_ports() const { return id_.link_ports; }
   [[nodiscard]] uintptr_t base() const { return base_; }
 
   // Doorbell = vtrn-hw's peer id << 16 | vector.
@@ -59,7 +62,8 @@ class EngineRegion {
   // kMpuWindows. *generation gets the new generation.
   Status mpu_program(const vtrn::engine::MpuWindow* windows, uint32_t count, uint32_t* generation);
   // True once every engine has acknowledged `generation` (an engine that is
-  // idle acknowledges on its next pass; the doorbell above wakes it).
+  // idle acknowledges on its next pass; the doorbell above wakes it); the
+  // link engines too (LinkEngineBlock::mpu_ack) with kCapLinkEngines.
   [[nodiscard]] bool mpu_acked(uint32_t generation) const;
 
   void arm_errors(bool on);
@@ -78,6 +82,7 @@ class EngineRegion {
   [[nodiscard]] vtrn::engine::ControlBlock* control() const;
   [[nodiscard]] vtrn::engine::DmaEngineBlock* dma(uint32_t i) const;
   [[nodiscard]] vtrn::engine::TensorEngineBlock* tensor(uint32_t j) const;
+  [[nodiscard]] vtrn::engine::LinkEngineBlock* link(uint32_t p) const;
 
  private:
   uintptr_t base_ = 0;
