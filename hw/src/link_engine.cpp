@@ -212,17 +212,22 @@ void LinkFabric::apply_config(Chip& c, Port& p) {
   __atomic_store_n(&p.blk->config_ack, gen, __ATOMIC_RELEASE);
 }
 
-bool LinkFabric::take_sends(Chip& c, Port& p) {
-  if (p.error) return false;
-  const uint32_t prod = load_acquire(&p.blk->sq_prod);
-  if (int32_t(prod - p.sq_prod_seen) < 0) {
+bool LinkFabric::producer_ok(Chip& c, Port& p, uint32_t prod, uint32_t seen, uint32_t cons, uint32_t depth) {
+  if (int32_t(prod - seen) < 0) {
     latch(c, p, dma::kQueueSqIndexBackward);
     return false;
   }
-  if (prod - p.sq_cons > kLinkSendDepth) {
+  if (prod - cons > depth) {
     latch(c, p, dma::kQueueSqIndexJump);
     return false;
   }
+  return true;
+}
+
+bool LinkFabric::take_sends(Chip& c, Port& p) {
+  if (p.error) return false;
+  const uint32_t prod = load_acquire(&p.blk->sq_prod);
+  if (!producer_ok(c, p, prod, p.sq_prod_seen, p.sq_cons, kLinkSendDepth)) return false;
   p.sq_prod_seen = prod;
   bool took = false;
   while (p.sq_cons != prod && p.pending.size() < kLinkSendDepth) {
@@ -240,14 +245,7 @@ bool LinkFabric::take_sends(Chip& c, Port& p) {
 bool LinkFabric::peer_ready(Chip& pc, Port& pp) {
   if (pp.error) return false;
   const uint32_t prod = load_acquire(&pp.blk->rq_prod);
-  if (int32_t(prod - pp.rq_prod_seen) < 0) {
-    latch(pc, pp, dma::kQueueSqIndexBackward);
-    return false;
-  }
-  if (prod - pp.rq_cons > kLinkRecvDepth) {
-    latch(pc, pp, dma::kQueueSqIndexJump);
-    return false;
-  }
+  if (!producer_ok(pc, pp, prod, pp.rq_prod_seen, pp.rq_cons, kLinkRecvDepth)) return false;
   pp.rq_prod_seen = prod;
   if (prod == pp.rq_cons) return false;
   const uint32_t used = pp.rcq_prod - load_acquire(&pp.blk->rcq_cons);
@@ -553,7 +551,7 @@ void LinkFabric::end_reset(uint32_t chip) {
   c->mem->id()->capabilities |= kCapLinkEngines;
 }
 
-// ---- LinkFabricThread -------------------------------------------------------
+// LinkFabricThread: the fabric's thread, asleep on the ports' doorbells.
 
 LinkFabricThread::~LinkFabricThread() { stop(); }
 

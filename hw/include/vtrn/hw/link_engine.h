@@ -108,6 +108,10 @@ class LinkFabric {
   void post_error(Chip& c, Port& p, uint32_t code, uint32_t queue, uint32_t status, uint64_t addr, uint64_t len,
                   uint64_t cookie, uint32_t detail);
   void latch(Chip& c, Port& p, uint32_t e);
+  // A new producer index of one of p's rings (depth entries, consumer at
+  // `cons`, last index seen `seen`): false, with the ring latched, when it
+  // went backwards or ran more than a ring ahead.
+  bool producer_ok(Chip& c, Port& p, uint32_t prod, uint32_t seen, uint32_t cons, uint32_t depth);
   bool take_sends(Chip& c, Port& p);
   // One attempt at the head send of `p`: true when it completed, false when it waits.
   bool try_send(Chip& c, Port& p);
