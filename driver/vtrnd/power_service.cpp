@@ -173,9 +173,9 @@ PowerTelemetryMessage::PowerTelemetryMessage(const vp::PowerTelemetry& p) {
 
 PowerService::PowerService(EventLoop* loop, ReplyFn reply) : loop_(loop), reply_(std::move(reply)) {}
 
-std::unique_ptr<PowerTelemetryMessage> PowerService::telemetry(const Chip& chip, std::string* why) {
+std::unique_ptr<PowerTelemetryMessage> PowerService::telemetry(const Chip& chip) {
   vp::PowerTelemetry p{};
-  if (!chip.power_telemetry(&p, why)) return nullptr;
+  if (!chip.power_telemetry(&p).ok()) return nullptr;
   return std::make_unique<PowerTelemetryMessage>(p);
 }
 
@@ -258,8 +258,7 @@ void PowerService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chi
 }
 
 void PowerService::fill_telemetry(Chip& chip, Vtrn__Api__Telemetry& t, ProtoArena& a) {
-  std::string why;
-  if (auto pm = telemetry(chip, &why)) t.power = a.own(std::move(pm))->get();
+  if (auto pm = telemetry(chip)) t.power = a.own(std::move(pm))->get();
 }
 
 }  // namespace drv

@@ -77,7 +77,7 @@ class PowerService final : public Service {
 
   // The chip's power block as an API message, or null (chip not READY, no
   // kCapPower, block invalid: *why says which).
-  static std::unique_ptr<PowerTelemetryMessage> telemetry(const Chip& chip, std::string* why);
+  static std::unique_ptr<PowerTelemetryMessage> telemetry(const Chip& chip);
 
  private:
   void reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err);

@@ -376,8 +376,7 @@ bool Daemon::start(std::string* err) {
   // others still start, and clients see which one failed and why.
   std::vector<Chip*> board_chips;
   for (auto& c : chips_) {
-    std::string why;
-    (void)c->prepare(&why);
+    (void)c->prepare();
     board_chips.push_back(c.get());
   }
   if (!start_board_hw(board_chips, err)) return false;
@@ -400,8 +399,7 @@ void Daemon::boot_more() {
     // waited launches it itself).
     if (c->state() != VTRN__API__CHIP_STATE__CHIP_STATE_STARTING || c->launched()) continue;
     booting_.push_back(c);
-    std::string why;
-    (void)c->start(&why);  // a failed launch is FAILED with the reason, and settles at once
+    (void)c->start();  // a failed launch is FAILED with the reason, and settles at once
   }
 }
 
