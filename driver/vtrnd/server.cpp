@@ -672,8 +672,7 @@ void Daemon::do_info(uint64_t cid, uint64_t id, Chip* chip) {
     info.telemetry_period_ms = bc.telemetry_period_ms;
     info.chip_name = a.str(bc.name);
     info.qemu_cmdline = a.str(s.qemu_cmdline);
-    ResetHistoryMsg reset_history(s.reset);
-    info.reset_history = reset_history.get();
+    info.reset_history = reset_history_message(s.reset, a);
     info.watchdog_timeout_ms = s.watchdog_ms;
     if (s.header_valid) {
       info.build_id = a.str(s.header.build_id);
