@@ -7,21 +7,13 @@
 #include <array>
 #include <string>
 
+#include "vtrn/dtype_wire.h"
 #include "vtrn/numerics.h"
 
 namespace vtrn::proto {
 namespace {
 
 constexpr std::string_view kKernelPrefix = "JOB_KERNEL_";
-
-// The dtype of both protocols (vtrn_types.proto) is vtrn::num::DType on the
-// wire (the firmware casts it too: fw/job_model.h asserts that side).
-static_assert(uint32_t(num::DType::kF32) == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32);
-static_assert(uint32_t(num::DType::kBF16) == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_BF16);
-static_assert(uint32_t(num::DType::kFP8E4M3) == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E4M3);
-static_assert(uint32_t(num::DType::kFP8E5M2) == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E5M2);
-static_assert(uint32_t(num::DType::kMXFP4) == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_MXFP4);
-static_assert(num::kDTypeCount == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_MXFP4 + 1);
 
 constexpr size_t kMaxKernels = 16;
 

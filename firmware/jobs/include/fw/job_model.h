@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vtrn/dtype_wire.h"  // a step's dtype is a JobDType carried as num::DType
 #include "vtrn/error.h"
 #include "vtrn/numerics.h"
 #include "vtrn_ctrl.pb-c.h"
@@ -43,15 +44,6 @@ enum Engine : uint32_t {
   kEngineCores = VTRN__TYPES__JOB_ENGINE__JOB_ENGINE_CORES,
 };
 const char* engine_name(uint32_t engine);  // "tensor", "cores", "default"
-
-// A step's dtype is a vtrn.types.JobDType carried as vtrn::num::DType
-// (common/numerics, which cannot see the protocol): the numbers must agree.
-static_assert(uint32_t(vtrn::num::DType::kF32) == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32);
-static_assert(uint32_t(vtrn::num::DType::kBF16) == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_BF16);
-static_assert(uint32_t(vtrn::num::DType::kFP8E4M3) == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E4M3);
-static_assert(uint32_t(vtrn::num::DType::kFP8E5M2) == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E5M2);
-static_assert(uint32_t(vtrn::num::DType::kMXFP4) == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_MXFP4);
-static_assert(vtrn::num::kDTypeCount == VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_MXFP4 + 1);
 
 struct Step {
   uint32_t kernel = 0;
