@@ -166,26 +166,24 @@ void Chip::fail(const std::string& why) {
   if (recovering_) finish_reset(false, why);
 }
 
-bool Chip::start(std::string* err) {
-  if (!prepared_ && !prepare(err)) return false;
-  if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_FAILED) {
-    *err = error_;
-    return false;
+Error Chip::start() {
+  if (!prepared_) {
+    if (Error e = prepare(); !e.ok()) return e;
   }
-  std::string why;
-  if (!launch(&why)) {
-    *err = label_ + ": " + why;
-    fail(*err);
-    return false;
+  if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_FAILED) return Error(Code::kNotReady, error_);
+  if (Error e = launch(); !e.ok()) {
+    e.prefix(label_ + ": ");
+    fail(e.detail());
+    return e;
   }
-  return true;
+  return Error();
 }
 
-bool Chip::prepare(std::string* err) {
+Error Chip::prepare() {
   auto bail = [&](const std::string& why) {
-    *err = label_ + ": " + why;
-    fail(*err);
-    return false;
+    Error e(Code::kSystem, label_ + ": " + why);
+    fail(e.detail());
+    return e;
   };
   set_state(VTRN__API__CHIP_STATE__CHIP_STATE_STARTING);
   if (mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) return bail(dir_ + ": " + strerror(errno));
@@ -216,7 +214,7 @@ bool Chip::prepare(std::string* err) {
     loop_->add(ivshmem_.host_eventfd(v), EPOLLIN, [this, v](uint32_t) { on_host_doorbell(v); });
   }
   qmp_ = std::make_unique<QmpClient>(loop_, label_);
-  if (!qmp_->listen(dir_ + "/qmp.sock", &why)) return bail(why);
+  if (Error e = qmp_->listen(dir_ + "/qmp.sock"); !e.ok()) return bail(e.detail());
   const uint64_t mem_mib = 64 + (opts_.board.hbm.total_bytes() >> 20);
   if (!hw_link_.create(dir_, mem_mib << 20, &why)) return bail(why);
 
@@ -237,21 +235,21 @@ bool Chip::prepare(std::string* err) {
   p.copy_engine = opts_.copy_engine;
   p.gdb = opts_.gdb;
   p.gdb_port = opts_.gdb_port;
-  std::vector<std::string> argv;
-  if (!build_qemu_argv(chip_args_template(), opts_.qemu, p, &argv, &why)) return bail(why);
-  argv.insert(argv.end(), opts_.extra_qemu_args.begin(), opts_.extra_qemu_args.end());
-  argv_ = std::move(argv);
+  Result<std::vector<std::string>> argv = build_qemu_argv(chip_args_template(), opts_.qemu, p);
+  if (!argv.ok()) return bail(argv.error().detail());
+  argv->insert(argv->end(), opts_.extra_qemu_args.begin(), opts_.extra_qemu_args.end());
+  argv_ = std::move(*argv);
   cmdline_ = join_command(argv_);
   prepared_ = true;
-  return true;
+  return Error();
 }
 
 // Spawns QEMU with argv_ (first start and relaunch after QEMU died) and arms
 // the boot timeout.
-bool Chip::launch(std::string* err) {
+Error Chip::launch() {
   DRV_LOGI("%s: launching %s", label_.c_str(), cmdline_.c_str());
   launch_ns_ = monotonic_ns();
-  if (!qemu_.spawn(argv_, {hw_link_.ram_fd()}, err)) return false;
+  if (Error e = qemu_.spawn(argv_, {hw_link_.ram_fd()}); !e.ok()) return e;
   gdb_port_ = opts_.gdb ? opts_.gdb_port : 0;
   if (opts_.gdb && opts_.gdb_port == 0) learn_gdb_port();
 
@@ -262,7 +260,7 @@ bool Chip::launch(std::string* err) {
                                    on_boot_timeout();
                                  });
   schedule_poll(kBootPollNs);
-  return true;
+  return Error();
 }
 
 void Chip::attach_for_test(uint8_t* bar2, uint64_t size) {
@@ -346,11 +344,11 @@ void Chip::check_firmware() {
 }
 
 void Chip::on_ready() {
-  std::string why;
-  if (!hif_.bring_up(&why)) {
-    fail(label_ + ": " + why);
+  if (Error e = hif_.bring_up(); !e.ok()) {
+    fail(label_ + ": " + e.detail());
     return;
   }
+  std::string why;
   if (hif_.header().capabilities & kCapDma) {
     DmaEngine::Hooks hooks;
     const bool engines = (hif_.header().capabilities & kCapDmaEngines) != 0;
@@ -365,8 +363,8 @@ void Chip::on_ready() {
     // vtrnd's loop watches and drains the kVectorDma eventfd itself; the
     // engine never sleeps on it here.
     hooks.irq_fd = -1;
-    if (!dma_.attach(hif_.bar2(), hif_.layout(), std::move(hooks), &why)) {
-      fail(label_ + ": " + why);
+    if (Error e = dma_.attach(hif_.bar2(), hif_.layout(), std::move(hooks)); !e.ok()) {
+      fail(label_ + ": " + e.detail());
       return;
     }
     dma_.arm_irq(true);
@@ -423,8 +421,7 @@ void Chip::on_ready() {
 void Chip::on_panic() {
   has_panic_ = hif_.read_panic(&panic_);
   if (!hif_.up()) {
-    std::string ignored;
-    (void)hif_.bring_up(&ignored);  // for the log ring, if the layout made it out
+    (void)hif_.bring_up();  // for the log ring, if the layout made it out
   }
   poll_logs();
   if (boot_timer_ != 0) loop_->cancel_timer(boot_timer_);
@@ -457,8 +454,7 @@ void Chip::on_boot_timeout() {
     return;
   }
   const uint32_t fw = hif_.fw_state();
-  std::string ignored;
-  if (fw != kStateOff && !hif_.up()) (void)hif_.bring_up(&ignored);
+  if (fw != kStateOff && !hif_.up()) (void)hif_.bring_up();
   poll_logs();
   std::string why = label_ + ": boot timed out after " + std::to_string(opts_.boot_timeout_ms) +
                     " ms in state " + fw_state_name(fw);
@@ -743,9 +739,8 @@ void Chip::do_reset() {
     drop_qemu_connections();
     qemu_.clear_lines();
     ++reset_.qemu_relaunches;
-    std::string why;
-    if (!launch(&why)) {
-      give_up("cannot relaunch QEMU: " + why);
+    if (Error e = launch(); !e.ok()) {
+      give_up("cannot relaunch QEMU: " + e.detail());
       return;
     }
     set_state(VTRN__API__CHIP_STATE__CHIP_STATE_STARTING, "");

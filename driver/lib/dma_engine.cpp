@@ -117,29 +117,21 @@ const char* dma_fault_name(DmaFault f) {
 
 DmaEngine::~DmaEngine() { detach(); }
 
-bool DmaEngine::attach(uint8_t* bar2, const vtrn::hostif::Layout& layout, Hooks hooks,
-                       std::string* err) {
+Error DmaEngine::attach(uint8_t* bar2, const vtrn::hostif::Layout& layout, Hooks hooks) {
   detach();
   const vtrn::hostif::Region& dr = layout.at(vtrn::hostif::kRegionDma);
   const vtrn::hostif::Region& wr = layout.at(vtrn::hostif::kRegionHostWindow);
-  if (bar2 == nullptr || dr.size < sizeof(DmaRegionHeader)) {
-    *err = "no DMA region in the BAR2 layout";
-    return false;
-  }
+  if (bar2 == nullptr || dr.size < sizeof(DmaRegionHeader))
+    return Error(Code::kNotFound, "no DMA region in the BAR2 layout");
   // Copy first: the firmware (or anything in the guest) may rewrite it.
   DmaRegionHeader h;
   memcpy(&h, bar2 + dr.offset, sizeof h);
-  if (const vtrn::Error e = validate_dma_region(h, dr.size); !e.ok()) {
-    *err = std::string("invalid DMA region: ") + e.detail();
-    return false;
-  }
+  if (const vtrn::Error e = validate_dma_region(h, dr.size); !e.ok())
+    return Error(e).prefix("invalid DMA region: ");
   // The window is what host-side addresses are relative to; the allocator
   // hands out whole granules of it.
   const uint64_t wsize = wr.size & ~(kDmaBufferGranule - 1);
-  if (wsize < kDmaBufferGranule) {
-    *err = "host DMA window missing or smaller than 4 KiB";
-    return false;
-  }
+  if (wsize < kDmaBufferGranule) return Error(Code::kBadHardware, "host DMA window missing or smaller than 4 KiB");
   vtrn::hbm::Config cfg;
   cfg.geometry.stacks = 1;
   cfg.geometry.bytes_per_stack = wsize;
@@ -150,15 +142,11 @@ bool DmaEngine::attach(uint8_t* bar2, const vtrn::hostif::Layout& layout, Hooks 
   cfg.limits.max_owners = 1;
   cfg.limits.max_retired_pages = 1;
   const size_t arena = vtrn::hbm::Allocator::arena_bytes(cfg);
-  if (arena == 0) {
-    *err = "host DMA window of " + std::to_string(wsize) + " bytes cannot be managed";
-    return false;
-  }
+  if (arena == 0)
+    return Error(Code::kCapacity, "host DMA window of " + std::to_string(wsize) + " bytes cannot be managed");
   arena_.assign((arena + 7) / 8, 0);
-  if (alloc_.init(cfg, arena_.data(), arena_.size() * 8) != vtrn::hbm::Error::kOk) {
-    *err = "host DMA window allocator refused the window";
-    return false;
-  }
+  if (alloc_.init(cfg, arena_.data(), arena_.size() * 8) != vtrn::hbm::Error::kOk)
+    return Error(Code::kInternal, "host DMA window allocator refused the window");
 
   hdr_ = h;
   window_ = bar2 + wr.offset;
@@ -187,7 +175,7 @@ bool DmaEngine::attach(uint8_t* bar2, const vtrn::hostif::Layout& layout, Hooks 
         __atomic_load_n(&c->cq_cons.value, __ATOMIC_ACQUIRE) != 0 || q.hq.device_error() != kQueueOk)
       (void)begin_reset(i);
   }
-  return true;
+  return Error();
 }
 
 void DmaEngine::detach() {

@@ -66,17 +66,13 @@ FwHeader HostInterface::header_snapshot() const {
   return h;
 }
 
-bool HostInterface::bring_up(std::string* err) {
+Error HostInterface::bring_up() {
   up_ = false;
-  if (base_ == nullptr || size_ < kMinBar2Size) {
-    *err = "BAR2 mapping missing or smaller than the ABI minimum";
-    return false;
-  }
+  if (base_ == nullptr || size_ < kMinBar2Size)
+    return Error(Code::kNotReady, "BAR2 mapping missing or smaller than the ABI minimum");
   hdr_ = header_snapshot();
-  if (const vtrn::Error e = validate_layout(hdr_, size_, &layout_); !e.ok()) {
-    *err = std::string("invalid BAR2 layout: ") + e.detail();
-    return false;
-  }
+  if (const vtrn::Error e = validate_layout(hdr_, size_, &layout_); !e.ok())
+    return Error(e).prefix("invalid BAR2 layout: ");
   const Region& idx = layout_.at(kRegionCtrlIndex);
   indexes_ = reinterpret_cast<CtrlIndexes*>(base_ + idx.offset);
   RingMemory req{};
@@ -98,7 +94,7 @@ bool HostInterface::bring_up(std::string* err) {
   log_lost_seen_ = 0;
   telemetry_ = reinterpret_cast<const Telemetry*>(base_ + layout_.at(kRegionTelemetry).offset);
   up_ = true;
-  return true;
+  return Error();
 }
 
 RingStatus HostInterface::push_request(uint32_t seq, const void* payload, uint32_t length) {
@@ -159,31 +155,19 @@ const char* check_power_block(const vtrn::power::PowerTelemetry& p) {
 }
 }  // namespace
 
-bool HostInterface::read_power(vtrn::power::PowerTelemetry* out, std::string* err) const {
-  if (!up_) {
-    *err = "host interface not up";
-    return false;
-  }
-  if ((hdr_.capabilities & kCapPower) == 0) {
-    *err = "chip does not publish power telemetry (no kCapPower)";
-    return false;
-  }
+Error HostInterface::read_power(vtrn::power::PowerTelemetry* out) const {
+  if (!up_) return Error(Code::kNotReady, "host interface not up");
+  if ((hdr_.capabilities & kCapPower) == 0)
+    return Error(Code::kUnsupported, "chip does not publish power telemetry (no kCapPower)");
   const Region& r = layout_.at(kRegionPower);
-  if (r.size < sizeof(vtrn::power::PowerTelemetry) || r.offset % 8 != 0) {
-    *err = "power region smaller than the PowerTelemetry block or misaligned";
-    return false;
-  }
+  if (r.size < sizeof(vtrn::power::PowerTelemetry) || r.offset % 8 != 0)
+    return Error(Code::kBadHardware, "power region smaller than the PowerTelemetry block or misaligned");
   const auto* block = reinterpret_cast<const vtrn::power::PowerTelemetry*>(base_ + r.offset);
   vtrn::hostif::SeqlockRetry retry;
-  if (!vtrn::hostif::seqlock_read(block, out, retry)) {
-    *err = "power block: the firmware never held still (seqlock)";
-    return false;
-  }
-  if (const char* why = check_power_block(*out)) {
-    *err = std::string("power block: ") + why;
-    return false;
-  }
-  return true;
+  if (!vtrn::hostif::seqlock_read(block, out, retry))
+    return Error(Code::kTimeout, "power block: the firmware never held still (seqlock)");
+  if (const char* why = check_power_block(*out)) return Error(Code::kBadHardware, std::string("power block: ") + why);
+  return Error();
 }
 
 bool HostInterface::read_panic(PanicRecord* out) const {

@@ -33,8 +33,8 @@ bool is_executable(const std::string& p) {
 
 const char* chip_args_template() { return kChipArgsTemplate; }
 
-bool build_qemu_argv(const char* tmpl, const std::string& qemu, const QemuParams& p,
-                     std::vector<std::string>* argv, std::string* err) {
+Result<std::vector<std::string>> build_qemu_argv(const char* tmpl, const std::string& qemu,
+                                                const QemuParams& p) {
   const std::map<std::string, std::string> vars = {
       {"chip", std::to_string(p.chip)},
       {"cores", std::to_string(p.cores)},
@@ -53,8 +53,7 @@ bool build_qemu_argv(const char* tmpl, const std::string& qemu, const QemuParams
       {"engine_vectors", std::to_string(p.engine_vectors)},
       {"copy_engine", p.copy_engine},
   };
-  argv->clear();
-  argv->push_back(qemu);
+  std::vector<std::string> argv{qemu};
   std::string text = tmpl;
   size_t line_no = 0, pos = 0;
   while (pos <= text.size()) {
@@ -76,43 +75,38 @@ bool build_qemu_argv(const char* tmpl, const std::string& qemu, const QemuParams
         continue;
       }
       size_t close = line.find('}', i);
-      if (close == std::string::npos) {
-        *err = "qemu/chip.args line " + std::to_string(line_no) + ": unterminated {";
-        return false;
-      }
+      if (close == std::string::npos)
+        return Error(Code::kDecode, "qemu/chip.args line " + std::to_string(line_no) + ": unterminated {");
       std::string name = line.substr(i + 1, close - i - 1);
       auto it = vars.find(name);
-      if (it == vars.end()) {
-        *err = "qemu/chip.args line " + std::to_string(line_no) + ": unknown placeholder {" +
-               name + "}";
-        return false;
-      }
+      if (it == vars.end())
+        return Error(Code::kDecode, "qemu/chip.args line " + std::to_string(line_no) +
+                                        ": unknown placeholder {" + name + "}");
       out += it->second;
       i = close;
     }
     size_t sp = out.find_first_of(" \t");
     if (sp == std::string::npos) {
-      argv->push_back(out);
+      argv.push_back(out);
     } else {
-      argv->push_back(out.substr(0, sp));
-      argv->push_back(trim(out.substr(sp + 1)));
+      argv.push_back(out.substr(0, sp));
+      argv.push_back(trim(out.substr(sp + 1)));
     }
   }
-  return true;
+  return argv;
 }
 
-bool find_qemu(const std::string& flag, std::string* path, std::string* err) {
+Result<std::string> find_qemu(const std::string& flag) {
   const char* env = getenv("VTRN_QEMU");
   std::string want = !flag.empty() ? flag : (env != nullptr && env[0] != '\0') ? env : "";
   if (!want.empty()) {
     if (want.find('/') == std::string::npos) {
       // A bare name is looked up on PATH below.
     } else if (is_executable(want)) {
-      *path = want;
-      return true;
+      return want;
     } else {
-      *err = want + " not found or not executable (install qemu-system-arm or set VTRN_QEMU)";
-      return false;
+      return Error(Code::kNotFound,
+                   want + " not found or not executable (install qemu-system-arm or set VTRN_QEMU)");
     }
   }
   std::string name = want.empty() ? "qemu-system-aarch64" : want;
@@ -126,22 +120,15 @@ bool find_qemu(const std::string& flag, std::string* path, std::string* err) {
     start = end + 1;
     if (dir.empty()) continue;
     std::string candidate = dir + "/" + name;
-    if (is_executable(candidate)) {
-      *path = candidate;
-      return true;
-    }
+    if (is_executable(candidate)) return candidate;
   }
-  *err = name + " not found (install qemu-system-arm or set VTRN_QEMU)";
-  return false;
+  return Error(Code::kNotFound, name + " not found (install qemu-system-arm or set VTRN_QEMU)");
 }
 
-pid_t spawn_qemu(const std::vector<std::string>& argv, const std::vector<int>& inherit, int* stderr_read,
-                 std::string* err) {
+Result<pid_t> spawn_qemu(const std::vector<std::string>& argv, const std::vector<int>& inherit,
+                         int* stderr_read) {
   int pipefd[2];
-  if (pipe2(pipefd, O_CLOEXEC) != 0) {
-    *err = std::string("pipe: ") + strerror(errno);
-    return -1;
-  }
+  if (pipe2(pipefd, O_CLOEXEC) != 0) return Error(Code::kSystem, std::string("pipe: ") + strerror(errno));
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -167,10 +154,10 @@ pid_t spawn_qemu(const std::vector<std::string>& argv, const std::vector<int>& i
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
-    *err = std::string("fork: ") + strerror(errno);
+    Error e(Code::kSystem, std::string("fork: ") + strerror(errno));
     close(pipefd[0]);
     close(pipefd[1]);
-    return -1;
+    return e;
   }
   if (pid == 0) {
     // Child: async-signal-safe calls only until exec.

@@ -25,17 +25,17 @@ QemuProcess::~QemuProcess() {
   if (out_) loop_->remove(out_.get());
 }
 
-bool QemuProcess::spawn(const std::vector<std::string>& argv, const std::vector<int>& inherit, std::string* err) {
+Error QemuProcess::spawn(const std::vector<std::string>& argv, const std::vector<int>& inherit) {
   close_output();
   int out_fd = -1;
-  const pid_t pid = spawn_qemu(argv, inherit, &out_fd, err);
-  if (pid < 0) return false;
-  pid_ = pid;
+  Result<pid_t> pid = spawn_qemu(argv, inherit, &out_fd);
+  if (!pid.ok()) return pid.error();
+  pid_ = *pid;
   exited_ = false;
   out_.reset(out_fd);
   partial_.clear();
   loop_->add(out_.get(), EPOLLIN, [this](uint32_t) { read_output(); });
-  return true;
+  return Error();
 }
 
 bool QemuProcess::exited() {

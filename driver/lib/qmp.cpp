@@ -14,26 +14,23 @@
 
 namespace drv {
 
-bool QmpClient::listen(const std::string& path, std::string* err) {
+Error QmpClient::listen(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) {
-    *err = "QMP socket path too long: " + path;
-    return false;
-  }
+  if (path.size() >= sizeof addr.sun_path) return Error(Code::kInvalidArgument, "QMP socket path too long: " + path);
   memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   listen_.reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   unlink(path.c_str());
   if (!listen_ || bind(listen_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       chmod(path.c_str(), 0600) != 0 || ::listen(listen_.get(), 1) != 0) {
-    *err = "QMP socket " + path + ": " + strerror(errno);
+    Error e(Code::kSystem, "QMP socket " + path + ": " + strerror(errno));
     listen_.reset();
     unlink(path.c_str());
-    return false;
+    return e;
   }
   path_ = path;
   loop_->add(listen_.get(), EPOLLIN, [this](uint32_t) { on_accept(); });
-  return true;
+  return Error();
 }
 
 void QmpClient::on_accept() {

@@ -51,8 +51,7 @@ struct Rig {
     fw.bar2 = bar2;
     fw.boot();
     hif.attach(bar2, kBar2Bytes);
-    std::string err;
-    assert_true(hif.bring_up(&err));
+    assert_true(hif.bring_up().ok());
     q = std::make_unique<drv::CtrlQueue>(
         &loop, &hif, "chip 0",
         drv::CtrlQueue::Hooks{[this] { return open; }, [this] { ++notified; },

@@ -47,9 +47,8 @@ int setup(void** state) {
   DmaEngine::Hooks hooks;
   hooks.irq_fd = f->chip.irq_fd();
   hooks.ring_chip = [f] { f->chip.ring(); };
-  std::string err;
-  if (!f->eng.attach(f->chip.bar2(), f->chip.layout(), hooks, &err)) {
-    fprintf(stderr, "attach: %s\n", err.c_str());
+  if (const drv::Error err = f->eng.attach(f->chip.bar2(), f->chip.layout(), hooks); !err.ok()) {
+    fprintf(stderr, "attach: %s\n", err.detail().c_str());
     delete f;
     return -1;
   }
@@ -95,9 +94,9 @@ void test_attach_rejects_depth_not_power_of_two(void**) {
   FakeDmaChip chip(2, 64, kHbm);
   chip.region()->depth = 48;
   DmaEngine eng;
-  std::string err;
-  assert_false(eng.attach(chip.bar2(), chip.layout(), {}, &err));
-  assert_non_null(strstr(err.c_str(), "depth"));
+  const drv::Error err = eng.attach(chip.bar2(), chip.layout(), {});
+  assert_false(err.ok());
+  assert_non_null(strstr(err.detail().c_str(), "depth"));
   assert_false(eng.attached());
 }
 
@@ -106,9 +105,9 @@ void test_attach_rejects_layout_without_dma_region(void**) {
   vtrn::hostif::Layout l = chip.layout();
   l.regions[vtrn::hostif::kRegionDma] = {};
   DmaEngine eng;
-  std::string err;
-  assert_false(eng.attach(chip.bar2(), l, {}, &err));
-  assert_non_null(strstr(err.c_str(), "no DMA region"));
+  const drv::Error err = eng.attach(chip.bar2(), l, {});
+  assert_int_equal(int(err.code()), int(drv::Code::kNotFound));
+  assert_non_null(strstr(err.detail().c_str(), "no DMA region"));
   uint64_t h;
   DmaSegment s = h2d(0, FakeDmaChip::kHbmBase, 8);
   DmaChain c{&s, 1};

@@ -56,9 +56,9 @@ void test_zero_bar2_reads_as_off(void** state) {
   drv::HostInterface hif;
   hif.attach(f->bar2, kBar2);
   assert_int_equal(hif.fw_state(), kStateOff);
-  std::string err;
-  assert_false(hif.bring_up(&err));
-  assert_non_null(strstr(err.c_str(), "bad magic"));
+  const drv::Error err = hif.bring_up();
+  assert_false(err.ok());
+  assert_non_null(strstr(err.detail().c_str(), "bad magic"));
 }
 
 void test_bring_up_rejects_region_outside_bar2(void** state) {
@@ -67,9 +67,9 @@ void test_bring_up_rejects_region_outside_bar2(void** state) {
   f->fw.hdr->regions[0].offset = kBar2;  // panic region past the end
   drv::HostInterface hif;
   hif.attach(f->bar2, kBar2);
-  std::string err;
-  assert_false(hif.bring_up(&err));
-  assert_non_null(strstr(err.c_str(), "outside BAR2"));
+  const drv::Error err = hif.bring_up();
+  assert_false(err.ok());
+  assert_non_null(strstr(err.detail().c_str(), "outside BAR2"));
 }
 
 void test_bring_up_rejects_other_abi_major(void** state) {
@@ -78,9 +78,9 @@ void test_bring_up_rejects_other_abi_major(void** state) {
   f->fw.hdr->abi_major = kAbiMajor + 1;
   drv::HostInterface hif;
   hif.attach(f->bar2, kBar2);
-  std::string err;
-  assert_false(hif.bring_up(&err));
-  assert_non_null(strstr(err.c_str(), "ABI"));
+  const drv::Error err = hif.bring_up();
+  assert_false(err.ok());
+  assert_non_null(strstr(err.detail().c_str(), "ABI"));
 }
 
 void test_request_and_response_round_trip_with_seq(void** state) {
@@ -88,8 +88,7 @@ void test_request_and_response_round_trip_with_seq(void** state) {
   f->fw.boot();
   drv::HostInterface hif;
   hif.attach(f->bar2, kBar2);
-  std::string err;
-  assert_true(hif.bring_up(&err));
+  assert_true(hif.bring_up().ok());
   assert_string_equal(hif.header().build_id, "test-build");
   Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
   Vtrn__Ctrl__PingRequest ping = VTRN__CTRL__PING_REQUEST__INIT;
@@ -120,8 +119,7 @@ void test_corrupted_response_latches_ring_broken(void** state) {
   f->fw.boot();
   drv::HostInterface hif;
   hif.attach(f->bar2, kBar2);
-  std::string err;
-  assert_true(hif.bring_up(&err));
+  assert_true(hif.bring_up().ok());
   const char body[] = "hello";
   assert_int_equal(int(f->fw.resp.push(kSlotResponse, 1, body, 5)), int(RingStatus::kOk));
   f->bar2[kCtrlRespOffset + kCtrlSlotHeader] ^= 0xff;  // flip payload bits after the CRC
@@ -138,8 +136,7 @@ void test_request_kind_in_response_ring_is_rejected(void** state) {
   f->fw.boot();
   drv::HostInterface hif;
   hif.attach(f->bar2, kBar2);
-  std::string err;
-  assert_true(hif.bring_up(&err));
+  assert_true(hif.bring_up().ok());
   assert_int_equal(int(f->fw.resp.push(kSlotRequest, 1, "x", 1)), int(RingStatus::kOk));
   SlotHeader h;
   std::vector<uint8_t> payload;
@@ -152,8 +149,7 @@ void test_telemetry_seqlock_returns_stable_copy(void** state) {
   f->fw.boot();
   drv::HostInterface hif;
   hif.attach(f->bar2, kBar2);
-  std::string err;
-  assert_true(hif.bring_up(&err));
+  assert_true(hif.bring_up().ok());
   f->fw.telemetry->uptime_ns = 1000;
   f->fw.telemetry->idle_ns = 900;
   f->fw.telemetry->seq = 2;
@@ -187,8 +183,7 @@ void test_log_lines_are_split_and_counted(void** state) {
   f->fw.log_line("4 20 second\n");
   drv::HostInterface hif;
   hif.attach(f->bar2, kBar2);
-  std::string err;
-  assert_true(hif.bring_up(&err));
+  assert_true(hif.bring_up().ok());
   std::vector<std::string> lines;
   uint64_t lost = 0;
   hif.read_log_lines(&lines, &lost);

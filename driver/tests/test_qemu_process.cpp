@@ -41,7 +41,7 @@ void test_output_lines_are_kept_printable_until_reaped(void**) {
   drv::EventLoop loop;
   drv::QemuProcess q(&loop, "chip 7");
   std::string err;
-  assert_true(q.spawn({"/bin/sh", "-c", "printf 'one\\n\\ntwo\\001\\n'; echo three >&2; exit 3"}, {}, &err));
+  assert_true(q.spawn({"/bin/sh", "-c", "printf 'one\\n\\ntwo\\001\\n'; echo three >&2; exit 3"}, {}).ok());
   assert_true(q.running());
   const pid_t pid = q.pid();
   assert_true(pid > 0);
@@ -65,7 +65,7 @@ void test_only_the_last_lines_are_kept(void**) {
   drv::EventLoop loop;
   drv::QemuProcess q(&loop, "chip 0", 4);
   std::string err;
-  assert_true(q.spawn({"/bin/sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do echo line$i; done"}, {}, &err));
+  assert_true(q.spawn({"/bin/sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do echo line$i; done"}, {}).ok());
   drain(loop, q);
   reap(q.pid());
   assert_true(q.exited());
@@ -80,7 +80,7 @@ void test_kill_ends_a_running_child(void**) {
   drv::EventLoop loop;
   drv::QemuProcess q(&loop, "chip 0");
   std::string err;
-  assert_true(q.spawn({"/bin/sh", "-c", "exec sleep 30"}, {}, &err));
+  assert_true(q.spawn({"/bin/sh", "-c", "exec sleep 30"}, {}).ok());
   q.kill();
   const int status = reap(q.pid());
   assert_true(WIFSIGNALED(status));
@@ -94,7 +94,7 @@ void test_owner_going_away_kills_and_reaps_the_child(void**) {
   {
     drv::QemuProcess q(&loop, "chip 0");
     std::string err;
-    assert_true(q.spawn({"/bin/sh", "-c", "exec sleep 30"}, {}, &err));
+    assert_true(q.spawn({"/bin/sh", "-c", "exec sleep 30"}, {}).ok());
     pid = q.pid();
   }
   // Reaped already: no such child any more.

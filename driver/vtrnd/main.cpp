@@ -251,10 +251,12 @@ int main(int argc, char** argv) {
 
   std::string err;
   drv::DaemonOptions opts;
-  if (!drv::find_qemu(qemu_flag, &opts.qemu, &err)) {
-    DRV_LOGE("%s", err.c_str());
+  drv::Result<std::string> qemu = drv::find_qemu(qemu_flag);
+  if (!qemu.ok()) {
+    DRV_LOGE("%s", qemu.error().detail().c_str());
     return 1;
   }
+  opts.qemu = *qemu;
   if (firmware.empty()) {
     const char* env = getenv("VTRN_FIRMWARE");
     firmware = env != nullptr && env[0] != '\0' ? env : VTRN_DEFAULT_FIRMWARE;
@@ -272,9 +274,9 @@ int main(int argc, char** argv) {
   }
   opts.vtrn_hw = vtrn_hw;
   opts.copy_engine = copy_engine;
-  drv::BoardSpec board;
-  if (!drv::load_board(board_file, chips, "dtc", &board, &err)) {
-    DRV_LOGE("%s", err.c_str());
+  drv::Result<drv::BoardSpec> board = drv::load_board(board_file, chips, "dtc");
+  if (!board.ok()) {
+    DRV_LOGE("%s", board.error().detail().c_str());
     return 1;
   }
   opts.runtime_dir = runtime_dir.empty() ? drv::runtime_dir() : runtime_dir;
@@ -294,7 +296,7 @@ int main(int argc, char** argv) {
   opts.reset_limit = reset_limit;
   opts.reset_window_ms = reset_window_ms;
 
-  drv::Daemon daemon(std::move(opts), std::move(board));
+  drv::Daemon daemon(std::move(opts), std::move(*board));
   if (!daemon.start(&err)) {
     DRV_LOGE("%s", err.c_str());
     return 1;

@@ -56,9 +56,8 @@ std::vector<const char*> clock_event_reason_names(uint64_t r) {
   return out;
 }
 
-PowerTelemetryMessage::PowerTelemetryMessage(const vp::PowerTelemetry& p) {
-  Vtrn__Api__PowerTelemetry& m = msg_;
-  m = VTRN__API__POWER_TELEMETRY__INIT;
+Vtrn__Api__PowerTelemetry* power_telemetry_message(const vp::PowerTelemetry& p, ProtoArena& a) {
+  Vtrn__Api__PowerTelemetry& m = *a.make(Vtrn__Api__PowerTelemetry(VTRN__API__POWER_TELEMETRY__INIT));
   m.version = p.version;
   m.timestamp_ns = p.timestamp_ns;
   m.device_state = const_cast<char*>(power_device_state_name(p.device_state));
@@ -77,11 +76,11 @@ PowerTelemetryMessage::PowerTelemetryMessage(const vp::PowerTelemetry& p) {
   m.max_frequency_mhz = p.max_frequency_mhz;
   m.clock_duty_ppm = p.clock_duty_ppm;
   m.clock_event_reasons = p.clock_event_reasons;
-  for (const char* n : clock_event_reason_names(p.clock_event_reasons)) {
-    reason_ptrs_.push_back(const_cast<char*>(n));
-  }
-  m.n_clock_event_reason_names = reason_ptrs_.size();
-  m.clock_event_reason_names = reason_ptrs_.data();
+  const std::vector<const char*> reasons = clock_event_reason_names(p.clock_event_reasons);
+  char** reason_ptrs = a.ptrs<char>(reasons.size());
+  for (size_t i = 0; i < reasons.size(); ++i) reason_ptrs[i] = const_cast<char*>(reasons[i]);
+  m.n_clock_event_reason_names = reasons.size();
+  m.clock_event_reason_names = reason_ptrs;
   m.pstate_limit = p.pstate_limit;
   m.power_cap_mw = p.power_cap_mw;
   m.thermal_limit_pstate = p.thermal_limit_pstate;
@@ -112,11 +111,10 @@ PowerTelemetryMessage::PowerTelemetryMessage(const vp::PowerTelemetry& p) {
   const uint32_t nc = p.core_count < vp::kMaxCores ? p.core_count : vp::kMaxCores;
   const uint32_t nz = p.zone_count < vp::kMaxThermalZones ? p.zone_count : vp::kMaxThermalZones;
   const uint32_t nl = p.port_count < vp::kMaxPorts ? p.port_count : vp::kMaxPorts;
-  cores_.resize(nc);
+  Vtrn__Api__PowerCoreTelemetry** core_ptrs = a.ptrs<Vtrn__Api__PowerCoreTelemetry>(nc);
   for (uint32_t i = 0; i < nc; ++i) {
     const vp::PowerTelemetryCore& c = p.cores[i];
-    Vtrn__Api__PowerCoreTelemetry& o = cores_[i];
-    o = VTRN__API__POWER_CORE_TELEMETRY__INIT;
+    Vtrn__Api__PowerCoreTelemetry& o = *a.make(Vtrn__Api__PowerCoreTelemetry(VTRN__API__POWER_CORE_TELEMETRY__INIT));
     o.core = i;
     o.state = const_cast<char*>(power_core_state_name(c.state));
     o.utilization_permille = c.utilization_permille;
@@ -128,13 +126,12 @@ PowerTelemetryMessage::PowerTelemetryMessage(const vp::PowerTelemetry& p) {
     o.energy_uj = c.energy_uj;
     o.idle_entries = c.idle_entries;
     o.gated_entries = c.gated_entries;
-    core_ptrs_.push_back(&o);
+    core_ptrs[i] = &o;
   }
-  zones_.resize(nz);
+  Vtrn__Api__PowerZoneTelemetry** zone_ptrs = a.ptrs<Vtrn__Api__PowerZoneTelemetry>(nz);
   for (uint32_t i = 0; i < nz; ++i) {
     const vp::PowerTelemetryZone& z = p.zones[i];
-    Vtrn__Api__PowerZoneTelemetry& o = zones_[i];
-    o = VTRN__API__POWER_ZONE_TELEMETRY__INIT;
+    Vtrn__Api__PowerZoneTelemetry& o = *a.make(Vtrn__Api__PowerZoneTelemetry(VTRN__API__POWER_ZONE_TELEMETRY__INIT));
     o.zone = i;
     o.temperature_mc = z.temperature_mc;
     o.max_temperature_mc = z.max_temperature_mc;
@@ -144,13 +141,12 @@ PowerTelemetryMessage::PowerTelemetryMessage(const vp::PowerTelemetry& p) {
     o.ambient_mc = z.ambient_mc;
     o.power_mw = z.power_mw;
     o.heat_sources = z.sources;
-    zone_ptrs_.push_back(&o);
+    zone_ptrs[i] = &o;
   }
-  links_.resize(nl);
+  Vtrn__Api__PowerLinkTelemetry** link_ptrs = a.ptrs<Vtrn__Api__PowerLinkTelemetry>(nl);
   for (uint32_t i = 0; i < nl; ++i) {
     const vp::PowerTelemetryLink& l = p.links[i];
-    Vtrn__Api__PowerLinkTelemetry& o = links_[i];
-    o = VTRN__API__POWER_LINK_TELEMETRY__INIT;
+    Vtrn__Api__PowerLinkTelemetry& o = *a.make(Vtrn__Api__PowerLinkTelemetry(VTRN__API__POWER_LINK_TELEMETRY__INIT));
     o.port = i;
     o.state = const_cast<char*>(power_link_state_name(l.state));
     o.power_mw = l.power_mw;
@@ -161,23 +157,20 @@ PowerTelemetryMessage::PowerTelemetryMessage(const vp::PowerTelemetry& p) {
     o.energy_uj = l.energy_uj;
     o.l0s_entries = l.l0s_entries;
     o.l1_entries = l.l1_entries;
-    link_ptrs_.push_back(&o);
+    link_ptrs[i] = &o;
   }
-  m.n_cores = core_ptrs_.size();
-  m.cores = core_ptrs_.data();
-  m.n_zones = zone_ptrs_.size();
-  m.zones = zone_ptrs_.data();
-  m.n_links = link_ptrs_.size();
-  m.links = link_ptrs_.data();
+  m.n_cores = nc;
+  m.cores = core_ptrs;
+  m.n_zones = nz;
+  m.zones = zone_ptrs;
+  m.n_links = nl;
+  m.links = link_ptrs;
+  return &m;
 }
 
 PowerService::PowerService(EventLoop* loop, ReplyFn reply) : loop_(loop), reply_(std::move(reply)) {}
 
-std::unique_ptr<PowerTelemetryMessage> PowerService::telemetry(const Chip& chip, std::string* why) {
-  vp::PowerTelemetry p{};
-  if (!chip.power_telemetry(&p, why)) return nullptr;
-  return std::make_unique<PowerTelemetryMessage>(p);
-}
+
 
 void PowerService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st,
                                const std::string& err) {
@@ -258,8 +251,8 @@ void PowerService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chi
 }
 
 void PowerService::fill_telemetry(Chip& chip, Vtrn__Api__Telemetry& t, ProtoArena& a) {
-  std::string why;
-  if (auto pm = telemetry(chip, &why)) t.power = a.own(std::move(pm))->get();
+  vp::PowerTelemetry p{};
+  if (chip.power_telemetry(&p).ok()) t.power = power_telemetry_message(p, a);
 }
 
 }  // namespace drv

@@ -32,24 +32,8 @@
 
 namespace drv {
 
-// A vtrn.api PowerTelemetry message and the storage its pointers use.
-class PowerTelemetryMessage {
- public:
-  explicit PowerTelemetryMessage(const vtrn::power::PowerTelemetry& p);
-  PowerTelemetryMessage(const PowerTelemetryMessage&) = delete;
-  PowerTelemetryMessage& operator=(const PowerTelemetryMessage&) = delete;
-  Vtrn__Api__PowerTelemetry* get() { return &msg_; }
-
- private:
-  Vtrn__Api__PowerTelemetry msg_;
-  std::vector<Vtrn__Api__PowerCoreTelemetry> cores_;
-  std::vector<Vtrn__Api__PowerZoneTelemetry> zones_;
-  std::vector<Vtrn__Api__PowerLinkTelemetry> links_;
-  std::vector<Vtrn__Api__PowerCoreTelemetry*> core_ptrs_;
-  std::vector<Vtrn__Api__PowerZoneTelemetry*> zone_ptrs_;
-  std::vector<Vtrn__Api__PowerLinkTelemetry*> link_ptrs_;
-  std::vector<char*> reason_ptrs_;
-};
+// The block as a vtrn.api PowerTelemetry message, its storage owned by `a`.
+Vtrn__Api__PowerTelemetry* power_telemetry_message(const vtrn::power::PowerTelemetry& p, ProtoArena& a);
 
 // Names of the enumerations as the API and the metrics use them.
 const char* power_device_state_name(uint32_t s);  // "D0", "quiescing", "D3hot", "resuming"
@@ -74,10 +58,6 @@ class PowerService final : public Service {
   void handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip) override;
   // The chip's power block, when it has a valid one.
   void fill_telemetry(Chip& chip, Vtrn__Api__Telemetry& t, ProtoArena& a) override;
-
-  // The chip's power block as an API message, or null (chip not READY, no
-  // kCapPower, block invalid: *why says which).
-  static std::unique_ptr<PowerTelemetryMessage> telemetry(const Chip& chip, std::string* why);
 
  private:
   void reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err);

@@ -9,22 +9,23 @@
 
 namespace drv {
 
-ResetHistoryMsg::ResetHistoryMsg(const ResetInfo& r) : info_(r) {
-  msg_.count = info_.count;
-  msg_.last_cause = info_.last_cause;
-  msg_.last_reason = info_.last_reason.data();
-  msg_.last_unix_ms = info_.last_unix_ms;
-  msg_.last_detect_ns = info_.last_detect_ns;
-  msg_.last_recover_ns = info_.last_recover_ns;
-  msg_.last_panic = info_.last_panic.data();
-  for (std::string& l : info_.last_log) log_.push_back(l.data());
-  msg_.n_last_log = log_.size();
-  msg_.last_log = log_.data();
-  msg_.recent = info_.recent;
-  msg_.qemu_relaunches = info_.qemu_relaunches;
-  msg_.recovering = info_.recovering;
-  msg_.engines_quiesced = info_.engines_quiesced;
-  msg_.last_engines_quiesce_ns = info_.last_engines_quiesce_ns;
+Vtrn__Api__ResetHistory* reset_history_message(const ResetInfo& r, ProtoArena& a) {
+  auto& m = *a.make(Vtrn__Api__ResetHistory(VTRN__API__RESET_HISTORY__INIT));
+  m.count = r.count;
+  m.last_cause = r.last_cause;
+  m.last_reason = a.str(r.last_reason);
+  m.last_unix_ms = r.last_unix_ms;
+  m.last_detect_ns = r.last_detect_ns;
+  m.last_recover_ns = r.last_recover_ns;
+  m.last_panic = a.str(r.last_panic);
+  m.n_last_log = r.last_log.size();
+  m.last_log = a.strv(r.last_log);
+  m.recent = r.recent;
+  m.qemu_relaunches = r.qemu_relaunches;
+  m.recovering = r.recovering;
+  m.engines_quiesced = r.engines_quiesced;
+  m.last_engines_quiesce_ns = r.last_engines_quiesce_ns;
+  return &m;
 }
 
 const char* fault_kind_name(Vtrn__Api__FaultKind k) {
@@ -65,11 +66,11 @@ void ReliabilityService::chip_reset(uint64_t cid, uint64_t id, Chip* chip) {
                   return;
                 }
                 const ChipStatus s = chip->status();
-                ResetHistoryMsg h(s.reset);
+                ProtoArena a;
                 Vtrn__Api__ChipResetResponse rr = VTRN__API__CHIP_RESET_RESPONSE__INIT;
                 rr.elapsed_ns = monotonic_ns() - t0;
                 rr.boot_generation = s.header_valid ? s.header.boot_generation : 0;
-                rr.history = h.get();
+                rr.history = reset_history_message(s.reset, a);
                 reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_CHIP_RESET, &rr.base);
               });
 }

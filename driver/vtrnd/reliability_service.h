@@ -27,19 +27,8 @@
 
 namespace drv {
 
-// A ResetHistory message and the strings it points at.
-class ResetHistoryMsg {
- public:
-  explicit ResetHistoryMsg(const ResetInfo& r);
-  ResetHistoryMsg(const ResetHistoryMsg&) = delete;
-  ResetHistoryMsg& operator=(const ResetHistoryMsg&) = delete;
-  Vtrn__Api__ResetHistory* get() { return &msg_; }
-
- private:
-  ResetInfo info_;
-  std::vector<char*> log_;
-  Vtrn__Api__ResetHistory msg_ = VTRN__API__RESET_HISTORY__INIT;
-};
+// The reset history as a vtrn.api ResetHistory message, its storage owned by `a`.
+Vtrn__Api__ResetHistory* reset_history_message(const ResetInfo& r, ProtoArena& a);
 
 class ReliabilityService final : public Service {
  public:

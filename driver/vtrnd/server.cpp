@@ -12,7 +12,6 @@
 #include "qmp_service.h"
 #include "reliability_service.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -146,115 +145,6 @@ Daemon::~Daemon() {
 
 // Start-up.
 
-bool Daemon::take_runtime_dir(std::string* err) {
-  const std::string& dir = opts_.runtime_dir;
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    *err = "cannot create runtime directory " + dir + ": " + strerror(errno);
-    return false;
-  }
-  struct stat st{};
-  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    *err = "runtime directory " + dir + " is not a directory";
-    return false;
-  }
-  if (st.st_uid != getuid()) {
-    *err = "runtime directory " + dir + " belongs to another user";
-    return false;
-  }
-  // Someone else could have put anything in a directory they can write
-  // (a socket clients would trust, a symlink where a file is created).
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    *err = "runtime directory " + dir + " is writable by other users; refusing it";
-    return false;
-  }
-  if (opts_.share_gid >= 0) {
-    if (chown(dir.c_str(), uid_t(-1), gid_t(opts_.share_gid)) != 0 || chmod(dir.c_str(), 0750) != 0) {
-      *err = "cannot share runtime directory " + dir + " with gid " + std::to_string(opts_.share_gid) + ": " +
-             strerror(errno);
-      return false;
-    }
-  } else {
-    chmod(dir.c_str(), 0700);
-  }
-
-  const std::string pidfile = dir + "/vtrnd.pid";
-  const std::string sock = dir + "/vtrnd.sock";
-  // Another vtrnd owns the directory if its pid is alive and its socket
-  // answers; anything else is the leftover of a crash and is cleaned up.
-  {
-    UniqueFd fd(open(pidfile.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    if (fd) {
-      char buf[32] = {};
-      ssize_t n = read(fd.get(), buf, sizeof buf - 1);
-      int pid = n > 0 ? atoi(buf) : 0;
-      bool alive = pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
-      Client probe;
-      if (alive && probe.connect(sock).ok()) {
-        *err = "vtrnd is already running (pid " + std::to_string(pid) + ", socket " + sock + ")";
-        return false;
-      }
-      DRV_LOGW("removing stale runtime state of vtrnd pid %d in %s", pid, dir.c_str());
-    }
-  }
-  unlink(sock.c_str());
-  unlink(pidfile.c_str());
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string name = e->d_name;
-      if (name.rfind("chip", 0) != 0) continue;
-      std::string cdir = dir + "/" + name;
-      for (const char* f : {"board.dtb", "uart.log", "ivshmem.sock", "qmp.sock"})
-        unlink((cdir + "/" + f).c_str());
-      rmdir(cdir.c_str());
-    }
-    closedir(d);
-  }
-  UniqueFd pf(open(pidfile.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (!pf) {
-    *err = "cannot create " + pidfile + ": " + strerror(errno);
-    return false;
-  }
-  std::string pid = std::to_string(getpid()) + "\n";
-  if (write(pf.get(), pid.data(), pid.size()) != ssize_t(pid.size())) {
-    *err = "cannot write " + pidfile + ": " + strerror(errno);
-    unlink(pidfile.c_str());
-    return false;
-  }
-  own_runtime_dir_ = true;
-  return true;
-}
-
-bool Daemon::listen_socket(std::string* err) {
-  const std::string path = opts_.runtime_dir + "/vtrnd.sock";
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) {
-    *err = "socket path too long: " + path;
-    return false;
-  }
-  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  listen_.reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  // umask makes the socket 0600 from its creation, with no window in which
-  // another user could connect.
-  mode_t old = umask(0177);
-  int r = listen_ ? bind(listen_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) : -1;
-  int e = errno;
-  umask(old);
-  if (r != 0 || ::listen(listen_.get(), 64) != 0) {
-    *err = "cannot listen on " + path + ": " + strerror(r != 0 ? e : errno);
-    return false;
-  }
-  // Shared (--group): the group may connect; the directory is 0750, so no
-  // one else reaches the socket, and nobody but us can replace it.
-  if (opts_.share_gid >= 0 &&
-      (chown(path.c_str(), uid_t(-1), gid_t(opts_.share_gid)) != 0 || chmod(path.c_str(), 0660) != 0)) {
-    *err = "cannot share " + path + " with gid " + std::to_string(opts_.share_gid) + ": " + strerror(errno);
-    return false;
-  }
-  loop_.add(listen_.get(), EPOLLIN, [this](uint32_t) { on_accept(); });
-  return true;
-}
-
 bool Daemon::start(std::string* err) {
   if (!loop_.ok()) {
     *err = std::string("epoll/timerfd: ") + strerror(errno);
@@ -272,12 +162,19 @@ bool Daemon::start(std::string* err) {
   }
   loop_.add(signal_fd_.get(), EPOLLIN, [this](uint32_t) { on_signal(); });
 
-  if (!take_runtime_dir(err)) return false;
-  if (!listen_socket(err)) {
+  if (Error e = runtime_.take(opts_.runtime_dir, opts_.share_gid); !e.ok()) {
+    *err = e.detail();
+    return false;
+  }
+  Result<UniqueFd> sock = runtime_.listen_socket();
+  if (!sock.ok()) {
+    *err = sock.error().detail();
     remove_runtime_files(/*keep_log=*/true);
     return false;
   }
-  DRV_LOGI("serving %s (board %s \"%s\", %u chips)", (opts_.runtime_dir + "/vtrnd.sock").c_str(),
+  listen_ = std::move(*sock);
+  loop_.add(listen_.get(), EPOLLIN, [this](uint32_t) { on_accept(); });
+  DRV_LOGI("serving %s (board %s \"%s\", %u chips)", runtime_.socket_path().c_str(),
            board_.file.c_str(), board_.board.model, board_.board.chip_count);
 
   // The registry: one row per service, in start order (a service may use
@@ -376,8 +273,7 @@ bool Daemon::start(std::string* err) {
   // others still start, and clients see which one failed and why.
   std::vector<Chip*> board_chips;
   for (auto& c : chips_) {
-    std::string why;
-    (void)c->prepare(&why);
+    (void)c->prepare();
     board_chips.push_back(c.get());
   }
   if (!start_board_hw(board_chips, err)) return false;
@@ -400,8 +296,7 @@ void Daemon::boot_more() {
     // waited launches it itself).
     if (c->state() != VTRN__API__CHIP_STATE__CHIP_STATE_STARTING || c->launched()) continue;
     booting_.push_back(c);
-    std::string why;
-    (void)c->start(&why);  // a failed launch is FAILED with the reason, and settles at once
+    (void)c->start();  // a failed launch is FAILED with the reason, and settles at once
   }
 }
 
@@ -674,8 +569,7 @@ void Daemon::do_info(uint64_t cid, uint64_t id, Chip* chip) {
     info.telemetry_period_ms = bc.telemetry_period_ms;
     info.chip_name = a.str(bc.name);
     info.qemu_cmdline = a.str(s.qemu_cmdline);
-    ResetHistoryMsg reset_history(s.reset);
-    info.reset_history = reset_history.get();
+    info.reset_history = reset_history_message(s.reset, a);
     info.watchdog_timeout_ms = s.watchdog_ms;
     if (s.header_valid) {
       info.build_id = a.str(s.header.build_id);
@@ -1051,17 +945,9 @@ void Daemon::remove_runtime_files(bool keep_log) {
   if (hw_) hw_->stop();  // after the QEMUs: it unlinks the engine sockets
   for (auto& c : chips_) c->cleanup();
   if (links_) links_->stop();  // regions removed
-  if (!own_runtime_dir_) return;
-  const std::string& dir = opts_.runtime_dir;
-  unlink((dir + "/vtrnd.sock").c_str());
-  unlink((dir + "/vtrnd.pid").c_str());
   // The log the CLI redirected us into goes too after an orderly stop, so
-  // nothing is left behind (its fd stays open for the last lines). A failed
-  // start keeps it: the caller reads the reason from it.
-  if (!keep_log) unlink((dir + "/vtrnd.log").c_str());
-  if (rmdir(dir.c_str()) != 0 && errno != ENOENT)
-    DRV_LOGW("runtime directory %s not removed: %s", dir.c_str(), strerror(errno));
-  own_runtime_dir_ = false;
+  // nothing is left behind (its fd stays open for the last lines).
+  runtime_.release(keep_log);
 }
 
 }  // namespace drv

@@ -22,6 +22,7 @@
 #include "job_backend.h"
 #include "link_service.h"
 #include "metrics.h"
+#include "runtime_dir.h"
 #include "service.h"
 #include "vtrn/drv/event_loop.h"
 #include "vtrn/drv/fd.h"
@@ -83,8 +84,6 @@ class Daemon {
     uid_t uid = 0;  // the peer's, from SO_PEERCRED
   };
 
-  bool take_runtime_dir(std::string* err);
-  bool listen_socket(std::string* err);
   bool start_board_hw(const std::vector<Chip*>& chips, std::string* err);
   // Launches queued chips while fewer than boot_parallel are booting.
   void boot_more();
@@ -121,6 +120,7 @@ class Daemon {
   DaemonOptions opts_;
   BoardSpec board_;
   EventLoop loop_;
+  RuntimeDir runtime_;
   UniqueFd listen_;
   UniqueFd signal_fd_;
   std::vector<std::unique_ptr<Chip>> chips_;
@@ -139,7 +139,6 @@ class Daemon {
   JobService* jobs_ = nullptr;
   std::map<uint64_t, Conn> conns_;
   uint64_t next_conn_ = 1;
-  bool own_runtime_dir_ = false;
   bool shutting_down_ = false;
   uint32_t chips_to_stop_ = 0;
   // Paced first boot: chips in launch order, the next to launch, and the

@@ -203,7 +203,7 @@ class Board {
       const uint64_t one = 1;
       (void)!write(db, &one, sizeof one);
     };
-    if (!host_.attach(bar2_map_.data(), layout_, hooks, &err)) die("attach: " + err);
+    if (const drv::Error e = host_.attach(bar2_map_.data(), layout_, hooks); !e.ok()) die("attach: " + e.detail());
     host_.arm_irq(true);
   }
 

@@ -64,9 +64,8 @@ int main(int argc, char** argv) {
 
   drv::HostInterface hif;
   hif.attach(bar2.data(), kBar2);
-  std::string err;
-  if (!hif.bring_up(&err)) {
-    fprintf(stderr, "bring_up: %s\n", err.c_str());
+  if (const drv::Error err = hif.bring_up(); !err.ok()) {
+    fprintf(stderr, "bring_up: %s\n", err.detail().c_str());
     return 1;
   }
 
@@ -77,7 +76,7 @@ int main(int argc, char** argv) {
     auto t1 = t0;
     do {
       for (int i = 0; i < 1000; ++i) {
-        if (!hif.read_power(&out, &err)) ++*failures;
+        if (!hif.read_power(&out).ok()) ++*failures;
       }
       n += 1000;
       t1 = Clock::now();

@@ -2,7 +2,8 @@
 // .dts compiled with dtc, optionally resized to N chips
 // (vtrn::board::resize_board), then every chip decoded with the same parser
 // the firmware uses. Errors are one line that starts with "board FILE: ", so
-// `vtrn up` can print them as they are.
+// `vtrn up` can print them as they are; the code says what kind (kNotFound,
+// kBadTree and the parser's own, kSystem).
 #pragma once
 
 #include <stdint.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "vtrn/board.h"
+#include "vtrn/drv/error.h"
 
 namespace drv {
 
@@ -22,11 +24,9 @@ struct BoardSpec {
 };
 
 // `chips` == 0 keeps the board's own chip count.
-bool load_board(const std::string& file, uint32_t chips, const std::string& dtc, BoardSpec* out,
-                std::string* err);
+Result<BoardSpec> load_board(const std::string& file, uint32_t chips, const std::string& dtc);
 
-// Exposed for tests: decode an in-memory DTB into *out (file is the label).
-bool decode_board(const std::string& label, std::vector<uint8_t> dtb, uint32_t chips,
-                  BoardSpec* out, std::string* err);
+// Exposed for tests: decode an in-memory DTB (label names it in errors).
+Result<BoardSpec> decode_board(const std::string& label, std::vector<uint8_t> dtb, uint32_t chips);
 
 }  // namespace drv

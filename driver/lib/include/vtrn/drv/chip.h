@@ -162,10 +162,10 @@ class Chip {
 
   // Creates the chip directory, sockets, RAM memfd and DMA doorbell (what
   // vtrn-hw needs before any QEMU starts). On failure the chip is FAILED
-  // with the reason (also returned in *err).
-  bool prepare(std::string* err);
+  // with the reason (also returned).
+  Error prepare();
   // prepare() if not done yet, then launches QEMU.
-  bool start(std::string* err);
+  Error start();
   // What the board's vtrn-hw is given for this chip (valid once prepared).
   [[nodiscard]] bool hw_prepared() const { return prepared_; }
   [[nodiscard]] const ChipHwLink& hw_link() const { return hw_link_; }
@@ -213,12 +213,9 @@ class Chip {
   bool telemetry(TelemetrySample* out);
   // The firmware's power/thermal block (validated, see HostInterface::read_power);
   // only while READY.
-  bool power_telemetry(vtrn::power::PowerTelemetry* out, std::string* err) const {
-    if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
-      *err = not_ready_reason();
-      return false;
-    }
-    return hif_.read_power(out, err);
+  Error power_telemetry(vtrn::power::PowerTelemetry* out) const {
+    if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY) return Error(Code::kNotReady, not_ready_reason());
+    return hif_.read_power(out);
   }
   // The firmware's link status block (vtrn/links_abi.h, kLinksSize bytes of
   // BAR2) while READY, else nullptr. The firmware rewrites it at any time:
@@ -320,7 +317,7 @@ class Chip {
   void do_reset();
   void give_up(const std::string& why);
   void finish_reset(bool ok, const std::string& why);
-  bool launch(std::string* err);
+  Error launch();
   // Asks QEMU (QMP query-chardev) which port its gdbstub bound.
   void learn_gdb_port();
   void drop_qemu_connections();

@@ -54,6 +54,7 @@
 
 #include "vtrn/dma_abi.h"
 #include "vtrn/dma_host.h"
+#include "vtrn/drv/error.h"
 #include "vtrn/drv/handle_fifo.h"
 #include "vtrn/hbm.h"
 #include "vtrn/layout.h"
@@ -169,8 +170,8 @@ class DmaEngine {
   // Sets up from a BAR2 mapping and its validated layout: copies and
   // validates the DMA region header (validate_dma_region), checks the host
   // window, builds the queues and the window allocator. Interrupts start
-  // disarmed (arm_irq). false + *err (one line) when the region is unusable.
-  bool attach(uint8_t* bar2, const vtrn::hostif::Layout& layout, Hooks hooks, std::string* err);
+  // disarmed (arm_irq). An error (one line) when the region is unusable.
+  Error attach(uint8_t* bar2, const vtrn::hostif::Layout& layout, Hooks hooks);
   // Completes everything in flight locally with kErrReset and forgets the
   // mapping (the chip went away). Uncollected results stay collectable.
   void detach();

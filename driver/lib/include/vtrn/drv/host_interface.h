@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "vtrn/ctrl_ring.h"
+#include "vtrn/drv/error.h"
 #include "vtrn/hostif.h"
 #include "vtrn/layout.h"
 #include "vtrn/log_ring.h"
@@ -44,7 +45,7 @@ class HostInterface {
 
   // Copies and validates the header, then sets up the rings, log reader and
   // telemetry pointer. false + *err (one line) when the layout is invalid.
-  bool bring_up(std::string* err);
+  Error bring_up();
   [[nodiscard]] bool up() const { return up_; }
   [[nodiscard]] const vtrn::hostif::FwHeader& header() const { return hdr_; }
   [[nodiscard]] const vtrn::hostif::Layout& layout() const { return layout_; }
@@ -68,7 +69,7 @@ class HostInterface {
   // kCapPower set, the region large enough, version not newer than ours,
   // counts within the fixed arrays, enumerations and ranges sane. false +
   // *err (one line) otherwise, or when the writer never held still.
-  bool read_power(vtrn::power::PowerTelemetry* out, std::string* err) const;
+  Error read_power(vtrn::power::PowerTelemetry* out) const;
   // Copies the panic record (from the validated region, or the default
   // offset when the firmware panicked before publishing its layout); false
   // when there is no valid record. The reason is NUL-terminated.

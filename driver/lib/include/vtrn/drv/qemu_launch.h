@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "vtrn/drv/error.h"
+
 namespace drv {
 
 struct QemuParams {
@@ -39,20 +41,20 @@ struct QemuParams {
 // The compiled-in qemu/chip.args.
 const char* chip_args_template();
 
-// Fills the template. false + *err naming the line on a bad template.
-bool build_qemu_argv(const char* tmpl, const std::string& qemu, const QemuParams& p,
-                     std::vector<std::string>* argv, std::string* err);
+// Fills the template; a bad template is kDecode naming the line.
+Result<std::vector<std::string>> build_qemu_argv(const char* tmpl, const std::string& qemu,
+                                                const QemuParams& p);
 
 // The QEMU binary: `flag` if non-empty, else $VTRN_QEMU, else
-// qemu-system-aarch64 on PATH. false + *err =
+// qemu-system-aarch64 on PATH. Otherwise kNotFound:
 // "qemu-system-aarch64 not found (install qemu-system-arm or set VTRN_QEMU)".
-bool find_qemu(const std::string& flag, std::string* path, std::string* err);
+Result<std::string> find_qemu(const std::string& flag);
 
 // Starts argv[0] with `inherit` fds kept open across exec (CLOEXEC cleared
 // in the child only); *stderr_read receives the read end of the output
-// pipe. Returns the pid, or -1 with *err.
-pid_t spawn_qemu(const std::vector<std::string>& argv, const std::vector<int>& inherit, int* stderr_read,
-                 std::string* err);
+// pipe. Returns the pid.
+Result<pid_t> spawn_qemu(const std::vector<std::string>& argv, const std::vector<int>& inherit,
+                         int* stderr_read);
 
 // Shell-quoted command line, for logs and `vtrn info`.
 std::string join_command(const std::vector<std::string>& argv);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "vtrn/drv/error.h"
 #include "vtrn/drv/event_loop.h"
 #include "vtrn/drv/fd.h"
 
@@ -31,7 +32,7 @@ class QemuProcess {
 
   // Starts argv[0] with the `inherit` fds kept open (spawn_qemu). The lines
   // of an earlier run stay until clear_lines().
-  bool spawn(const std::vector<std::string>& argv, const std::vector<int>& inherit, std::string* err);
+  Error spawn(const std::vector<std::string>& argv, const std::vector<int>& inherit);
   // The child was reaped: reads what is left of its output. false when it
   // was not running (already told, or never started).
   bool exited();

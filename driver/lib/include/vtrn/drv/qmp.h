@@ -17,6 +17,7 @@
 #include <vector>
 #include <deque>
 
+#include "vtrn/drv/error.h"
 #include "vtrn/drv/event_loop.h"
 #include "vtrn/drv/fd.h"
 
@@ -34,7 +35,7 @@ class QmpClient {
   QmpClient& operator=(const QmpClient&) = delete;
 
   // Creates the listening socket (mode 0600) and watches it.
-  bool listen(const std::string& path, std::string* err);
+  Error listen(const std::string& path);
   // The longest QMP line (one answer) taken: a longer answer fails its
   // command with an error instead of being matched to the next one.
   static constexpr size_t kMaxLineBytes = 2u << 20;
