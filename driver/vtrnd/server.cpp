@@ -4,6 +4,7 @@
 #include "proto_arena.h"
 
 // The services of the registry rows in Daemon::start.
+#include "chip_service.h"
 #include "collective_service.h"
 #include "dma_service.h"
 #include "hbm_service.h"
@@ -34,20 +35,6 @@ namespace drv {
 namespace {
 
 constexpr size_t kMaxClientBacklog = 16u << 20;  // unread output before a client is dropped
-constexpr uint32_t kPingTimeoutMs = 1000;
-constexpr uint32_t kInfoTimeoutMs = 3000;
-constexpr uint32_t kMaxPingCount = 100000;
-constexpr uint32_t kMaxPingPayload = 1024;
-
-// The daemon's own requests about one chip (the services mark theirs in
-// their Route): the chip their body names is looked up once, before any
-// handler runs, and a chip the board does not have is answered here.
-constexpr Vtrn__Api__Request__BodyCase kChipRequests[] = {
-    VTRN__API__REQUEST__BODY_INFO,
-    VTRN__API__REQUEST__BODY_PING,
-    VTRN__API__REQUEST__BODY_LOGS,
-    VTRN__API__REQUEST__BODY_TELEMETRY,
-};
 
 // The `chip` field of a request's body, read through protobuf-c's
 // descriptors (every body that names a chip calls it that); -1 when the
@@ -73,58 +60,12 @@ int64_t request_chip(const Vtrn__Api__Request& req) {
   }
 }
 
-// The requests Daemon answers itself (the rest go to the registry).
-constexpr Vtrn__Api__Request__BodyCase kBoardRequests[] = {
-    VTRN__API__REQUEST__BODY_HELLO, VTRN__API__REQUEST__BODY_LIST,      VTRN__API__REQUEST__BODY_INFO,
-    VTRN__API__REQUEST__BODY_PING,  VTRN__API__REQUEST__BODY_LOGS,      VTRN__API__REQUEST__BODY_TELEMETRY,
-    VTRN__API__REQUEST__BODY_SHUTDOWN,
-};
-
-bool is_board_request(Vtrn__Api__Request__BodyCase body) {
-  for (Vtrn__Api__Request__BodyCase b : kBoardRequests) {
-    if (b == body) return true;
-  }
-  return false;
+// The requests Daemon answers itself, about the daemon (the rest go to
+// the registry): the handshake and stopping.
+bool is_daemon_request(Vtrn__Api__Request__BodyCase body) {
+  return body == VTRN__API__REQUEST__BODY_HELLO || body == VTRN__API__REQUEST__BODY_SHUTDOWN;
 }
 
-bool daemon_names_chip(Vtrn__Api__Request__BodyCase body) {
-  for (Vtrn__Api__Request__BodyCase b : kChipRequests) {
-    if (b == body) return true;
-  }
-  return false;
-}
-
-
-std::string version_string(uint32_t v) {
-  return std::to_string(v >> 16) + "." + std::to_string((v >> 8) & 0xff) + "." +
-         std::to_string(v & 0xff);
-}
-
-Vtrn__Api__ChipSummary* make_summary(ProtoArena& a, const ChipStatus& s, const std::string& board) {
-  Vtrn__Api__ChipSummary* m = a.make<Vtrn__Api__ChipSummary>(VTRN__API__CHIP_SUMMARY__INIT);
-  m->id = s.id;
-  m->state = s.state;
-  std::string fw = s.info.valid ? s.info.fw_version
-                                : s.header_valid ? version_string(s.header.fw_version) : "";
-  m->fw_version = a.str(fw);
-  m->uptime_ns = s.uptime_ns;
-  m->pci_address = a.str(s.info.pci_address);
-  m->pci_bus_id = a.str(host_pci_bus_id(s.id));
-  m->bar2_bytes = s.bar2_bytes;
-  m->board = a.str(board);
-  m->qemu_pid = s.pid;
-  m->gdb_port = s.gdb_port;
-  m->boot_ns = s.boot_ns;
-  m->error = a.str(s.error);
-  m->n_last_log = s.last_log.size();
-  m->last_log = a.strv(s.last_log);
-  m->heartbeat = s.heartbeat;
-  m->boot_generation = s.header_valid ? s.header.boot_generation : 0;
-  m->resets = s.reset.count;
-  m->last_reset_reason = a.str(s.reset.last_reason);
-  m->recovering = s.reset.recovering;
-  return m;
-}
 
 }  // namespace
 
@@ -136,6 +77,7 @@ Daemon::~Daemon() {
   // in their destructors.
   metrics_.reset();  // it reads the job service
   hbm_ = nullptr;
+  chip_service_ = nullptr;
   jobs_ = nullptr;
   services_.clear();
   links_ = nullptr;
@@ -206,6 +148,14 @@ bool Daemon::start(std::string* err) {
     co.extra_qemu_args = links_->qemu_args(bc.id);
     chips_.push_back(std::make_unique<Chip>(&loop_, std::move(co)));
   }
+  ChipServiceOptions copts;
+  copts.board_model = board_.board.model;
+  copts.board_file = board_.file;
+  copts.client_alive = [this](uint64_t cid) { return conns_.count(cid) != 0; };
+  copts.fill_telemetry = [this](Chip& c, Vtrn__Api__Telemetry& t, ProtoArena& a) {
+    services_.each([&c, &t, &a](Service& svc) { svc.fill_telemetry(c, t, a); });
+  };
+  chip_service_ = services_.add(std::make_unique<ChipService>(&loop_, &chips_, std::move(copts), to_client));
   DmaServiceOptions dopts;
   dopts.allow_raw = opts_.allow_raw_dma;
   dopts.tenant_of = [this](uint64_t cid) { return client_uid(cid); };
@@ -422,7 +372,6 @@ void Daemon::on_conn_event(uint64_t cid, uint32_t events) {
 void Daemon::close_conn(uint64_t cid) {
   auto it = conns_.find(cid);
   if (it == conns_.end()) return;
-  for (auto [chip, sub] : it->second.log_subs) chips_[chip]->unsubscribe_logs(sub);
   loop_.remove(it->second.fd.get());
   conns_.erase(it);
   services_.each([cid](Service& s) { s.client_gone(cid); });
@@ -498,7 +447,7 @@ void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
   }
   const uint64_t id = req->id;
   Chip* chip = nullptr;
-  const bool names_chip = daemon_names_chip(req->body_case) || services_.names_chip(req->body_case);
+  const bool names_chip = services_.names_chip(req->body_case);
   const int64_t chip_id = names_chip ? request_chip(*req) : -1;
   if (chip_id >= 0) chip = find_chip(uint32_t(chip_id));
   if (shutting_down_ && req->body_case != VTRN__API__REQUEST__BODY_LIST &&
@@ -517,11 +466,6 @@ void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
   } else {
     switch (req->body_case) {
       case VTRN__API__REQUEST__BODY_HELLO: do_hello(cid, id, *req->hello); break;
-      case VTRN__API__REQUEST__BODY_LIST: do_list(cid, id); break;
-      case VTRN__API__REQUEST__BODY_INFO: do_info(cid, id, chip); break;
-      case VTRN__API__REQUEST__BODY_PING: do_ping(cid, id, chip, *req->ping); break;
-      case VTRN__API__REQUEST__BODY_LOGS: do_logs(cid, id, chip, *req->logs); break;
-      case VTRN__API__REQUEST__BODY_TELEMETRY: do_telemetry(cid, id, chip); break;
       case VTRN__API__REQUEST__BODY_SHUTDOWN: do_shutdown(cid, id); break;
       default:
         if (Service* svc = services_.route(req->body_case))
@@ -536,233 +480,6 @@ void Daemon::handle_frame(uint64_t cid, const std::vector<uint8_t>& payload) {
 
 // Requests.
 
-void Daemon::do_list(uint64_t cid, uint64_t id) {
-  ProtoArena a;
-  Vtrn__Api__ListResponse list = VTRN__API__LIST_RESPONSE__INIT;
-  list.board = a.str(board_.board.model);
-  list.board_file = a.str(board_.file);
-  list.n_chips = chips_.size();
-  list.chips = a.ptrs<Vtrn__Api__ChipSummary>(chips_.size());
-  for (size_t i = 0; i < chips_.size(); ++i)
-    list.chips[i] = make_summary(a, chips_[i]->status(), board_.board.model);
-  reply_body(reply_fn_, cid, id, VTRN__API__RESPONSE__BODY_LIST, &list.base);
-}
-
-void Daemon::do_info(uint64_t cid, uint64_t id, Chip* chip) {
-  // Answered from the board, the header and (when READY) a fresh firmware
-  // Info; a chip that is not READY still gets its summary and error back.
-  auto answer = [this, cid, id, chip](Vtrn__Api__Status st, const std::string& err,
-                                      const Vtrn__Ctrl__InfoResponse* fw) {
-    ProtoArena a;
-    const ChipStatus s = chip->status();
-    const vtrn::board::Chip& bc = chip->options().board;
-    Vtrn__Api__ChipInfo info = VTRN__API__CHIP_INFO__INIT;
-    info.summary = make_summary(a, s, board_.board.model);
-    info.neuron_cores = bc.neuron_cores;
-    info.hbm_stacks = bc.hbm.stacks;
-    info.hbm_bytes_per_stack = bc.hbm.bytes_per_stack;
-    info.hbm_page_bytes = bc.hbm.page_bytes;
-    info.hbm_channels = bc.hbm.channels;
-    info.link_ports = bc.port_count;
-    info.power_domains = bc.power_domain_count;
-    info.thermal_zones = bc.thermal_zone_count;
-    info.telemetry_period_ms = bc.telemetry_period_ms;
-    info.chip_name = a.str(bc.name);
-    info.qemu_cmdline = a.str(s.qemu_cmdline);
-    info.reset_history = reset_history_message(s.reset, a);
-    info.watchdog_timeout_ms = s.watchdog_ms;
-    if (s.header_valid) {
-      info.build_id = a.str(s.header.build_id);
-      info.abi_major = s.header.abi_major;
-      info.abi_minor = s.header.abi_minor;
-      info.capabilities = s.header.capabilities;
-    }
-    if (fw != nullptr) {
-      // The firmware's own view wins where it has one.
-      info.summary->fw_version = a.str(fw->fw_version ? fw->fw_version : "");
-      info.summary->pci_address = a.str(fw->pci_address ? fw->pci_address : "");
-      info.summary->uptime_ns = fw->uptime_ns;
-      if (fw->build_id && fw->build_id[0]) info.build_id = a.str(fw->build_id);
-      info.cpu = a.str(fw->cpu ? fw->cpu : "");
-      info.timer_hz = fw->timer_hz;
-      info.gic_version = fw->gic_version;
-      if (fw->chip_name && fw->chip_name[0]) info.chip_name = a.str(fw->chip_name);
-    } else if (s.info.valid) {
-      info.cpu = a.str(s.info.cpu);
-      info.timer_hz = s.info.timer_hz;
-      info.gic_version = s.info.gic_version;
-    }
-    if (s.has_panic) {
-      Vtrn__Api__PanicInfo* p = a.make<Vtrn__Api__PanicInfo>(VTRN__API__PANIC_INFO__INIT);
-      p->cause = s.panic.cause;
-      p->ec = s.panic.ec;
-      p->esr = s.panic.esr;
-      p->elr = s.panic.elr;
-      p->far = s.panic.far;
-      p->reason = a.str(s.panic.reason);
-      p->cpu = s.panic.cpu;
-      info.panic = p;
-    }
-    Vtrn__Api__InfoResponse ir = VTRN__API__INFO_RESPONSE__INIT;
-    ir.info = &info;
-    reply_body(reply_fn_, cid, id, VTRN__API__RESPONSE__BODY_INFO, &ir.base, st, err);
-  };
-  if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
-    answer(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, chip->not_ready_reason(), nullptr);
-    return;
-  }
-  Vtrn__Ctrl__InfoRequest ireq = VTRN__CTRL__INFO_REQUEST__INIT;
-  fw_call(*chip, &Vtrn__Ctrl__Request::info, ireq, &Vtrn__Ctrl__Response::info, kInfoTimeoutMs,
-          [answer](const FwReply<Vtrn__Ctrl__InfoResponse>& res) { answer(res.status, res.error, res.body); });
-}
-
-namespace {
-// One PingRequest in progress. It is kept alive only by the completion or
-// timer that will continue it, so it frees itself when it finishes or when
-// its chip fails every pending request.
-struct PingJob : std::enable_shared_from_this<PingJob> {
-  uint64_t cid = 0, id = 0;
-  uint32_t chip_id = 0, count = 0, sent = 0, lost = 0, lost_in_row = 0;
-  bool spin = false;
-  uint32_t interval_us = 0;
-  std::vector<uint8_t> payload;
-  std::vector<uint64_t> rtts;
-  Chip* chip = nullptr;
-  EventLoop* loop = nullptr;
-  std::function<bool(uint64_t)> client_alive;
-  std::function<void(PingJob&, Vtrn__Api__Status, const std::string&)> finish;
-
-  void step() {
-    if (!client_alive(cid)) return;  // client gone: stop pinging
-    Vtrn__Ctrl__PingRequest pr = VTRN__CTRL__PING_REQUEST__INIT;
-    pr.host_time_ns = monotonic_ns();
-    pr.payload.data = payload.data();
-    pr.payload.len = payload.size();
-    ++sent;
-    auto self = shared_from_this();
-    fw_call(*chip, &Vtrn__Ctrl__Request::ping, pr, &Vtrn__Ctrl__Response::ping, kPingTimeoutMs,
-            [self](const FwReply<Vtrn__Ctrl__PingResponse>& res) { self->done(res); }, spin);
-  }
-
-  void done(const FwReply<Vtrn__Ctrl__PingResponse>& res) {
-    if (res.status == VTRN__API__STATUS__STATUS_TIMEOUT) {
-      ++lost;
-      if (++lost_in_row >= 3) return finish(*this, VTRN__API__STATUS__STATUS_TIMEOUT, res.error);
-    } else if (res.status != VTRN__API__STATUS__STATUS_OK) {
-      return finish(*this, res.status, res.error);
-    } else {
-      const Vtrn__Ctrl__PingResponse& r = *res.body;
-      if (r.payload.len != payload.size() ||
-          (!payload.empty() && memcmp(r.payload.data, payload.data(), payload.size()) != 0))
-        return finish(*this, VTRN__API__STATUS__STATUS_CHIP_ERROR,
-                      "chip " + std::to_string(chip_id) + ": ping echo does not match");
-      lost_in_row = 0;
-      rtts.push_back(res.rtt_ns);
-    }
-    if (sent >= count) return finish(*this, VTRN__API__STATUS__STATUS_OK, "");
-    if (interval_us == 0) return step();
-    auto self = shared_from_this();
-    loop->add_timer_in(uint64_t(interval_us) * 1000, [self] { self->step(); });
-  }
-};
-}  // namespace
-
-void Daemon::do_ping(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__PingRequest& r) {
-  if (r.count < 1 || r.count > kMaxPingCount) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
-                "ping count " + std::to_string(r.count) + " outside 1.." +
-                    std::to_string(kMaxPingCount));
-    return;
-  }
-  if (r.payload_bytes > kMaxPingPayload) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
-                "ping payload " + std::to_string(r.payload_bytes) + " bytes above " +
-                    std::to_string(kMaxPingPayload));
-    return;
-  }
-  if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, chip->not_ready_reason());
-    return;
-  }
-  auto job = std::make_shared<PingJob>();
-  job->cid = cid;
-  job->id = id;
-  job->chip_id = chip->id();
-  job->count = r.count;
-  job->spin = r.wait == VTRN__API__WAIT_MODE__WAIT_SPIN_BLOCK;
-  job->interval_us = r.interval_us;
-  job->payload.resize(r.payload_bytes);
-  for (size_t i = 0; i < job->payload.size(); ++i) job->payload[i] = uint8_t(i * 7 + 1);
-  job->rtts.reserve(r.count);
-  job->chip = chip;
-  job->loop = &loop_;
-  job->client_alive = [this](uint64_t c) { return conns_.count(c) != 0; };
-  job->finish = [this](PingJob& j, Vtrn__Api__Status st, const std::string& err) {
-    Vtrn__Api__PingResponse pr = VTRN__API__PING_RESPONSE__INIT;
-    pr.n_rtt_ns = j.rtts.size();
-    pr.rtt_ns = j.rtts.data();
-    pr.lost = j.lost;
-    reply_body(reply_fn_, j.cid, j.id, VTRN__API__RESPONSE__BODY_PING, &pr.base, st, err);
-  };
-  job->step();
-}
-
-void Daemon::do_logs(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__LogsRequest& r) {
-  std::vector<std::string> lines(chip->log_history().begin(), chip->log_history().end());
-  if (lines.empty()) {
-    // Before READY (or after a failed boot) the log ring is not readable;
-    // the UART and QEMU lines are what there is.
-    lines = chip->status().last_log;
-  }
-  if (r.tail != 0 && lines.size() > r.tail) lines.erase(lines.begin(), lines.end() - r.tail);
-  auto send = [this, cid, id](const std::vector<std::string>& l, uint64_t dropped, bool end) {
-    ProtoArena a;
-    Vtrn__Api__LogsResponse lr = VTRN__API__LOGS_RESPONSE__INIT;
-    lr.n_lines = l.size();
-    lr.lines = a.strv(l);
-    lr.dropped = dropped;
-    lr.end = end;
-    reply_body(reply_fn_, cid, id, VTRN__API__RESPONSE__BODY_LOGS, &lr.base);
-  };
-  // Keep frames well below kMaxFrame even for a full history; without
-  // follow the last one says it is the last.
-  constexpr size_t kLinesPerFrame = 512;
-  for (size_t i = 0; i < lines.size() || i == 0; i += kLinesPerFrame) {
-    std::vector<std::string> part(lines.begin() + ptrdiff_t(std::min(i, lines.size())),
-                                  lines.begin() + ptrdiff_t(std::min(i + kLinesPerFrame, lines.size())));
-    send(part, 0, !r.follow && i + kLinesPerFrame >= lines.size());
-    if (conns_.find(cid) == conns_.end()) return;
-  }
-  if (!r.follow) return;
-  size_t idx = 0;
-  for (; idx < chips_.size(); ++idx) {
-    if (chips_[idx].get() == chip) break;
-  }
-  // Lost bytes are what the ring reports; the protocol field counts lines,
-  // so report one per overrun event as a lower bound.
-  int sub = chip->subscribe_logs([send](const std::vector<std::string>& l, uint64_t lost) {
-    send(l, lost ? 1 : 0, false);
-  });
-  Conn& c = conns_[cid];
-  c.log_subs.emplace_back(uint32_t(idx), sub);
-  c.log_streams.push_back(id);
-}
-
-// The end frame of every follow stream a connection holds.
-void Daemon::end_log_streams(const std::string& reason) {
-  for (auto& [cid, c] : conns_) {
-    for (auto [chip, sub] : c.log_subs) chips_[chip]->unsubscribe_logs(sub);
-    c.log_subs.clear();
-    for (uint64_t id : std::exchange(c.log_streams, {})) {
-      std::string why = reason;
-      Vtrn__Api__LogsResponse lr = VTRN__API__LOGS_RESPONSE__INIT;
-      lr.end = true;
-      lr.end_reason = why.data();
-      reply_body(reply_fn_, cid, id, VTRN__API__RESPONSE__BODY_LOGS, &lr.base);
-    }
-  }
-}
-
 void Daemon::do_hello(uint64_t cid, uint64_t id, const Vtrn__Api__HelloRequest& r) {
   DRV_LOGI("client %llu: hello from %.64s (API %u.%u)", (unsigned long long)cid, r.client ? r.client : "",
            r.client_api_major, r.client_api_minor);
@@ -773,7 +490,7 @@ void Daemon::do_hello(uint64_t cid, uint64_t id, const Vtrn__Api__HelloRequest& 
     const ProtobufCFieldDescriptor& f = d.fields[i];
     if ((f.flags & PROTOBUF_C_FIELD_FLAG_ONEOF) == 0) continue;
     const auto body = Vtrn__Api__Request__BodyCase(f.id);
-    if (is_board_request(body) || services_.route(body) != nullptr) names.emplace_back(f.name);
+    if (is_daemon_request(body) || services_.route(body) != nullptr) names.emplace_back(f.name);
   }
   ProtoArena a;
   Vtrn__Api__HelloResponse hr = VTRN__API__HELLO_RESPONSE__INIT;
@@ -786,78 +503,6 @@ void Daemon::do_hello(uint64_t cid, uint64_t id, const Vtrn__Api__HelloRequest& 
   hr.board = a.str(board_.board.model);
   hr.chips = uint32_t(chips_.size());
   reply_body(reply_fn_, cid, id, VTRN__API__RESPONSE__BODY_HELLO, &hr.base);
-}
-
-void Daemon::do_telemetry(uint64_t cid, uint64_t id, Chip* chip) {
-  std::vector<Chip*> want;
-  if (chip == nullptr) {
-    for (auto& c : chips_) {
-      if (c->state() == VTRN__API__CHIP_STATE__CHIP_STATE_READY) want.push_back(c.get());
-    }
-  } else {
-    if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
-      reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, chip->not_ready_reason());
-      return;
-    }
-    want.push_back(chip);
-  }
-  ProtoArena a;
-  std::vector<Vtrn__Api__Telemetry*> out;
-  for (Chip* c : want) c->ask_telemetry();
-  for (Chip* c : want) {
-    TelemetrySample s;
-    if (!c->telemetry(&s)) continue;
-    Vtrn__Api__Telemetry* t = a.make<Vtrn__Api__Telemetry>(VTRN__API__TELEMETRY__INIT);
-    t->chip = c->id();
-    t->uptime_ns = s.t.uptime_ns;
-    t->heartbeat = s.t.heartbeat;
-    t->period_ms = s.t.period_ms;
-    t->neuron_cores = s.t.neuron_cores;
-    t->idle_ns = s.t.idle_ns;
-    t->irq_count = s.t.irq_count;
-    t->doorbell_irq_count = s.t.doorbell_irq_count;
-    t->timer_irq_count = s.t.timer_irq_count;
-    t->wakeups = s.t.wakeups;
-    t->ctrl_requests = s.t.ctrl_requests;
-    t->ctrl_errors = s.t.ctrl_errors;
-    t->events_sent = s.t.events_sent;
-    t->log_bytes = s.t.log_bytes;
-    t->temperature_mc = s.t.temperature_mc;
-    t->idle_ratio = s.idle_ratio;
-    t->host_rx_events = s.host_rx_events;
-    t->dma_descriptors = s.t.dma_descriptors;
-    t->dma_completions = s.t.dma_completions;
-    t->dma_bytes = s.t.dma_bytes;
-    t->dma_busy_ns = s.t.dma_busy_ns;
-    t->hbm_total_bytes = s.t.hbm_total_bytes;
-    t->hbm_used_bytes = s.t.hbm_used_bytes;
-    t->hbm_alloc_failures = s.t.hbm_alloc_failures;
-    t->hbm_retired_pages = s.t.hbm_retired_pages;
-    t->ecc_correctable = s.t.ecc_correctable;
-    t->ecc_uncorrectable = s.t.ecc_uncorrectable;
-    t->jobs_queued = s.t.jobs_queued;
-    t->jobs_running = s.t.jobs_running;
-    t->jobs_completed = s.t.jobs_completed;
-    t->jobs_failed = s.t.jobs_failed;
-    t->tensor_busy_ns = s.t.tensor_busy_ns;
-    t->tensor_modeled_ns = s.t.tensor_modeled_ns;
-    services_.each([c, t, &a](Service& svc) { svc.fill_telemetry(*c, *t, a); });
-    const ResetInfo& ri = c->reset_info();
-    t->resets = ri.count;
-    t->last_reset_reason = a.str(ri.last_reason);
-    t->last_reset_unix_ms = ri.last_unix_ms;
-    t->boot_generation = c->status().header.boot_generation;
-    out.push_back(t);
-  }
-  if (chip != nullptr && out.empty()) {
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_ERROR,
-                "chip " + std::to_string(chip->id()) + ": telemetry block never held still");
-    return;
-  }
-  Vtrn__Api__TelemetryResponse tr = VTRN__API__TELEMETRY_RESPONSE__INIT;
-  tr.n_chips = out.size();
-  tr.chips = out.data();
-  reply_body(reply_fn_, cid, id, VTRN__API__RESPONSE__BODY_TELEMETRY, &tr.base);
 }
 
 void Daemon::do_shutdown(uint64_t cid, uint64_t id) {
@@ -902,7 +547,7 @@ void Daemon::reap_children() {
 void Daemon::begin_shutdown() {
   if (shutting_down_) return;
   shutting_down_ = true;
-  end_log_streams("vtrnd is stopping");
+  if (chip_service_ != nullptr) chip_service_->end_log_streams("vtrnd is stopping");
   chips_to_stop_ = uint32_t(chips_.size());
   chips_stopped_ = 0;
   if (chips_.empty()) {

@@ -30,6 +30,8 @@
 
 namespace drv {
 
+class ChipService;
+
 class HbmService;
 class JobService;
 
@@ -79,8 +81,6 @@ class Daemon {
     std::vector<uint8_t> out;
     size_t out_off = 0;
     bool want_write = false;
-    std::vector<std::pair<uint32_t, int>> log_subs;  // (chip index, listener id)
-    std::vector<uint64_t> log_streams;  // request ids of its follow streams (end frames at shutdown)
     uid_t uid = 0;  // the peer's, from SO_PEERCRED
   };
 
@@ -101,14 +101,6 @@ class Daemon {
   Chip* find_chip(uint32_t id);
 
   void do_hello(uint64_t cid, uint64_t id, const Vtrn__Api__HelloRequest& r);
-  void do_list(uint64_t cid, uint64_t id);
-  void end_log_streams(const std::string& reason);
-  // `chip`: resolved by handle_frame (never null, but for telemetry of
-  // every chip).
-  void do_info(uint64_t cid, uint64_t id, Chip* chip);
-  void do_ping(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__PingRequest& r);
-  void do_logs(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__LogsRequest& r);
-  void do_telemetry(uint64_t cid, uint64_t id, Chip* chip);
   void do_shutdown(uint64_t cid, uint64_t id);
 
   void on_signal();
@@ -131,6 +123,7 @@ class Daemon {
   std::unique_ptr<MetricsServer> metrics_;
   // Every service, in start order; cleared before the chips (see ~Daemon).
   ServiceRegistry services_;
+  ChipService* chip_service_ = nullptr;  // owned by services_
   LinkService* links_ = nullptr;  // needed before the chips exist (QEMU args)
   // Tenants: the DMA service asks the HBM service whose memory a range is,
   // the HBM service asks the job service whose job a buffer is. Owned by

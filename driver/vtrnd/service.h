@@ -1,8 +1,7 @@
 // vtrnd's service contract: what a service is to the daemon, and the
 // registry that routes requests to services and fans the daemon's hooks out
 // to them. The daemon itself is the transport (socket, clients, frames) plus
-// this registry plus its own few requests about the board (list, info, ping,
-// logs, telemetry, shutdown).
+// this registry plus its own two requests about itself (hello, shutdown).
 //
 // A service serves a closed set of vtrn.api Request bodies (bodies()), each
 // body by exactly one service (the registry refuses a second claim). Before

@@ -282,6 +282,12 @@ void ChipHw::control_vector() {
   }
   // MPU update or fault injection: every engine refreshes on its next pass.
   for (auto& w : workers_) poke(w->wake.get());
+  if (link_thread_ != nullptr) link_thread_->kick();
+}
+
+void ChipHw::set_links(LinkFabric* fabric, LinkFabricThread* thread) {
+  links_ = fabric;
+  link_thread_ = thread;
 }
 
 void ChipHw::heartbeat() {
@@ -291,6 +297,8 @@ void ChipHw::heartbeat() {
 
 uint64_t ChipHw::reset() {
   const uint64_t t0 = monotonic_ns();
+  // Out of the link fabric first: from here nothing of it writes this chip.
+  if (links_ != nullptr) links_->begin_reset(id_);
   {
     std::unique_lock<std::mutex> lock(mu_);
     acked_ = 0;
@@ -305,9 +313,12 @@ uint64_t ChipHw::reset() {
   engine::ControlBlock* c = mem_.control();
   store_release(&c->error_irq_armed, 0);
   write_id();
+  // Back in the fabric (kCapLinkEngines, link_ports) before the ack.
+  if (links_ != nullptr) links_->end_reset(id_);
   fw_reset_seen_ = load_acquire(&c->reset_req);
   store_release(&c->reset_ack, fw_reset_seen_);
   ++resets_;
+  if (link_thread_ != nullptr) link_thread_->kick();
   return monotonic_ns() - t0;
 }
 

@@ -153,7 +153,8 @@ bool LinkFabric::wire(uint32_t chip_a, uint32_t port_a, uint32_t chip_b, uint32_
   return true;
 }
 
-bool LinkFabric::wire_topology(const board::Topology& t, std::string* err) {
+bool LinkFabric::wire_topology(const board::Topology& t, std::string* err, uint32_t* wired) {
+  if (wired != nullptr) *wired = 0;
   for (uint32_t i = 0; i < t.link_count && i < board::kMaxLinks; ++i) {
     const board::Link& l = t.links[i];
     if (l.a.kind != board::EndKind::kChip || l.b.kind != board::EndKind::kChip || !l.a_on_board || !l.b_on_board)
@@ -163,6 +164,7 @@ bool LinkFabric::wire_topology(const board::Topology& t, std::string* err) {
       if (find(l.a.id) == nullptr || find(l.b.id) == nullptr) continue;
     }
     if (!wire(l.a.id, l.a.port, l.b.id, l.b.port, err)) return false;
+    if (wired != nullptr) ++*wired;
   }
   return true;
 }

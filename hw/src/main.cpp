@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "vtrn/board.h"
+#include "vtrn/hw/board_links.h"
 #include "vtrn/hw/chip.h"
 
 namespace {
@@ -163,6 +164,16 @@ int main(int argc, char** argv) {
             props.tensor_engines, f.socket.c_str());
     chips.push_back(std::move(hw));
   }
+  // The link engines of every chip with link ports, wired as /links says.
+  vtrn::hw::BoardLinks links;
+  {
+    std::vector<ChipHw*> served;
+    for (auto& c : chips) served.push_back(c.get());
+    std::string e;
+    if (!links.start(dtb.data(), dtb.size(), served, &e)) die("board " + board_path + ": link engines: " + e);
+    if (links.running())
+      fprintf(stderr, "vtrn-hw: link engines: %u ports, %u chip-to-chip wires\n", links.ports(), links.wires());
+  }
 
   drv::UniqueFd ep(epoll_create1(EPOLL_CLOEXEC));
   drv::UniqueFd tick(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
@@ -265,6 +276,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  links.stop();
   for (auto& c : chips) c->stop();
   return 0;
 }

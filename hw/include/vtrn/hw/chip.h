@@ -20,7 +20,11 @@
 // closing) quiesces first: every engine thread finishes the unit of work
 // it is in, resets its model and acknowledges; only then are the shared
 // blocks reinitialised and reset_ack published. No engine write lands after
-// reset() returns.
+// reset() returns. With link engines (set_links, hw/board_links.h) the chip
+// leaves the link fabric first (LinkFabric::begin_reset: peers' sends to it
+// complete with kLinkPeerReset, its link blocks are zeroed) and rejoins it
+// (end_reset) before reset_ack, so the firmware finds its link engines
+// advertised again when it sees the ack.
 #pragma once
 
 #include <stdint.h>
@@ -38,6 +42,7 @@
 #include "vtrn/hw/dma_engine.h"
 #include "vtrn/hw/engine_context.h"
 #include "vtrn/hw/engine_props.h"
+#include "vtrn/hw/link_engine.h"
 #include "vtrn/hw/tensor_engine.h"
 
 namespace vtrn::hw {
@@ -82,6 +87,17 @@ class ChipHw final : public Signals {
   [[nodiscard]] const ChipMemory& memory() const { return mem_; }
   [[nodiscard]] int chip_doorbell_fd(uint16_t vector) const { return server_.host_eventfd(vector); }
 
+  // Link engines: the fabric this chip is attached to (nullptr: none) and
+  // the thread that runs it, kicked on the control vector (an MPU update
+  // the link ports must acknowledge) and after a reset. Set before the
+  // chip's QEMU connects; called from the main loop's thread.
+  void set_links(LinkFabric* fabric, LinkFabricThread* thread);
+  // The eventfd the chip's doorbell on kVectorLink0 + p lands on.
+  [[nodiscard]] int link_doorbell_fd(uint32_t p) const {
+    return server_.host_eventfd(uint32_t(engine::kVectorLink0) + p);
+  }
+  [[nodiscard]] ErrorLog& errors() { return *errors_; }
+
   void chip_irq(uint16_t vector) override;
   void host_irq() override;
 
@@ -121,6 +137,8 @@ class ChipHw final : public Signals {
   uint32_t acked_ = 0;
   uint32_t fw_reset_seen_ = 0;
   uint64_t resets_ = 0;
+  LinkFabric* links_ = nullptr;
+  LinkFabricThread* link_thread_ = nullptr;
 };
 
 }  // namespace vtrn::hw

@@ -81,7 +81,8 @@ class LinkFabric {
   bool wire(uint32_t chip_a, uint32_t port_a, uint32_t chip_b, uint32_t port_b, std::string* err);
   // wire() for every chip-to-chip link of `t` whose chips are both attached;
   // the others (switch ends, chips not on the board) leave their ports unwired.
-  bool wire_topology(const board::Topology& t, std::string* err);
+  // `wired` (optional) counts the links joined.
+  bool wire_topology(const board::Topology& t, std::string* err, uint32_t* wired = nullptr);
 
   // Serves every port once (see above). True when anything was consumed
   // or completed.
