@@ -113,7 +113,7 @@ Chip::Chip(EventLoop* loop, ChipOptions opts)
       ctrl_(loop_, &hif_, label_,
             CtrlQueue::Hooks{[this] { return state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY; },
                              [this] {
-                               if (!test_mode_) ivshmem_.notify_chip(kVectorControl);
+                               if (!test_mode_) (void)ivshmem_.notify_chip(kVectorControl);
                              },
                              [this](const Vtrn__Ctrl__Event& ev) { on_ctrl_event(ev); },
                              [this](const std::string& reason) { on_ctrl_broken(reason); }}) {}
@@ -192,13 +192,12 @@ Error Chip::prepare() {
   if (!write_file(dtb_path, opts_.dtb, &why)) return bail(why);
 
   const uint64_t bar2_bytes = uint64_t(opts_.board.bar2_mib) << 20;
-  if (!ivshmem_.create(dir_ + "/ivshmem.sock", bar2_bytes, kVectorCount, &why))
-    return bail(why);
+  if (Error e = ivshmem_.create(dir_ + "/ivshmem.sock", bar2_bytes, kVectorCount); !e.ok())
+    return bail(e.detail());
   hif_.attach(ivshmem_.bar2(), ivshmem_.bar2_size());
   loop_->add(ivshmem_.listen_fd(), EPOLLIN, [this](uint32_t) {
-    std::string e;
-    if (!ivshmem_.accept_peer(&e)) {
-      DRV_LOGW("%s: ivshmem: %s", label_.c_str(), e.c_str());
+    if (Error e = ivshmem_.accept_peer(); !e.ok()) {
+      DRV_LOGW("%s: ivshmem: %s", label_.c_str(), e.detail().c_str());
       return;
     }
     DRV_LOGD("%s: QEMU connected to the ivshmem server", label_.c_str());
@@ -216,7 +215,7 @@ Error Chip::prepare() {
   qmp_ = std::make_unique<QmpClient>(loop_, label_);
   if (Error e = qmp_->listen(dir_ + "/qmp.sock"); !e.ok()) return bail(e.detail());
   const uint64_t mem_mib = 64 + (opts_.board.hbm.total_bytes() >> 20);
-  if (!hw_link_.create(dir_, mem_mib << 20, &why)) return bail(why);
+  if (Error e = hw_link_.create(dir_, mem_mib << 20); !e.ok()) return bail(e.detail());
 
   QemuParams p;
   p.chip = opts_.board.id;
@@ -357,7 +356,7 @@ void Chip::on_ready() {
       if (engines) {
         hw_link_.ring_doorbell();
       } else {
-        ivshmem_.notify_chip(kVectorDma);
+        (void)ivshmem_.notify_chip(kVectorDma);
       }
     };
     // vtrnd's loop watches and drains the kVectorDma eventfd itself; the
@@ -865,7 +864,7 @@ void Chip::ask_telemetry() {
   }
   Telemetry t{};
   if (!hif_.read_telemetry(&t)) return;
-  if (ivshmem_.notify_chip(vtrn::hostif::kVectorAux) != 0) return;
+  if (!ivshmem_.notify_chip(vtrn::hostif::kVectorAux).ok()) return;
   telemetry_asked_ = true;
   telemetry_asked_ns_ = monotonic_ns();
   telemetry_asked_up_ = t.uptime_ns;

@@ -19,24 +19,24 @@
 
 namespace drv {
 
-bool ChipHwLink::create(const std::string& chip_dir, uint64_t ram_bytes, std::string* err) {
+Error ChipHwLink::create(const std::string& chip_dir, uint64_t ram_bytes) {
   close();
   ram_.reset(memfd_create("vtrn-ram", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!ram_ || ftruncate(ram_.get(), off_t(ram_bytes)) != 0 ||
       fcntl(ram_.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-    *err = std::string("chip RAM memfd: ") + strerror(errno);
+    Error e(Code::kSystem, std::string("chip RAM memfd: ") + strerror(errno));
     close();
-    return false;
+    return e;
   }
   doorbell_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!doorbell_) {
-    *err = std::string("DMA doorbell eventfd: ") + strerror(errno);
+    Error e(Code::kSystem, std::string("DMA doorbell eventfd: ") + strerror(errno));
     close();
-    return false;
+    return e;
   }
   ram_bytes_ = ram_bytes;
   socket_ = chip_dir + "/engines.sock";
-  return true;
+  return Error();
 }
 
 void ChipHwLink::ring_doorbell() const {
@@ -66,22 +66,16 @@ HwProcess::~HwProcess() {
   }
 }
 
-bool HwProcess::start(const std::string& exe, const std::vector<uint8_t>& dtb, const std::vector<HwChipSpec>& chips,
-                      uint32_t timeout_ms, std::string* err) {
-  if (access(exe.c_str(), X_OK) != 0) {
-    *err = exe + " not found or not executable (build the vtrn-hw target or set VTRN_HW)";
-    return false;
-  }
+Error HwProcess::start(const std::string& exe, const std::vector<uint8_t>& dtb, const std::vector<HwChipSpec>& chips,
+                       uint32_t timeout_ms) {
+  if (access(exe.c_str(), X_OK) != 0)
+    return Error(Code::kNotFound, exe + " not found or not executable (build the vtrn-hw target or set VTRN_HW)");
   UniqueFd dtb_fd(memfd_create("vtrn-board-dtb", MFD_CLOEXEC));
-  if (!dtb_fd || write(dtb_fd.get(), dtb.data(), dtb.size()) != ssize_t(dtb.size())) {
-    *err = std::string("board DTB memfd: ") + strerror(errno);
-    return false;
-  }
+  if (!dtb_fd || write(dtb_fd.get(), dtb.data(), dtb.size()) != ssize_t(dtb.size()))
+    return Error(Code::kSystem, std::string("board DTB memfd: ") + strerror(errno));
   int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-    *err = std::string("socketpair: ") + strerror(errno);
-    return false;
-  }
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return Error(Code::kSystem, std::string("socketpair: ") + strerror(errno));
   ctl_.reset(sv[0]);
   UniqueFd child_end(sv[1]);
 
@@ -101,10 +95,7 @@ bool HwProcess::start(const std::string& exe, const std::vector<uint8_t>& dtb, c
 
   const pid_t parent = getpid();
   const pid_t pid = fork();
-  if (pid < 0) {
-    *err = std::string("fork: ") + strerror(errno);
-    return false;
-  }
+  if (pid < 0) return Error(Code::kSystem, std::string("fork: ") + strerror(errno));
   if (pid == 0) {
     // Child: async-signal-safe calls only until exec.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -131,10 +122,11 @@ bool HwProcess::start(const std::string& exe, const std::vector<uint8_t>& dtb, c
   for (;;) {
     const uint64_t now = monotonic_ns();
     if (now >= deadline) {
-      *err = "vtrn-hw (pid " + std::to_string(pid_) + ") not ready after " + std::to_string(timeout_ms) + " ms";
+      Error e(Code::kTimeout,
+              "vtrn-hw (pid " + std::to_string(pid_) + ") not ready after " + std::to_string(timeout_ms) + " ms");
       kill(pid_, SIGKILL);
       reap_blocking();
-      return false;
+      return e;
     }
     pollfd p{ctl_.get(), POLLIN, 0};
     const int n = poll(&p, 1, int((deadline - now) / 1000000u) + 1);
@@ -145,23 +137,22 @@ bool HwProcess::start(const std::string& exe, const std::vector<uint8_t>& dtb, c
     if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (r <= 0) {
       reap_blocking();
-      *err = "vtrn-hw " + describe_wait_status(status_) + " before it was ready";
-      return false;
+      return Error(Code::kNotRunning, "vtrn-hw " + describe_wait_status(status_) + " before it was ready");
     }
     got.append(buf, size_t(r));
     const size_t nl = got.find('\n');
     if (nl == std::string::npos) continue;
     if (got.compare(0, nl, "ready") != 0) {
-      *err = "vtrn-hw said \"" + got.substr(0, nl) + "\" instead of ready";
+      Error e(Code::kDecode, "vtrn-hw said \"" + got.substr(0, nl) + "\" instead of ready");
       kill(pid_, SIGKILL);
       reap_blocking();
-      return false;
+      return e;
     }
     pending_ = got.substr(nl + 1);
     break;
   }
   set_nonblocking(ctl_.get());
-  return true;
+  return Error();
 }
 
 void HwProcess::reap_blocking() {
@@ -250,8 +241,8 @@ HwBoard::~HwBoard() {
   for (PendingReset& p : resets_) loop_->cancel_timer(p.timer);
 }
 
-bool HwBoard::start(const std::string& exe, const std::vector<uint8_t>& dtb, const std::vector<Chip*>& chips,
-                    uint32_t timeout_ms, std::string* err) {
+Error HwBoard::start(const std::string& exe, const std::vector<uint8_t>& dtb, const std::vector<Chip*>& chips,
+                     uint32_t timeout_ms) {
   std::vector<HwChipSpec> specs;
   for (Chip* c : chips) {
     if (!c->hw_prepared()) continue;  // FAILED already, with its reason
@@ -259,15 +250,15 @@ bool HwBoard::start(const std::string& exe, const std::vector<uint8_t>& dtb, con
     specs.push_back(HwChipSpec{c->id(), l.ram_fd(), c->bar2_fd(), l.doorbell_fd(), c->dma_irq_fd(),
                                l.engines_socket()});
   }
-  if (specs.empty()) return true;
-  if (!proc_.start(exe, dtb, specs, timeout_ms, err)) return false;
+  if (specs.empty()) return Error();
+  if (Error e = proc_.start(exe, dtb, specs, timeout_ms); !e.ok()) return e;
   DRV_LOGI("vtrn-hw (pid %d) ready: engines of %zu chip(s)", int(proc_.pid()), specs.size());
   proc_.on_line = [this](const std::string& line) { on_control_line(line); };
   loop_->add(proc_.control_fd(), EPOLLIN | EPOLLRDHUP, [this](uint32_t) {
     if (!proc_.read_control()) lost();
   });
   watching_ = true;
-  return true;
+  return Error();
 }
 
 bool HwBoard::on_child_exit(pid_t pid, int status) {

@@ -18,7 +18,7 @@
 
 namespace drv {
 
-int ivshmem_send_msg(int sock, int64_t value, int attach_fd) {
+Error ivshmem_send_msg(int sock, int64_t value, int attach_fd) {
   uint8_t bytes[8];
   for (int i = 0; i < 8; ++i) bytes[i] = uint8_t(uint64_t(value) >> (8 * i));
   iovec iov{bytes, sizeof bytes};
@@ -38,23 +38,22 @@ int ivshmem_send_msg(int sock, int64_t value, int attach_fd) {
   }
   for (;;) {
     ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-    if (n == ssize_t(sizeof bytes)) return 0;
+    if (n == ssize_t(sizeof bytes)) return Error();
     if (n < 0 && errno == EINTR) continue;
     // The socket is blocking and the message tiny: a short write is a
     // broken peer, not back-pressure.
-    return n < 0 ? -errno : -EIO;
+    return Error(Code::kSystem, strerror(n < 0 ? errno : EIO));
   }
 }
 
 IvshmemServer::~IvshmemServer() { close(); }
 
-bool IvshmemServer::create(const std::string& path, uint64_t bar2_bytes, uint32_t vectors,
-                           std::string* err) {
+Error IvshmemServer::create(const std::string& path, uint64_t bar2_bytes, uint32_t vectors) {
   close();
   auto fail = [&](const std::string& what) {
-    *err = what + ": " + strerror(errno);
+    Error e(Code::kSystem, what + ": " + strerror(errno));
     close();
-    return false;
+    return e;
   };
   memfd_.reset(memfd_create("vtrn-bar2", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!memfd_) return fail("memfd_create");
@@ -75,9 +74,8 @@ bool IvshmemServer::create(const std::string& path, uint64_t bar2_bytes, uint32_
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path) {
-    *err = "ivshmem socket path too long: " + path;
     close();
-    return false;
+    return Error(Code::kInvalidArgument, "ivshmem socket path too long: " + path);
   }
   memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   listen_.reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -88,53 +86,42 @@ bool IvshmemServer::create(const std::string& path, uint64_t bar2_bytes, uint32_
   path_ = path;
   if (chmod(path.c_str(), 0600) != 0) return fail("chmod " + path);
   if (listen(listen_.get(), 2) != 0) return fail("listen " + path);
-  return true;
+  return Error();
 }
 
-bool IvshmemServer::accept_peer(std::string* err) {
+Error IvshmemServer::accept_peer() {
   UniqueFd conn(accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
   if (!conn) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      *err = "no pending connection";
-    } else {
-      *err = std::string("accept: ") + strerror(errno);
-    }
-    return false;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Error(Code::kNotReady, "no pending connection");
+    return Error(Code::kSystem, std::string("accept: ") + strerror(errno));
   }
-  if (peer_) {
-    *err = "second ivshmem peer refused (one chip per server)";
-    return false;
-  }
-  auto send = [&](int64_t v, int fd) {
-    int r = ivshmem_send_msg(conn.get(), v, fd);
-    if (r < 0) *err = std::string("ivshmem handshake: ") + strerror(-r);
-    return r == 0;
-  };
+  if (peer_) return Error(Code::kBusy, "second ivshmem peer refused (one chip per server)");
   using vtrn::hostif::kChipPeerId;
   using vtrn::hostif::kHostPeerId;
-  if (!send(kIvshmemProtocolVersion, -1) || !send(kChipPeerId, -1) || !send(-1, memfd_.get()))
-    return false;
-  for (auto& fd : host_efd_) {
-    if (!send(kHostPeerId, fd.get())) return false;
-  }
-  for (auto& fd : chip_efd_) {
-    if (!send(kChipPeerId, fd.get())) return false;
+  // The handshake in the spec's order: version, our id, the memory, then
+  // every vector's eventfd of each peer.
+  std::vector<std::pair<int64_t, int>> msgs = {{kIvshmemProtocolVersion, -1}, {kChipPeerId, -1}, {-1, memfd_.get()}};
+  for (auto& fd : host_efd_) msgs.emplace_back(kHostPeerId, fd.get());
+  for (auto& fd : chip_efd_) msgs.emplace_back(kChipPeerId, fd.get());
+  for (auto [value, fd] : msgs) {
+    if (Error e = ivshmem_send_msg(conn.get(), value, fd); !e.ok()) return e.prefix("ivshmem handshake: ");
   }
   peer_ = std::move(conn);
-  return true;
+  return Error();
 }
 
-int IvshmemServer::notify_chip(uint32_t vector) {
-  if (vector >= chip_efd_.size()) return -EINVAL;
+Error IvshmemServer::notify_chip(uint32_t vector) {
+  if (vector >= chip_efd_.size())
+    return Error(Code::kOutOfRange, "vector " + std::to_string(vector) + " of " + std::to_string(chip_efd_.size()));
   const uint64_t one = 1;
   for (;;) {
     ssize_t n = write(chip_efd_[vector].get(), &one, sizeof one);
-    if (n == ssize_t(sizeof one)) return 0;
+    if (n == ssize_t(sizeof one)) return Error();
     if (n < 0 && errno == EINTR) continue;
     // EAGAIN means the counter is saturated: the chip has a wake-up pending
     // already, which is all a doorbell promises.
-    if (n < 0 && errno == EAGAIN) return 0;
-    return n < 0 ? -errno : -EIO;
+    if (n < 0 && errno == EAGAIN) return Error();
+    return Error(Code::kSystem, std::string("doorbell: ") + (n < 0 ? strerror(errno) : "short write"));
   }
 }
 

@@ -78,9 +78,8 @@ int setup(void** state) {
   strcpy(f->dir, "/tmp/drv_test_ivshmemXXXXXX");
   if (mkdtemp(f->dir) == nullptr) return -1;
   f->path = std::string(f->dir) + "/ivshmem.sock";
-  std::string err;
-  if (!f->server.create(f->path, kBar2, kVectors, &err)) {
-    fprintf(stderr, "create: %s\n", err.c_str());
+  if (const drv::Error err = f->server.create(f->path, kBar2, kVectors); !err.ok()) {
+    fprintf(stderr, "create: %s\n", err.detail().c_str());
     return -1;
   }
   *state = f;
@@ -99,8 +98,7 @@ int teardown(void** state) {
 std::vector<Msg> handshake(Fixture* f, int* client) {
   *client = connect_to(f->path);
   assert_true(*client >= 0);
-  std::string err;
-  assert_true(f->server.accept_peer(&err));
+  assert_true(f->server.accept_peer().ok());
   std::vector<Msg> msgs;
   for (uint32_t i = 0; i < 3 + 2 * kVectors; ++i) {
     Msg m;
@@ -183,12 +181,12 @@ void test_doorbells_reach_the_other_side(void** state) {
     assert_int_equal(f->server.drain_host(v), 2);
     assert_int_equal(f->server.drain_host(v), 0);
     // Host -> chip: vtrnd writes the chip's own eventfd for vector v.
-    assert_int_equal(f->server.notify_chip(v), 0);
+    assert_true(f->server.notify_chip(v).ok());
     uint64_t got = 0;
     assert_int_equal(read(msgs[3 + kVectors + v].fd, &got, 8), 8);
     assert_int_equal(got, 1);
   }
-  assert_int_equal(f->server.notify_chip(kVectors), -EINVAL);
+  assert_int_equal(int(f->server.notify_chip(kVectors).code()), int(drv::Code::kOutOfRange));
   close_fds(msgs);
   close(client);
 }
@@ -199,9 +197,9 @@ void test_second_peer_is_refused(void** state) {
   std::vector<Msg> msgs = handshake(f, &client);
   int second = connect_to(f->path);
   assert_true(second >= 0);
-  std::string err;
-  assert_false(f->server.accept_peer(&err));
-  assert_non_null(strstr(err.c_str(), "second ivshmem peer"));
+  const drv::Error err = f->server.accept_peer();
+  assert_int_equal(int(err.code()), int(drv::Code::kBusy));
+  assert_non_null(strstr(err.detail().c_str(), "second ivshmem peer"));
   char b;
   assert_int_equal(read(second, &b, 1), 0);  // closed without a handshake
   close(second);

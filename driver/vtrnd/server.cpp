@@ -267,12 +267,13 @@ bool Daemon::start_board_hw(const std::vector<Chip*>& chips, std::string* err) {
   hw_->on_lost = [this](const std::string& why) {
     for (auto& c : chips_) c->hardware_lost(why);
   };
-  if (hw_->start(opts_.vtrn_hw, board_.dtb, chips, opts_.boot_timeout_ms, err)) {
-    for (Chip* c : chips) c->set_hw_board(hw_.get());
-    return true;
+  if (Error e = hw_->start(opts_.vtrn_hw, board_.dtb, chips, opts_.boot_timeout_ms); !e.ok()) {
+    *err = e.detail();
+    remove_runtime_files(/*keep_log=*/true);
+    return false;
   }
-  remove_runtime_files(/*keep_log=*/true);
-  return false;
+  for (Chip* c : chips) c->set_hw_board(hw_.get());
+  return true;
 }
 
 int Daemon::run() {

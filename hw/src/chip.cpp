@@ -101,8 +101,8 @@ bool ChipHw::start(const ChipFds& f, const EngineProps& props, uint64_t spin_ns,
   // DMA engines' remap views (translated MPU windows map RAM pages again).
   ram_fd_.reset(f.ram_fd);
   close(f.bar2_fd);
-  if (!server_.create(f.socket, engine::kRegionBytes, engine::kVectorCount, err)) {
-    *err = "engine function " + f.socket + ": " + *err;
+  if (drv::Error e = server_.create(f.socket, engine::kRegionBytes, engine::kVectorCount); !e.ok()) {
+    *err = "engine function " + f.socket + ": " + e.detail();
     return false;
   }
   mem_.region = server_.bar2();
@@ -149,7 +149,7 @@ void ChipHw::stop() {
   server_.close();
 }
 
-void ChipHw::chip_irq(uint16_t vector) { server_.notify_chip(vector); }
+void ChipHw::chip_irq(uint16_t vector) { (void)server_.notify_chip(vector); }
 
 void ChipHw::host_irq() {
   if (host_irq_) poke(host_irq_.get());
@@ -322,7 +322,11 @@ uint64_t ChipHw::reset() {
   return monotonic_ns() - t0;
 }
 
-bool ChipHw::accept_peer(std::string* err) { return server_.accept_peer(err); }
+bool ChipHw::accept_peer(std::string* err) {
+  drv::Error e = server_.accept_peer();
+  if (!e.ok()) *err = e.detail();
+  return e.ok();
+}
 
 void ChipHw::peer_gone() {
   server_.drop_peer();

@@ -170,15 +170,15 @@ int main(int argc, char** argv) {
   const uint64_t ram_bytes = ram_mib << 20;
   drv::ChipHwLink link;  // the chip's RAM memfd and DMA doorbell, as vtrnd makes them
   std::string err;
-  if (!link.create(dir, ram_bytes, &err)) {
-    fprintf(stderr, "chip RAM: %s\n", err.c_str());
+  if (const drv::Error e = link.create(dir, ram_bytes); !e.ok()) {
+    fprintf(stderr, "chip RAM: %s\n", e.detail().c_str());
     return 1;
   }
   drv::Mapping ram_map;
   if (ram_map.map(link.ram_fd(), ram_bytes) < 0) return 1;
   drv::IvshmemServer hostif;
-  if (!hostif.create(dir + "/host.sock", 16u << 20, vtrn::hostif::kVectorCount, &err)) {
-    fprintf(stderr, "host interface: %s\n", err.c_str());
+  if (const drv::Error e = hostif.create(dir + "/host.sock", 16u << 20, vtrn::hostif::kVectorCount); !e.ok()) {
+    fprintf(stderr, "host interface: %s\n", e.detail().c_str());
     return 1;
   }
   auto* m = reinterpret_cast<mb::Mailbox*>(hostif.bar2());
@@ -192,11 +192,12 @@ int main(int argc, char** argv) {
   }
   const std::string eng_sock = link.engines_socket();
   drv::HwProcess hwp;
-  const bool ready = hwp.start(hw, dtb,
-                               {drv::HwChipSpec{0, link.ram_fd(), hostif.memfd(), link.doorbell_fd(),
-                                                hostif.host_eventfd(vtrn::hostif::kVectorDma), eng_sock}},
-                               10000, &err);
-  check(ready, "vtrn-hw ready on its control socket" + (ready ? std::string() : ": " + err));
+  const drv::Error started = hwp.start(hw, dtb,
+                                       {drv::HwChipSpec{0, link.ram_fd(), hostif.memfd(), link.doorbell_fd(),
+                                                        hostif.host_eventfd(vtrn::hostif::kVectorDma), eng_sock}},
+                                       10000);
+  const bool ready = started.ok();
+  check(ready, "vtrn-hw ready on its control socket" + (ready ? std::string() : ": " + started.detail()));
   if (!ready) return 1;
   const pid_t hw_pid = hwp.pid();
   char buf[512];
@@ -230,7 +231,8 @@ int main(int argc, char** argv) {
     pollfd p[3] = {{hostif.listen_fd(), POLLIN, 0}, {qout.get(), POLLIN, 0}, {hwp.control_fd(), POLLIN, 0}};
     poll(p, 3, 20);
     if (p[0].revents & POLLIN) {
-      if (!hostif.accept_peer(&err)) fprintf(stderr, "host interface accept: %s\n", err.c_str());
+      if (const drv::Error e = hostif.accept_peer(); !e.ok())
+        fprintf(stderr, "host interface accept: %s\n", e.detail().c_str());
     }
     if (p[1].revents & (POLLIN | POLLHUP)) {
       const ssize_t r = read(qout.get(), buf, sizeof buf);

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "vtrn/drv/error.h"
 #include "vtrn/drv/event_loop.h"
 #include "vtrn/drv/fd.h"
 
@@ -32,7 +33,7 @@ class ChipHwLink {
   // A sparse memfd of `ram_bytes` (size sealed: neither side can shrink
   // it under the other's mapping) and a non-blocking doorbell eventfd;
   // the engine function's socket is `chip_dir`/engines.sock.
-  bool create(const std::string& chip_dir, uint64_t ram_bytes, std::string* err);
+  Error create(const std::string& chip_dir, uint64_t ram_bytes);
   void close();
   [[nodiscard]] int ram_fd() const { return ram_.get(); }
   [[nodiscard]] uint64_t ram_bytes() const { return ram_bytes_; }
@@ -72,10 +73,11 @@ class HwProcess {
   HwProcess(const HwProcess&) = delete;
   HwProcess& operator=(const HwProcess&) = delete;
 
-  // Starts `exe` and waits up to `timeout_ms` for "ready". false + *err
-  // ("vtrn-hw exited with status 1 before it was ready: <its last line>").
-  bool start(const std::string& exe, const std::vector<uint8_t>& dtb, const std::vector<HwChipSpec>& chips,
-             uint32_t timeout_ms, std::string* err);
+  // Starts `exe` and waits up to `timeout_ms` for "ready". kNotFound (no
+  // such executable), kTimeout, kNotRunning ("vtrn-hw exited with status 1
+  // before it was ready"), kDecode (another first line), kSystem.
+  Error start(const std::string& exe, const std::vector<uint8_t>& dtb, const std::vector<HwChipSpec>& chips,
+              uint32_t timeout_ms);
   [[nodiscard]] pid_t pid() const { return reaped_ ? -1 : pid_; }
   [[nodiscard]] bool running() const { return pid_ > 0 && !reaped_; }
   [[nodiscard]] int control_fd() const { return ctl_.get(); }
@@ -119,9 +121,9 @@ class HwBoard {
   HwBoard& operator=(const HwBoard&) = delete;
 
   // After every chip's prepare(): starts vtrn-hw with the chips that
-  // prepared and waits for it to be ready. false + *err.
-  bool start(const std::string& exe, const std::vector<uint8_t>& dtb, const std::vector<Chip*>& chips,
-             uint32_t timeout_ms, std::string* err);
+  // prepared and waits for it to be ready (HwProcess::start's errors).
+  Error start(const std::string& exe, const std::vector<uint8_t>& dtb, const std::vector<Chip*>& chips,
+              uint32_t timeout_ms);
   // SIGCHLD: true if `pid` was vtrn-hw (on_lost has run then).
   bool on_child_exit(pid_t pid, int status);
   // After the last chip stopped. Pending engine resets are dropped.

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "vtrn/drv/error.h"
 #include "vtrn/drv/fd.h"
 
 namespace drv {
@@ -29,8 +30,8 @@ namespace drv {
 inline constexpr int64_t kIvshmemProtocolVersion = 0;
 
 // Sends one protocol message: `value` as int64 LE, plus `attach_fd` (>= 0) by
-// SCM_RIGHTS. Returns 0 or -errno.
-int ivshmem_send_msg(int sock, int64_t value, int attach_fd);
+// SCM_RIGHTS.
+Error ivshmem_send_msg(int sock, int64_t value, int attach_fd);
 
 class IvshmemServer {
  public:
@@ -41,15 +42,16 @@ class IvshmemServer {
 
   // Creates the zero-filled, size-sealed BAR2 memfd of `bar2_bytes`, maps
   // it, creates 2 x `vectors` eventfds and listens at `path` (mode 0600).
-  bool create(const std::string& path, uint64_t bar2_bytes, uint32_t vectors, std::string* err);
+  Error create(const std::string& path, uint64_t bar2_bytes, uint32_t vectors);
 
   // Accepts the pending connection and sends the whole handshake. A second
-  // peer while one is connected is refused (its connection closed).
-  bool accept_peer(std::string* err);
+  // peer while one is connected is refused (kBusy, its connection closed);
+  // kNotReady when nobody is waiting.
+  Error accept_peer();
   void drop_peer() { peer_.reset(); }
 
-  // Host -> chip doorbell on `vector`: returns 0 or -errno.
-  int notify_chip(uint32_t vector);
+  // Host -> chip doorbell on `vector` (kOutOfRange past the last vector).
+  Error notify_chip(uint32_t vector);
   // Chip -> host: the eventfd to watch for `vector`, and a drain that
   // returns how many doorbells were coalesced into it (0 if none).
   [[nodiscard]] int host_eventfd(uint32_t vector) const { return host_efd_[vector].get(); }
