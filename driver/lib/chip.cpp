@@ -111,7 +111,7 @@ Chip::Chip(EventLoop* loop, ChipOptions opts)
       label_("chip " + std::to_string(opts_.board.id)),
       qemu_(loop_, label_),
       ctrl_(loop_, &hif_, label_,
-            CtrlQueue::Hooks{[this] { return state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY; },
+            CtrlQueue::Hooks{[this] { return state_ == ChipState::kReady; },
                              [this] {
                                if (!test_mode_) (void)ivshmem_.notify_chip(kVectorControl);
                              },
@@ -127,10 +127,10 @@ Chip::~Chip() {
 }
 
 bool Chip::settled() const {
-  return state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY ||
-         state_ == VTRN__API__CHIP_STATE__CHIP_STATE_FAILED ||
-         state_ == VTRN__API__CHIP_STATE__CHIP_STATE_PANIC ||
-         state_ == VTRN__API__CHIP_STATE__CHIP_STATE_HALTED;
+  return state_ == ChipState::kReady ||
+         state_ == ChipState::kFailed ||
+         state_ == ChipState::kPanic ||
+         state_ == ChipState::kHalted;
 }
 
 std::string Chip::not_ready_reason() const {
@@ -139,11 +139,11 @@ std::string Chip::not_ready_reason() const {
   return label_ + " is " + chip_state_name(state_) + (error_.empty() ? "" : " (" + error_ + ")");
 }
 
-void Chip::set_state(Vtrn__Api__ChipState s, const std::string& error) {
+void Chip::set_state(ChipState s, const std::string& error) {
   if (state_ == s && error.empty()) return;
   state_ = s;
   if (!error.empty()) error_ = error;
-  if (s != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+  if (s != ChipState::kReady) {
     // What is pending learns why the chip left READY: a reset in progress
     // names itself (not_ready_reason), otherwise the error that moved it.
     ctrl_.fail_all(VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
@@ -162,7 +162,7 @@ void Chip::fail(const std::string& why) {
   fail_lines_ = last_lines(10);
   DRV_LOGE("%s", why.c_str());
   for (const std::string& l : fail_lines_) DRV_LOGE("%s:   %s", label_.c_str(), l.c_str());
-  set_state(VTRN__API__CHIP_STATE__CHIP_STATE_FAILED, why);
+  set_state(ChipState::kFailed, why);
   if (recovering_) finish_reset(false, why);
 }
 
@@ -170,7 +170,7 @@ Error Chip::start() {
   if (!prepared_) {
     if (Error e = prepare(); !e.ok()) return e;
   }
-  if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_FAILED) return Error(Code::kNotReady, error_);
+  if (state_ == ChipState::kFailed) return Error(Code::kNotReady, error_);
   if (Error e = launch(); !e.ok()) {
     e.prefix(label_ + ": ");
     fail(e.detail());
@@ -185,7 +185,7 @@ Error Chip::prepare() {
     fail(e.detail());
     return e;
   };
-  set_state(VTRN__API__CHIP_STATE__CHIP_STATE_STARTING);
+  set_state(ChipState::kStarting);
   if (mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) return bail(dir_ + ": " + strerror(errno));
   std::string why;
   const std::string dtb_path = dir_ + "/board.dtb";
@@ -206,8 +206,8 @@ Error Chip::prepare() {
       loop_->remove(ivshmem_.peer_fd());
       ivshmem_.drop_peer();
     });
-    if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_STARTING)
-      set_state(VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING);
+    if (state_ == ChipState::kStarting)
+      set_state(ChipState::kBooting);
   });
   for (uint32_t v = 0; v < kVectorCount; ++v) {
     loop_->add(ivshmem_.host_eventfd(v), EPOLLIN, [this, v](uint32_t) { on_host_doorbell(v); });
@@ -266,7 +266,7 @@ void Chip::attach_for_test(uint8_t* bar2, uint64_t size) {
   test_mode_ = true;
   hif_.attach(bar2, size);
   launch_ns_ = monotonic_ns();
-  set_state(VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING);
+  set_state(ChipState::kBooting);
 }
 
 void Chip::schedule_poll(uint64_t delay_ns) {
@@ -275,14 +275,14 @@ void Chip::schedule_poll(uint64_t delay_ns) {
   poll_timer_ = loop_->add_timer_in(delay_ns, [this] {
     poll_timer_ = 0;
     check_firmware();
-    if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_STARTING ||
-        state_ == VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING) {
+    if (state_ == ChipState::kStarting ||
+        state_ == ChipState::kBooting) {
       schedule_poll(kBootPollNs);
-    } else if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+    } else if (state_ == ChipState::kReady) {
       poll_logs();
       sample_telemetry();
       check_watchdog();
-      if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY) schedule_poll(kReadyPollNs);
+      if (state_ == ChipState::kReady) schedule_poll(kReadyPollNs);
     }
   });
 }
@@ -293,7 +293,7 @@ void Chip::on_host_doorbell(uint32_t vector) {
   if (vector == kVectorControl) {
     // Responses first: a firmware that answers and then breaks (an injected
     // fault) has still answered.
-    if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY) pump();
+    if (state_ == ChipState::kReady) pump();
     check_firmware();
     pump();
   } else if (vector == kVectorLog) {
@@ -306,8 +306,8 @@ void Chip::on_host_doorbell(uint32_t vector) {
 void Chip::check_firmware() {
   const uint32_t fw = hif_.fw_state();
   switch (state_) {
-    case VTRN__API__CHIP_STATE__CHIP_STATE_STARTING:
-    case VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING:
+    case ChipState::kStarting:
+    case ChipState::kBooting:
       if (recovering_) {
         // Until the rebooted firmware rewrites the header, BAR2 still holds
         // the state of the boot that went down (READY, or PANIC).
@@ -318,20 +318,20 @@ void Chip::check_firmware() {
         on_ready();
       } else if (fw == kStatePanic) {
         on_panic();
-      } else if (fw == kStateBooting && state_ == VTRN__API__CHIP_STATE__CHIP_STATE_STARTING) {
-        set_state(VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING);
+      } else if (fw == kStateBooting && state_ == ChipState::kStarting) {
+        set_state(ChipState::kBooting);
       }
       break;
-    case VTRN__API__CHIP_STATE__CHIP_STATE_READY:
+    case ChipState::kReady:
       if (fw == kStatePanic) {
         on_panic();
       } else if (fw == kStateHalted) {
         poll_logs();
-        set_state(VTRN__API__CHIP_STATE__CHIP_STATE_HALTED, stopping_ ? "" : label_ + ": firmware halted");
+        set_state(ChipState::kHalted, stopping_ ? "" : label_ + ": firmware halted");
       } else if (fw != kStateReady) {
         const std::string why = std::string("firmware left READY (state ") + fw_state_name(fw) + ")";
         if (recovery_allowed()) {
-          begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, why);
+          begin_reset(ResetCause::kBroken, why);
         } else {
           fail(label_ + ": " + why);
         }
@@ -385,7 +385,7 @@ void Chip::on_ready() {
   DRV_LOGI("%s: READY in %.1f ms (firmware %s, build %s, boot generation %u)", label_.c_str(),
            double(boot_ns_) / 1e6, version_string(h.fw_version).c_str(), h.build_id,
            h.boot_generation);
-  set_state(VTRN__API__CHIP_STATE__CHIP_STATE_READY);
+  set_state(ChipState::kReady);
   if (recovering_) {
     reset_.last_recover_ns = monotonic_ns() - detect_ns_;
     DRV_LOGI("%s: recovered %.1f ms after the fault was detected (%s)", label_.c_str(),
@@ -430,13 +430,13 @@ void Chip::on_panic() {
   const std::string why = label_ + ": " + reason;
   if (recovery_allowed()) {
     DRV_LOGE("%s", why.c_str());
-    begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_PANIC, reason);
+    begin_reset(ResetCause::kPanic, reason);
     return;
   }
   fail_lines_ = last_lines(10);
   DRV_LOGE("%s", why.c_str());
   for (const std::string& l : fail_lines_) DRV_LOGE("%s:   %s", label_.c_str(), l.c_str());
-  set_state(VTRN__API__CHIP_STATE__CHIP_STATE_PANIC, why);
+  set_state(ChipState::kPanic, why);
   if (recovering_) finish_reset(false, why);
 }
 
@@ -497,14 +497,14 @@ void Chip::learn_gdb_port() {
 
 void Chip::on_child_exit(int wait_status) {
   if (!qemu_.exited()) return;
-  const bool booting = state_ == VTRN__API__CHIP_STATE__CHIP_STATE_STARTING ||
-                       state_ == VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING;
+  const bool booting = state_ == ChipState::kStarting ||
+                       state_ == ChipState::kBooting;
   DRV_LOGI("%s: QEMU (pid %d) exited with %s", label_.c_str(), int(qemu_.pid()),
            exit_text(wait_status).c_str());
   if (stopping_) {
-    if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_FAILED &&
-        state_ != VTRN__API__CHIP_STATE__CHIP_STATE_PANIC)
-      set_state(VTRN__API__CHIP_STATE__CHIP_STATE_HALTED);
+    if (state_ != ChipState::kFailed &&
+        state_ != ChipState::kPanic)
+      set_state(ChipState::kHalted);
     finish_stop();
     return;
   }
@@ -514,8 +514,8 @@ void Chip::on_child_exit(int wait_status) {
     if (reset_timer_ == 0) do_reset();
     return;
   }
-  if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY && recovery_allowed()) {
-    begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_QEMU_EXIT,
+  if (state_ == ChipState::kReady && recovery_allowed()) {
+    begin_reset(ResetCause::kQemuExit,
                 "QEMU (pid " + std::to_string(qemu_.pid()) + ") exited with " + exit_text(wait_status));
     return;
   }
@@ -523,9 +523,9 @@ void Chip::on_child_exit(int wait_status) {
     check_firmware();  // it may have panicked and then exited
     if (settled()) return;
   }
-  if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY ||
-      state_ == VTRN__API__CHIP_STATE__CHIP_STATE_STARTING ||
-      state_ == VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING) {
+  if (state_ == ChipState::kReady ||
+      state_ == ChipState::kStarting ||
+      state_ == ChipState::kBooting) {
     std::string why = label_ + ": QEMU exited with " + exit_text(wait_status) +
                       (booting ? " during boot" : "");
     std::string last = last_line();
@@ -543,7 +543,7 @@ bool Chip::recovery_allowed() const {
 uint32_t Chip::watchdog_ms() const {
   // Off under a debugger too (recovery_allowed): a chip held at a breakpoint
   // is not hung, and vtrn info says so instead of naming a timeout that never fires.
-  if (!opts_.watchdog || opts_.gdb || !hif_.up() || state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY) return 0;
+  if (!opts_.watchdog || opts_.gdb || !hif_.up() || state_ != ChipState::kReady) return 0;
   return HeartbeatWatchdog::timeout_ms(opts_.watchdog_ms, opts_.watchdog_min_ms, opts_.watchdog_periods,
                                        samples_.last().period_ms);
 }
@@ -551,13 +551,13 @@ uint32_t Chip::watchdog_ms() const {
 void Chip::note_fault_injected() { inject_ns_ = monotonic_ns(); }
 
 void Chip::check_watchdog() {
-  if (!opts_.watchdog || !recovery_allowed() || state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY)
+  if (!opts_.watchdog || !recovery_allowed() || state_ != ChipState::kReady)
     return;
   const uint64_t now = monotonic_ns();
   const uint64_t beat = hif_.heartbeat();
   const uint64_t limit_ns = uint64_t(watchdog_ms()) * kMs;
   if (!watchdog_.expired(beat, now, limit_ns)) return;
-  begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_WATCHDOG,
+  begin_reset(ResetCause::kWatchdog,
               "watchdog: no heartbeat for " + std::to_string(watchdog_.silent_ns(now) / kMs) +
                   " ms (stuck at " + std::to_string(beat) + ", limit " +
                   std::to_string(limit_ns / kMs) + " ms)");
@@ -597,7 +597,7 @@ void Chip::monitor(const std::string& command, const std::string& arguments_json
   else qmp_->execute(command, arguments_json, std::move(reply));
 }
 
-void Chip::reset(Vtrn__Api__ResetCause cause, const std::string& reason, ResetDone done) {
+void Chip::reset(ResetCause cause, const std::string& reason, ResetDone done) {
   if (stopping_) {
     if (done) done(false, label_ + " is stopping");
     return;
@@ -621,18 +621,18 @@ void Chip::reset(Vtrn__Api__ResetCause cause, const std::string& reason, ResetDo
   begin_reset(cause, reason);
 }
 
-void Chip::begin_reset(Vtrn__Api__ResetCause cause, const std::string& reason) {
+void Chip::begin_reset(ResetCause cause, const std::string& reason) {
   if (in_begin_reset_) return;
   in_begin_reset_ = true;
   // Answers the firmware published before it went down are still answers.
-  if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY && hif_.up()) pump();
+  if (state_ == ChipState::kReady && hif_.up()) pump();
   in_begin_reset_ = false;
   const uint64_t now = monotonic_ns();
-  const bool automatic = cause != VTRN__API__RESET_CAUSE__RESET_CAUSE_MANUAL;
+  const bool automatic = cause != ResetCause::kManual;
   uint64_t detect = 0;
   if (inject_ns_ != 0) {
     detect = now - inject_ns_;
-  } else if (cause == VTRN__API__RESET_CAUSE__RESET_CAUSE_WATCHDOG) {
+  } else if (cause == ResetCause::kWatchdog) {
     detect = watchdog_.silent_ns(now);
   }
   inject_ns_ = 0;
@@ -668,7 +668,7 @@ void Chip::begin_reset(Vtrn__Api__ResetCause cause, const std::string& reason) {
   poll_timer_ = 0;
   // Fails control requests in flight or queued and detaches DMA (chains in
   // flight complete locally with kErrReset); both carry leaving_reason_.
-  set_state(VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING, "");
+  set_state(ChipState::kBooting, "");
   has_panic_ = false;
   panic_ = PanicRecord{};
   info_ = FwInfo{};
@@ -742,7 +742,7 @@ void Chip::do_reset() {
       give_up("cannot relaunch QEMU: " + e.detail());
       return;
     }
-    set_state(VTRN__API__CHIP_STATE__CHIP_STATE_STARTING, "");
+    set_state(ChipState::kStarting, "");
     return;
   }
   launch_ns_ = monotonic_ns();
@@ -797,7 +797,7 @@ void Chip::finish_reset(bool ok, const std::string& why) {
 // Control queue.
 
 void Chip::submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool spin, CtrlDone done) {
-  if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY || stopping_) {
+  if (state_ != ChipState::kReady || stopping_) {
     CtrlResult r;
     r.status = VTRN__API__STATUS__STATUS_CHIP_NOT_READY;
     r.error = not_ready_reason();
@@ -824,7 +824,7 @@ void Chip::on_ctrl_event(const Vtrn__Ctrl__Event& ev) {
 
 void Chip::on_ctrl_broken(const std::string& reason) {
   if (recovery_allowed()) {
-    begin_reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_BROKEN, reason);
+    begin_reset(ResetCause::kBroken, reason);
   } else {
     fail(label_ + ": " + reason);
   }
@@ -858,7 +858,7 @@ void Chip::sample_telemetry() {
 
 void Chip::ask_telemetry() {
   if (telemetry_asked_ || test_mode_ || !hif_.up() ||
-      state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY ||
+      state_ != ChipState::kReady ||
       !(hif_.header().capabilities & vtrn::hostif::kCapTelemetryOnDemand)) {
     return;
   }
@@ -924,8 +924,8 @@ ChipStatus Chip::status() const {
   s.id = id();
   s.state = state_;
   s.error = error_;
-  if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_FAILED ||
-      state_ == VTRN__API__CHIP_STATE__CHIP_STATE_PANIC)
+  if (state_ == ChipState::kFailed ||
+      state_ == ChipState::kPanic)
     s.last_log = fail_lines_;
   s.pid = qemu_.running() ? int(qemu_.pid()) : 0;
   s.gdb_port = gdb_port_;
@@ -976,7 +976,7 @@ void Chip::stop(std::function<void()> done) {
       kill_phase();
     }
   };
-  if (state_ == VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+  if (state_ == ChipState::kReady) {
     // Ask the firmware first: it answers, then powers off (PSCI SYSTEM_OFF).
     // Queue-wise this bypasses submit(), which refuses work once stopping.
     Vtrn__Ctrl__ShutdownRequest sd = VTRN__CTRL__SHUTDOWN_REQUEST__INIT;

@@ -94,7 +94,7 @@ int setup_with(void** state, bool hbm_access) {
   f->chip->attach_for_test(f->fake.bar2(), FakeDmaChip::kBar2);
   f->fake.set_ready();
   f->chip->poll_for_test();
-  if (f->chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY || !f->chip->dma().attached()) {
+  if (f->chip->state() != drv::ChipState::kReady || !f->chip->dma().attached()) {
     delete f;
     return -1;
   }

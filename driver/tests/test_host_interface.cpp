@@ -226,11 +226,11 @@ void test_chip_becomes_ready_and_caches_firmware_info(void** state) {
   drv::Chip chip(&loop, test_options());
   chip.attach_for_test(f->bar2, kBar2);
   chip.poll_for_test();
-  assert_int_equal(chip.state(), VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING);
+  assert_int_equal(int(chip.state()), int(drv::ChipState::kBooting));
   f->fw.boot();
   f->fw.log_line("6 5 hello from firmware\n");
   chip.poll_for_test();
-  assert_int_equal(chip.state(), VTRN__API__CHIP_STATE__CHIP_STATE_READY);
+  assert_int_equal(int(chip.state()), int(drv::ChipState::kReady));
   f->fw.serve();  // the Info request Chip sends after boot
   chip.poll_for_test();
   drv::ChipStatus s = chip.status();
@@ -284,7 +284,7 @@ void test_chip_times_out_and_drops_the_late_response(void** state) {
   chip.poll_for_test();
   assert_true(done2);
   assert_int_equal(r2.status, VTRN__API__STATUS__STATUS_OK);
-  assert_int_equal(chip.state(), VTRN__API__CHIP_STATE__CHIP_STATE_READY);
+  assert_int_equal(int(chip.state()), int(drv::ChipState::kReady));
 }
 
 void test_chip_refuses_requests_before_ready(void** state) {
@@ -323,7 +323,7 @@ void test_chip_panic_fails_pending_request_with_reason(void** state) {
   assert_int_equal(r.status, VTRN__API__STATUS__STATUS_CHIP_NOT_READY);
   // The pending request is told why: the panic and its reason.
   assert_string_equal(r.error.c_str(), "chip 0: firmware panic: assert: ring index");
-  assert_int_equal(chip.state(), VTRN__API__CHIP_STATE__CHIP_STATE_PANIC);
+  assert_int_equal(int(chip.state()), int(drv::ChipState::kPanic));
   drv::ChipStatus s = chip.status();
   assert_true(s.has_panic);
   assert_string_equal(s.error.c_str(), "chip 0: firmware panic: assert: ring index");
@@ -354,7 +354,7 @@ void test_chip_fails_on_corrupted_response(void** state) {
   chip.poll_for_test();
   assert_true(done);
   assert_int_equal(r.status, VTRN__API__STATUS__STATUS_CHIP_ERROR);
-  assert_int_equal(chip.state(), VTRN__API__CHIP_STATE__CHIP_STATE_FAILED);
+  assert_int_equal(int(chip.state()), int(drv::ChipState::kFailed));
   assert_non_null(strstr(chip.status().error.c_str(), "CRC"));
 }
 

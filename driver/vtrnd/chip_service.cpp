@@ -16,6 +16,7 @@
 #include <memory>
 #include <utility>
 
+#include "api_enums.h"
 #include "reliability_service.h"  // reset_history_message
 #include "vtrn/drv/fw_call.h"
 #include "vtrn/drv/log.h"
@@ -36,7 +37,7 @@ std::string version_string(uint32_t v) {
 Vtrn__Api__ChipSummary* make_summary(ProtoArena& a, const ChipStatus& s, const std::string& board) {
   Vtrn__Api__ChipSummary* m = a.make<Vtrn__Api__ChipSummary>(VTRN__API__CHIP_SUMMARY__INIT);
   m->id = s.id;
-  m->state = s.state;
+  m->state = to_api(s.state);
   std::string fw = s.info.valid ? s.info.fw_version
                                 : s.header_valid ? version_string(s.header.fw_version) : "";
   m->fw_version = a.str(fw);
@@ -163,7 +164,7 @@ void ChipService::info(uint64_t cid, uint64_t id, Chip* chip) {
     ir.info = &info;
     reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_INFO, &ir.base, st, err);
   };
-  if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+  if (chip->state() != ChipState::kReady) {
     answer(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, chip->not_ready_reason(), nullptr);
     return;
   }
@@ -238,7 +239,7 @@ void ChipService::ping(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__P
                     std::to_string(kMaxPingPayload));
     return;
   }
-  if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+  if (chip->state() != ChipState::kReady) {
     reply_error(reply_, cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, chip->not_ready_reason());
     return;
   }
@@ -323,10 +324,10 @@ void ChipService::telemetry(uint64_t cid, uint64_t id, Chip* chip) {
   std::vector<Chip*> want;
   if (chip == nullptr) {
     for (auto& c : chips_) {
-      if (c->state() == VTRN__API__CHIP_STATE__CHIP_STATE_READY) want.push_back(c.get());
+      if (c->state() == ChipState::kReady) want.push_back(c.get());
     }
   } else {
-    if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+    if (chip->state() != ChipState::kReady) {
       reply_error(reply_, cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, chip->not_ready_reason());
       return;
     }

@@ -481,7 +481,7 @@ void CollectiveService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip
 }
 
 void CollectiveService::on_chip_state(Chip& chip) {
-  if (chip.state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) on_chip_down(chip.id(), chip.not_ready_reason());
+  if (chip.state() != ChipState::kReady) on_chip_down(chip.id(), chip.not_ready_reason());
 }
 
 }  // namespace drv

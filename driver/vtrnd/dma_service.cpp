@@ -73,7 +73,7 @@ DmaService::ChipDma* DmaService::ready_chip(Chip* chip, const Refuse& refuse) {
     refuse(VTRN__API__STATUS__STATUS_INTERNAL, label + ": no DMA service");
     return nullptr;
   }
-  if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+  if (chip->state() != ChipState::kReady) {
     refuse(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, chip->not_ready_reason());
     return nullptr;
   }

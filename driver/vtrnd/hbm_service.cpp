@@ -159,13 +159,13 @@ void HbmService::add_chip(Chip* chip) {
     const Vtrn__Ctrl__HbmEccEvent& e = *ev.hbm_ecc;
     if (e.uncorrectable && e.page_retired) persist(*raw, e.page_offset);
   });
-  if (chip->state() == VTRN__API__CHIP_STATE__CHIP_STATE_READY) on_state(*raw);
+  if (chip->state() == ChipState::kReady) on_state(*raw);
 }
 
 // Readiness and the retired-page store.
 
 void HbmService::on_state(ChipHbm& ch) {
-  const bool now_ready = ch.chip->state() == VTRN__API__CHIP_STATE__CHIP_STATE_READY;
+  const bool now_ready = ch.chip->state() == ChipState::kReady;
   if (now_ready) {
     if (ch.ready || ch.syncing) return;
     sync_retired(ch);
@@ -242,7 +242,7 @@ void HbmService::sync_retired(ChipHbm& ch) {
 
 void HbmService::when_ready(ChipHbm& ch, std::function<void()> run,
                             std::function<void(Vtrn__Api__Status, const std::string&)> fail) {
-  if (ch.chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+  if (ch.chip->state() != ChipState::kReady) {
     fail(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, ch.chip->not_ready_reason());
     return;
   }
@@ -395,7 +395,7 @@ void HbmService::free_owner(Chip* chip, uint64_t owner, FreeOwnerDone done) {
     return done(VTRN__API__STATUS__STATUS_BAD_REQUEST, 0, "HBM owner " + hex(owner) + " is outside the owner scheme");
   // Not ready means not READY or syncing: in both cases the chip holds
   // nothing for this owner that the retired-list push would let through.
-  if (ch->chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+  if (ch->chip->state() != ChipState::kReady) {
     ch->owner_used.erase(owner);
     return done(VTRN__API__STATUS__STATUS_OK, 0, "");
   }

@@ -37,7 +37,7 @@ Vtrn__Api__Status DaemonJobBackend::chip_check(uint32_t chip, std::string* why) 
     *why = no_chip_text(chip);
     return VTRN__API__STATUS__STATUS_UNKNOWN_CHIP;
   }
-  if (c->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+  if (c->state() != ChipState::kReady) {
     *why = c->not_ready_reason();
     return VTRN__API__STATUS__STATUS_CHIP_NOT_READY;
   }

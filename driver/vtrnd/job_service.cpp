@@ -998,7 +998,7 @@ void JobService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* /*chi
 }
 
 void JobService::on_chip_state(Chip& chip) {
-  if (chip.state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) on_chip_down(chip.id(), chip.not_ready_reason());
+  if (chip.state() != ChipState::kReady) on_chip_down(chip.id(), chip.not_ready_reason());
 }
 
 void JobService::fill_telemetry(Chip& chip, Vtrn__Api__Telemetry& t, ProtoArena& a) {

@@ -346,7 +346,7 @@ void render_jobs(Exposition& e, uint32_t chip, const JobCounters& j) {
 ChipMetrics collect_chip_metrics(Chip& chip) {
   ChipMetrics m;
   m.id = chip.id();
-  m.ready = chip.state() == VTRN__API__CHIP_STATE__CHIP_STATE_READY;
+  m.ready = chip.state() == ChipState::kReady;
   const ChipStatus st = chip.status();
   m.resets = st.reset.count;
   m.pci_bus_id = chip.pci_bus_id();

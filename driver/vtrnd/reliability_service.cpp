@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include "api_enums.h"
 #include "vtrn/drv/log.h"
 
 namespace drv {
@@ -12,7 +13,7 @@ namespace drv {
 Vtrn__Api__ResetHistory* reset_history_message(const ResetInfo& r, ProtoArena& a) {
   auto& m = *a.make(Vtrn__Api__ResetHistory(VTRN__API__RESET_HISTORY__INIT));
   m.count = r.count;
-  m.last_cause = r.last_cause;
+  m.last_cause = to_api(r.last_cause);
   m.last_reason = a.str(r.last_reason);
   m.last_unix_ms = r.last_unix_ms;
   m.last_detect_ns = r.last_detect_ns;
@@ -59,7 +60,7 @@ void ReliabilityService::reply_inject(uint64_t cid, uint64_t id, const std::stri
 void ReliabilityService::chip_reset(uint64_t cid, uint64_t id, Chip* chip) {
   const uint64_t t0 = monotonic_ns();
   DRV_LOGI("chip %u: reset requested by client %llu", chip->id(), (unsigned long long)cid);
-  chip->reset(VTRN__API__RESET_CAUSE__RESET_CAUSE_MANUAL, "manual reset (vtrn reset)",
+  chip->reset(ResetCause::kManual, "manual reset (vtrn reset)",
               [this, cid, id, chip, t0](bool ok, const std::string& why) {
                 if (!ok) {
                   reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, why);
@@ -78,7 +79,7 @@ void ReliabilityService::chip_reset(uint64_t cid, uint64_t id, Chip* chip) {
 void ReliabilityService::fault_inject(uint64_t cid, uint64_t id, Chip* chip,
                                       const Vtrn__Api__FaultInjectRequest& r) {
   const std::string label = "chip " + std::to_string(chip->id());
-  if (chip->state() != VTRN__API__CHIP_STATE__CHIP_STATE_READY) {
+  if (chip->state() != ChipState::kReady) {
     reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
                 chip->not_ready_reason() + ": nothing to inject into");
     return;

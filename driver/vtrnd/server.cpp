@@ -244,7 +244,7 @@ void Daemon::boot_more() {
     Chip* c = boot_queue_[boot_next_++];
     // Failed to prepare, or launched already (a reset asked for while it
     // waited launches it itself).
-    if (c->state() != VTRN__API__CHIP_STATE__CHIP_STATE_STARTING || c->launched()) continue;
+    if (c->state() != ChipState::kStarting || c->launched()) continue;
     booting_.push_back(c);
     (void)c->start();  // a failed launch is FAILED with the reason, and settles at once
   }
@@ -252,8 +252,8 @@ void Daemon::boot_more() {
 
 // A launched chip's first boot settles when it leaves STARTING and BOOTING.
 void Daemon::on_boot_settled(Chip& c) {
-  if (c.state() == VTRN__API__CHIP_STATE__CHIP_STATE_STARTING ||
-      c.state() == VTRN__API__CHIP_STATE__CHIP_STATE_BOOTING)
+  if (c.state() == ChipState::kStarting ||
+      c.state() == ChipState::kBooting)
     return;
   auto it = std::find(booting_.begin(), booting_.end(), &c);
   if (it == booting_.end()) return;

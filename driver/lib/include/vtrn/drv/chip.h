@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "vtrn/board.h"
+#include "vtrn/drv/chip_state.h"
 #include "vtrn/drv/ctrl_queue.h"
 #include "vtrn/drv/dma_engine.h"
 #include "vtrn/drv/event_loop.h"
@@ -60,7 +61,6 @@
 #include "vtrn/drv/qmp.h"
 #include "vtrn/drv/recovery_policy.h"
 #include "vtrn/drv/telemetry_history.h"
-#include "vtrn/proto_names.h"
 #include "vtrn_api.pb-c.h"
 #include "vtrn_ctrl.pb-c.h"
 
@@ -94,7 +94,7 @@ struct ChipOptions {
 // What the last reset left behind (vtrn.api.ResetHistory).
 struct ResetInfo {
   uint32_t count = 0;
-  Vtrn__Api__ResetCause last_cause = VTRN__API__RESET_CAUSE__RESET_CAUSE_NONE;
+  ResetCause last_cause = ResetCause::kNone;
   std::string last_reason;
   uint64_t last_unix_ms = 0;
   uint64_t last_detect_ns = 0;   // injected fault (or last heartbeat progress) -> detection
@@ -118,7 +118,7 @@ struct FwInfo {
 
 struct ChipStatus {
   uint32_t id = 0;
-  Vtrn__Api__ChipState state = VTRN__API__CHIP_STATE__CHIP_STATE_UNKNOWN;
+  ChipState state = ChipState::kUnknown;
   std::string error;
   std::vector<std::string> last_log;
   int pid = 0;
@@ -190,7 +190,7 @@ class Chip {
   // READY). `spin`: WAIT_SPIN_BLOCK.
   void submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool spin, CtrlDone done);
 
-  [[nodiscard]] Vtrn__Api__ChipState state() const { return state_; }
+  [[nodiscard]] ChipState state() const { return state_; }
   // QEMU was launched at least once (start, or a reset of a chip never started).
   [[nodiscard]] bool launched() const { return launch_ns_ != 0; }
   // Why work on this chip cannot run now: the one text of every request
@@ -214,21 +214,21 @@ class Chip {
   // The firmware's power/thermal block (validated, see HostInterface::read_power);
   // only while READY.
   Error power_telemetry(vtrn::power::PowerTelemetry* out) const {
-    if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY) return Error(Code::kNotReady, not_ready_reason());
+    if (state_ != ChipState::kReady) return Error(Code::kNotReady, not_ready_reason());
     return hif_.read_power(out);
   }
   // The firmware's link status block (vtrn/links_abi.h, kLinksSize bytes of
   // BAR2) while READY, else nullptr. The firmware rewrites it at any time:
   // readers copy it under its seqlock and validate the copy.
   [[nodiscard]] const uint8_t* links_block() const {
-    if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY || hif_.bar2() == nullptr) return nullptr;
+    if (state_ != ChipState::kReady || hif_.bar2() == nullptr) return nullptr;
     return hif_.bar2() + vtrn::hostif::kLinksOffset;
   }
   // The firmware's job status table (vtrn/jobs_abi.h, kJobsSize bytes of
   // BAR2) while READY, else nullptr. Same rules as links_block: copy each
   // record under its seq counter, then validate the copy.
   [[nodiscard]] const uint8_t* jobs_block() const {
-    if (state_ != VTRN__API__CHIP_STATE__CHIP_STATE_READY || hif_.bar2() == nullptr) return nullptr;
+    if (state_ != ChipState::kReady || hif_.bar2() == nullptr) return nullptr;
     return hif_.bar2() + vtrn::hostif::kJobsOffset;
   }
 
@@ -250,7 +250,7 @@ class Chip {
   // Refused (done at once) while the first boot is still running or the
   // chip is stopping. A manual reset clears the automatic give-up window.
   using ResetDone = std::function<void(bool ok, const std::string& why)>;
-  void reset(Vtrn__Api__ResetCause cause, const std::string& reason, ResetDone done);
+  void reset(ResetCause cause, const std::string& reason, ResetDone done);
   // Fault injection: the next detection measures its time from now.
   void note_fault_injected();
   // The heartbeat timeout in force (0 = watchdog off or not READY yet).
@@ -295,7 +295,7 @@ class Chip {
  private:
   std::vector<std::pair<int, EventListener>> event_listeners_;
   int next_event_listener_ = 1;
-  void set_state(Vtrn__Api__ChipState s, const std::string& error = "");
+  void set_state(ChipState s, const std::string& error = "");
   void fail(const std::string& why);
   void check_firmware();
   void on_ready();
@@ -313,7 +313,7 @@ class Chip {
   std::string last_line() const;
   void finish_stop();
   bool recovery_allowed() const;
-  void begin_reset(Vtrn__Api__ResetCause cause, const std::string& reason);
+  void begin_reset(ResetCause cause, const std::string& reason);
   void do_reset();
   void give_up(const std::string& why);
   void finish_reset(bool ok, const std::string& why);
@@ -342,7 +342,7 @@ class Chip {
   DmaEngine dma_;
   uint32_t gdb_port_ = 0;  // the port the gdbstub listens on (0 until known)
   std::string cmdline_;
-  Vtrn__Api__ChipState state_ = VTRN__API__CHIP_STATE__CHIP_STATE_UNKNOWN;
+  ChipState state_ = ChipState::kUnknown;
   std::string error_;
   std::vector<std::string> fail_lines_;
   uint64_t launch_ns_ = 0;  // last QEMU launch; 0 until the first
@@ -384,7 +384,5 @@ class Chip {
   EventLoop::TimerId stop_timer_ = 0;
   std::vector<std::function<void()>> stop_done_;
 };
-
-using vtrn::proto::chip_state_name;
 
 }  // namespace drv
