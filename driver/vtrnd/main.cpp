@@ -249,7 +249,6 @@ int main(int argc, char** argv) {
     return usage_error("--copy-engine " + copy_engine + ": expected cpu or engines");
   if (gdb && !gdb_port_given) gdb_port = 1234;
 
-  std::string err;
   drv::DaemonOptions opts;
   drv::Result<std::string> qemu = drv::find_qemu(qemu_flag);
   if (!qemu.ok()) {
@@ -297,8 +296,8 @@ int main(int argc, char** argv) {
   opts.reset_window_ms = reset_window_ms;
 
   drv::Daemon daemon(std::move(opts), std::move(*board));
-  if (!daemon.start(&err)) {
-    DRV_LOGE("%s", err.c_str());
+  if (const drv::Error e = daemon.start(); !e.ok()) {
+    DRV_LOGE("%s", e.detail().c_str());
     return 1;
   }
   return daemon.run();

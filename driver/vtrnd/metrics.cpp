@@ -404,12 +404,9 @@ MetricsServer::~MetricsServer() {
   if (listen_) loop_->remove(listen_.get());
 }
 
-bool MetricsServer::start(uint16_t port, std::string* err) {
+Error MetricsServer::start(uint16_t port) {
   listen_.reset(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!listen_) {
-    *err = std::string("metrics: socket: ") + strerror(errno);
-    return false;
-  }
+  if (!listen_) return Error(Code::kSystem, std::string("metrics: socket: ") + strerror(errno));
   const int one = 1;
   (void)setsockopt(listen_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in a{};
@@ -418,16 +415,16 @@ bool MetricsServer::start(uint16_t port, std::string* err) {
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);  // loopback only, never 0.0.0.0
   if (bind(listen_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
       ::listen(listen_.get(), 16) != 0) {
-    *err = "metrics: cannot listen on 127.0.0.1:" + std::to_string(port) + ": " + strerror(errno);
+    Error e(Code::kSystem, "metrics: cannot listen on 127.0.0.1:" + std::to_string(port) + ": " + strerror(errno));
     listen_.reset();
-    return false;
+    return e;
   }
   socklen_t len = sizeof a;
   if (getsockname(listen_.get(), reinterpret_cast<sockaddr*>(&a), &len) == 0) {
     port_ = ntohs(a.sin_port);
   }
   loop_->add(listen_.get(), EPOLLIN, [this](uint32_t) { on_accept(); });
-  return true;
+  return Error();
 }
 
 void MetricsServer::on_accept() {

@@ -75,7 +75,7 @@ class MetricsServer {
   MetricsServer& operator=(const MetricsServer&) = delete;
 
   // Binds 127.0.0.1:port (0 = any free port) and listens. false + *err.
-  bool start(uint16_t port, std::string* err);
+  Error start(uint16_t port);
   [[nodiscard]] uint16_t port() const { return port_; }
 
  private:

@@ -87,32 +87,22 @@ Daemon::~Daemon() {
 
 // Start-up.
 
-bool Daemon::start(std::string* err) {
-  if (!loop_.ok()) {
-    *err = std::string("epoll/timerfd: ") + strerror(errno);
-    return false;
-  }
+Error Daemon::start() {
+  if (!loop_.ok()) return Error(Code::kSystem, std::string("epoll/timerfd: ") + strerror(errno));
   sigset_t set;
   sigemptyset(&set);
   for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&set, s);
   sigprocmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   signal_fd_.reset(signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
-  if (!signal_fd_) {
-    *err = std::string("signalfd: ") + strerror(errno);
-    return false;
-  }
+  if (!signal_fd_) return Error(Code::kSystem, std::string("signalfd: ") + strerror(errno));
   loop_.add(signal_fd_.get(), EPOLLIN, [this](uint32_t) { on_signal(); });
 
-  if (Error e = runtime_.take(opts_.runtime_dir, opts_.share_gid); !e.ok()) {
-    *err = e.detail();
-    return false;
-  }
+  if (Error e = runtime_.take(opts_.runtime_dir, opts_.share_gid); !e.ok()) return e;
   Result<UniqueFd> sock = runtime_.listen_socket();
   if (!sock.ok()) {
-    *err = sock.error().detail();
     remove_runtime_files(/*keep_log=*/true);
-    return false;
+    return sock.error();
   }
   listen_ = std::move(*sock);
   loop_.add(listen_.get(), EPOLLIN, [this](uint32_t) { on_accept(); });
@@ -123,10 +113,10 @@ bool Daemon::start(std::string* err) {
   // the ones above it). The link regions exist before any QEMU maps them.
   const ReplyFn& to_client = reply_fn_;
   links_ = services_.add(std::make_unique<LinkService>(&loop_, board_, opts_.runtime_dir, to_client));
-  if (!links_->prepare(err)) {
+  if (std::string why; !links_->prepare(&why)) {
     links_->stop();
     remove_runtime_files(/*keep_log=*/true);
-    return false;
+    return Error(Code::kSystem, why);
   }
   for (const vtrn::board::Chip& bc : board_.chips) {
     ChipOptions co;
@@ -214,7 +204,10 @@ bool Daemon::start(std::string* err) {
       }
       return render_metrics(m);
     });
-    if (!metrics_->start(uint16_t(opts_.metrics_port), err)) return false;
+    if (Error e = metrics_->start(uint16_t(opts_.metrics_port)); !e.ok()) {
+      remove_runtime_files(/*keep_log=*/true);
+      return e;
+    }
     DRV_LOGI("metrics: serving http://127.0.0.1:%u/metrics", unsigned(metrics_->port()));
   }
   for (auto& c : chips_) links_->add_chip(c.get());
@@ -226,7 +219,7 @@ bool Daemon::start(std::string* err) {
     (void)c->prepare();
     board_chips.push_back(c.get());
   }
-  if (!start_board_hw(board_chips, err)) return false;
+  if (Error e = start_board_hw(board_chips); !e.ok()) return e;
   boot_parallel_ = opts_.boot_parallel;
   if (boot_parallel_ == 0) {
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -236,7 +229,7 @@ bool Daemon::start(std::string* err) {
   if (boot_queue_.size() > boot_parallel_)
     DRV_LOGI("booting %zu chips, %u at a time", boot_queue_.size(), unsigned(boot_parallel_));
   boot_more();
-  return true;
+  return Error();
 }
 
 void Daemon::boot_more() {
@@ -262,18 +255,17 @@ void Daemon::on_boot_settled(Chip& c) {
 }
 
 // vtrn-hw needs every chip's fds and must listen before any QEMU starts.
-bool Daemon::start_board_hw(const std::vector<Chip*>& chips, std::string* err) {
+Error Daemon::start_board_hw(const std::vector<Chip*>& chips) {
   hw_ = std::make_unique<HwBoard>(&loop_);
   hw_->on_lost = [this](const std::string& why) {
     for (auto& c : chips_) c->hardware_lost(why);
   };
   if (Error e = hw_->start(opts_.vtrn_hw, board_.dtb, chips, opts_.boot_timeout_ms); !e.ok()) {
-    *err = e.detail();
     remove_runtime_files(/*keep_log=*/true);
-    return false;
+    return e;
   }
   for (Chip* c : chips) c->set_hw_board(hw_.get());
-  return true;
+  return Error();
 }
 
 int Daemon::run() {

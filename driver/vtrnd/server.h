@@ -69,8 +69,9 @@ class Daemon {
   ~Daemon();
 
   // Takes the runtime directory (refusing when another vtrnd owns it),
-  // listens on vtrnd.sock and launches every chip. false + *err.
-  bool start(std::string* err);
+  // listens on vtrnd.sock and launches every chip (RuntimeDir's errors,
+  // vtrn-hw's, kSystem).
+  Error start();
   // Runs until shutdown completes; returns the process exit status.
   int run();
 
@@ -84,7 +85,7 @@ class Daemon {
     uid_t uid = 0;  // the peer's, from SO_PEERCRED
   };
 
-  bool start_board_hw(const std::vector<Chip*>& chips, std::string* err);
+  Error start_board_hw(const std::vector<Chip*>& chips);
   // Launches queued chips while fewer than boot_parallel are booting.
   void boot_more();
   void on_boot_settled(Chip& c);
