@@ -65,7 +65,7 @@ void DaemonJobBackend::hbm_alloc(uint32_t chip, uint64_t owner, uint64_t bytes, 
   Chip* c = find(chip);
   ++in_call_;
   if (c == nullptr) {
-    deliver([done] { done(false, 0, "no such chip"); });
+    deliver([done, chip] { done(false, 0, no_chip_text(chip)); });
   } else {
     hbm_->alloc(c, owner, VTRN__API__HBM_CATEGORY__HBM_CATEGORY_TENSORS, bytes, JobService::kBufferAlign,
                 [this, done](Vtrn__Api__Status st, uint64_t addr, const std::string& err) {
@@ -80,7 +80,7 @@ void DaemonJobBackend::hbm_free_owner(uint32_t chip, uint64_t owner, Done done) 
   Chip* c = find(chip);
   ++in_call_;
   if (c == nullptr) {
-    deliver([done] { done(false, "no such chip"); });
+    deliver([done, chip] { done(false, no_chip_text(chip)); });
   } else {
     hbm_->free_owner(c, owner, [this, done](Vtrn__Api__Status st, uint64_t /*bytes*/, const std::string& err) {
       const bool ok = st == VTRN__API__STATUS__STATUS_OK;
@@ -94,7 +94,7 @@ void DaemonJobBackend::dma_write(uint32_t chip, uint64_t addr, const uint8_t* da
   Chip* c = find(chip);
   ++in_call_;
   if (c == nullptr) {
-    deliver([done] { done(false, "no such chip"); });
+    deliver([done, chip] { done(false, no_chip_text(chip)); });
   } else {
     dma_->write(c, addr, data, len,
                 [this, done](Vtrn__Api__Status st, const std::string& err, std::vector<uint8_t>) {
@@ -109,7 +109,7 @@ void DaemonJobBackend::dma_read(uint32_t chip, uint64_t addr, uint64_t len, Read
   Chip* c = find(chip);
   ++in_call_;
   if (c == nullptr) {
-    deliver([done] { done(false, "no such chip", {}); });
+    deliver([done, chip] { done(false, no_chip_text(chip), {}); });
   } else {
     dma_->read(c, addr, uint32_t(len),
                [this, done](Vtrn__Api__Status st, const std::string& err, std::vector<uint8_t> data) {
@@ -124,7 +124,7 @@ void DaemonJobBackend::ctrl(uint32_t chip, const Vtrn__Ctrl__Request& req, uint3
   Chip* c = find(chip);
   ++in_call_;
   if (c == nullptr) {
-    deliver([done] { done(CtrlResult{VTRN__API__STATUS__STATUS_UNKNOWN_CHIP, "no such chip", nullptr, 0}); });
+    deliver([done, chip] { done(CtrlResult{VTRN__API__STATUS__STATUS_UNKNOWN_CHIP, no_chip_text(chip), nullptr, 0}); });
   } else {
     c->submit(req, timeout_ms, false, [this, done](const CtrlResult& r) {
       if (in_call_ == 0) {
