@@ -139,6 +139,19 @@ std::string HbmService::dma_access_problem(uint64_t cid, Chip* chip, uint64_t ad
     return "chip " + std::to_string(chip->id()) + ": " + what + " " + hex(addr) + " + " + std::to_string(len) +
            " reaches the allocation at " + hex(it->first) + ", which belongs to another tenant";
   }
+  // The physical pages behind another tenant's stitched allocation.
+  auto e = ch->extents.upper_bound(addr);
+  if (e != ch->extents.begin()) {
+    auto prev = std::prev(e);
+    if (prev->second.first > addr - prev->first) e = prev;
+  }
+  for (; e != ch->extents.end() && e->first < end; ++e) {
+    auto owner = ch->allocs.find(e->second.second);
+    if (owner == ch->allocs.end() || may_use(cid, owner->second.owner)) continue;
+    return "chip " + std::to_string(chip->id()) + ": " + what + " " + hex(addr) + " + " + std::to_string(len) +
+           " reaches HBM behind the stitched allocation at " + hex(e->second.second) +
+           ", which belongs to another tenant";
+  }
   return "";
 }
 
@@ -177,6 +190,7 @@ void HbmService::on_state(ChipHbm& ch) {
   ch.ready = false;
   ch.syncing = false;
   ch.allocs.clear();
+  ch.extents.clear();
   ch.owner_used.clear();
   ch.owner_pending.clear();
   ch.quota_set.clear();
@@ -190,6 +204,7 @@ void HbmService::sync_retired(ChipHbm& ch) {
   ++ch.epoch;
   ch.syncing = true;
   ch.allocs.clear();
+  ch.extents.clear();
   ch.owner_used.clear();
   ch.owner_pending.clear();
   ch.quota_set.clear();
@@ -278,9 +293,24 @@ void HbmService::persist(ChipHbm& ch, uint64_t offset) {
            v.size(), path.c_str());
 }
 
-void HbmService::note_alloc(ChipHbm& ch, uint64_t owner, uint64_t addr, uint64_t bytes) {
-  ch.allocs[addr] = Allocation{owner, bytes};
-  ch.owner_used[owner] += bytes;
+void HbmService::note_alloc(ChipHbm& ch, uint64_t owner, const Vtrn__Ctrl__HbmAllocResponse& b) {
+  ch.allocs[b.addr] = Allocation{owner, b.bytes};
+  ch.owner_used[owner] += b.bytes;
+  // A stitched allocation's physical pages are its owner's too. The
+  // firmware's list is checked before it is believed: paired, non-empty,
+  // no wrap, no more than the allocation's own bytes.
+  if (b.n_extent_addrs != b.n_extent_bytes) return;
+  uint64_t total = 0;
+  for (size_t i = 0; i < b.n_extent_addrs; ++i) {
+    const uint64_t a = b.extent_addrs[i], n = b.extent_bytes[i];
+    if (n == 0 || n > UINT64_MAX - a || n > b.bytes - std::min(total, b.bytes)) {
+      DRV_LOGW("chip %u: HbmAlloc extent %s + %llu of %s looks wrong; ignored", ch.chip->id(), hex(a).c_str(),
+               (unsigned long long)n, hex(b.addr).c_str());
+      continue;
+    }
+    total += n;
+    ch.extents[a] = {n, b.addr};
+  }
 }
 
 void HbmService::note_free(ChipHbm& ch, uint64_t addr) {
@@ -291,7 +321,13 @@ void HbmService::note_free(ChipHbm& ch, uint64_t addr) {
     u->second -= std::min(u->second, it->second.bytes);
     if (u->second == 0) ch.owner_used.erase(u);
   }
+  forget_extents(ch, addr);
   ch.allocs.erase(it);
+}
+
+void HbmService::forget_extents(ChipHbm& ch, uint64_t addr) {
+  for (auto e = ch.extents.begin(); e != ch.extents.end();)
+    e = e->second.second == addr ? ch.extents.erase(e) : std::next(e);
 }
 
 // The async API.
@@ -354,7 +390,7 @@ void HbmService::alloc(Chip* chip, uint64_t owner, uint32_t category, uint64_t b
                    return done(b.result == uint32_t(vtrn::hbm::Error::kBadArgument) ? VTRN__API__STATUS__STATUS_BAD_REQUEST
                                                                                   : VTRN__API__STATUS__STATUS_CHIP_ERROR,
                                0, alloc_error(*ch, b.result, owner, bytes, align, b.owner_used_bytes, b.owner_quota_bytes));
-                 if (ch->epoch == epoch) note_alloc(*ch, owner, b.addr, b.bytes);
+                 if (ch->epoch == epoch) note_alloc(*ch, owner, b);
                  done(VTRN__API__STATUS__STATUS_OK, b.addr, "");
                });
   }, fail);
@@ -411,7 +447,12 @@ void HbmService::free_owner(Chip* chip, uint64_t owner, FreeOwnerDone done) {
       if (!r.ok()) return done(r.status, 0, r.error);
       if (ch->epoch == epoch) {
         for (auto it = ch->allocs.begin(); it != ch->allocs.end();) {
-          it = it->second.owner == owner ? ch->allocs.erase(it) : std::next(it);
+          if (it->second.owner != owner) {
+            ++it;
+            continue;
+          }
+          forget_extents(*ch, it->first);
+          it = ch->allocs.erase(it);
         }
         ch->owner_used.erase(owner);
         ch->quota_set.erase(owner);
@@ -508,7 +549,7 @@ void HbmService::do_alloc(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Ap
                             (unsigned long long)b.bytes);
                  }
                  if (p->epoch == epoch) {
-                   note_alloc(*p, owner, b.addr, b.bytes);
+                   note_alloc(*p, owner, b);
                  }
                  Vtrn__Api__HbmAllocResponse ar = VTRN__API__HBM_ALLOC_RESPONSE__INIT;
                  ar.addr = b.addr;

@@ -131,6 +131,9 @@ class HbmService final : public Service {
     uint64_t epoch = 0;        // bumped on every READY entry and exit
     std::vector<Waiter> waiting;
     std::map<uint64_t, Allocation> allocs;     // addr -> owner, bytes
+    // The physical extents behind stitched allocations: phys addr -> the
+    // extent's bytes and the allocation (remap-window addr) it belongs to.
+    std::map<uint64_t, std::pair<uint64_t, uint64_t>> extents;
     std::map<uint64_t, uint64_t> owner_used;   // owner -> bytes live
     std::map<uint64_t, uint64_t> owner_pending;  // owner -> bytes asked, not answered
     std::set<uint64_t> quota_set;              // owners whose firmware quota is set
@@ -147,8 +150,9 @@ class HbmService final : public Service {
   void when_ready(ChipHbm& ch, std::function<void()> run,
                   std::function<void(Vtrn__Api__Status, const std::string&)> fail);
   void persist(ChipHbm& ch, uint64_t offset);
-  void note_alloc(ChipHbm& ch, uint64_t owner, uint64_t addr, uint64_t bytes);
+  void note_alloc(ChipHbm& ch, uint64_t owner, const Vtrn__Ctrl__HbmAllocResponse& b);
   void note_free(ChipHbm& ch, uint64_t addr);
+  void forget_extents(ChipHbm& ch, uint64_t addr);
   void ctrl_alloc(ChipHbm& ch, uint64_t owner, uint32_t category, uint64_t bytes, uint64_t align,
                   bool set_quota, uint64_t quota, FwDone<Vtrn__Ctrl__HbmAllocResponse> done);
   std::string alloc_error(ChipHbm& ch, uint32_t result, uint64_t owner, uint64_t bytes,

@@ -296,6 +296,19 @@ Error Manager::serve_alloc(const Vtrn__Ctrl__HbmAllocRequest& r, Vtrn__Ctrl__Hbm
   if (s == Status::kOk) {
     scrub_new(addr, &body.bytes);
     body.addr = addr;
+    // Whose physical pages these are, for the host's ownership checks.
+    uint32_t n = 0;
+    if (a_.in_remap_window(addr) &&
+        a_.extents(addr, extents_, vtrn::hbm::kMaxExtents, &n) == Status::kOk) {
+      for (uint32_t i = 0; i < n; ++i) {
+        extent_addrs_[i] = extents_[i].phys_addr;
+        extent_bytes_[i] = extents_[i].bytes;
+      }
+      body.n_extent_addrs = n;
+      body.extent_addrs = extent_addrs_;
+      body.n_extent_bytes = n;
+      body.extent_bytes = extent_bytes_;
+    }
   }
   vtrn::hbm::OwnerUsage u;
   if (a_.owner_usage(key, &u) == Status::kOk) {

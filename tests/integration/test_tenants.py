@@ -146,6 +146,46 @@ class SharedBoard(h.BoardTestCase, SharedSession):
         row = next(x for x in rows if x.startswith(hex(mine) + " "))
         self.assertIn(str(TENANT_UID), row.split())
 
+    def test_a_tenant_cannot_dma_into_the_pages_behind_another_tenants_stitched_allocation(self):
+        # Fragment HBM into 2 MiB holes (the admin's pieces, every other one
+        # freed), then have the admin take 8 MiB: stitched from the holes.
+        piece, holders, held = 2 * MiB, [], {}
+        full = False
+        while not full and len(holders) < 16:
+            c = self.admin_api()
+            holders.append(c)
+            while True:
+                try:
+                    held[h.hbm_alloc(c, 0, piece)[0]] = c
+                except h.ApiError as e:
+                    full = "out of memory" in e.error or "stitch" in e.error
+                    break
+        st = self.s.vtrn_json("mem", "stats", 0)
+        remap = (st["remap_base"], st["remap_base"] + st["remap_bytes"])
+        contiguous = sorted(a for a in held if not remap[0] <= a < remap[1])
+        self.assertGreater(len(contiguous), 16)
+        holes = contiguous[::2]
+        for a in holes:
+            h.hbm_free(held.pop(a), 0, a)
+        admin = self.admin_api()
+        stitched, _ = h.hbm_alloc(admin, 0, 8 * MiB)
+        self.assertTrue(remap[0] <= stitched < remap[1], f"8 MiB at {hex(stitched)} was not stitched")
+        admin.dma_write(0, stitched, b"\x5a" * 4096)
+        # The tenant names the physical pages instead of the remap address.
+        c = self.tenant_api()
+        statuses = {}
+        for a in holes:
+            status, error, _ = c.call_raw(30, [(1, 0), (2, a), (3, b"\0" * 64)])
+            statuses[a] = status
+            if status == PERMISSION_DENIED:
+                self.assertIn(f"behind the stitched allocation at {hex(stitched)}, which belongs to another tenant",
+                              error)
+        self.assertNotIn(0, statuses.values(),
+                         "the tenant wrote into HBM behind the admin's stitched allocation: " +
+                         ", ".join(hex(a) for a, st in statuses.items() if st == 0))
+        self.assertGreaterEqual(list(statuses.values()).count(PERMISSION_DENIED), 4, statuses)
+        self.assertEqual(admin.dma_read(0, stitched, 4096)[0], b"\x5a" * 4096)
+
     def test_a_tenant_cannot_dma_into_another_tenants_memory(self):
         admin = self.admin_api()
         theirs, _ = h.hbm_alloc(admin, 0, MiB)

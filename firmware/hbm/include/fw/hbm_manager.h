@@ -179,6 +179,11 @@ class Manager : public Service {
   EccRecord ecc_[kEccQueue];
   uint32_t ecc_head_ = 0;  // next to take
   uint32_t ecc_count_ = 0;
+  // The extents a stitched allocation's answer lists (valid until the next
+  // alloc is served: the answer is packed before that).
+  vtrn::hbm::Extent extents_[vtrn::hbm::kMaxExtents] = {};
+  uint64_t extent_addrs_[vtrn::hbm::kMaxExtents] = {};
+  uint64_t extent_bytes_[vtrn::hbm::kMaxExtents] = {};
 };
 
 // The DMA engine's HBM policy (vtrn::dma::HbmPolicy) over a Manager:
