@@ -18,11 +18,13 @@ namespace {
 
 using tools::JobSpec;
 
+// The detail of the refusal, or "(accepted)". Every refusal of a job file
+// is kInvalidArgument: the user's file, not the CLI, is at fault.
 std::string parse_error(const std::string& text) {
-  JobSpec spec;
-  std::string err;
-  if (tools::parse_job_file(text, &spec, &err)) return "(accepted)";
-  return err;
+  const drv::Result<JobSpec> spec = tools::parse_job_file(text);
+  if (spec.ok()) return "(accepted)";
+  assert_int_equal(spec.error().code(), drv::Code::kInvalidArgument);
+  return spec.error().detail();
 }
 
 const char* kBuffers =
@@ -34,14 +36,14 @@ std::string with_step(const std::string& step) {
 }
 
 void test_valid_file_becomes_its_spec(void**) {
-  JobSpec spec;
-  std::string err;
   const std::string text =
       std::string(R"({"name": "demo", "chip": 1, "priority": 2, "timeout_ms": 500, "engine": "cores", )") + kBuffers +
                            R"(, "steps": [{"kernel": "add", "m": 2, "n": 2, "a": "a", "b": "b", "out": "c"},
                                          {"kernel": "gemm", "dtype": "mxfp4", "m": 1, "n": 1, "k": 32,
                                           "a": "a", "a_scales": "b", "b": "a", "b_scales": "b", "out": "c"}]})";
-  assert_true(tools::parse_job_file(text, &spec, &err));
+  const drv::Result<JobSpec> parsed = tools::parse_job_file(text);
+  if (!parsed.ok()) fail_msg("%s", parsed.error().detail().c_str());
+  const JobSpec& spec = parsed.value();
   assert_string_equal(spec.name.c_str(), "demo");
   assert_int_equal(spec.chip, 1);
   assert_int_equal(spec.priority, 2);
@@ -112,16 +114,17 @@ void test_mistakes_name_their_field(void**) {
 }
 
 void test_shapes_are_checked_once_sizes_are_known(void**) {
-  JobSpec spec;
-  std::string err;
-  assert_true(tools::parse_job_file(
-      with_step(R"({"kernel": "gemm", "dtype": "bf16", "m": 2, "n": 2, "k": 4, "a": "a", "b": "b", "out": "c"})"), &spec,
-      &err));
+  drv::Result<JobSpec> parsed = tools::parse_job_file(
+      with_step(R"({"kernel": "gemm", "dtype": "bf16", "m": 2, "n": 2, "k": 4, "a": "a", "b": "b", "out": "c"})"));
+  if (!parsed.ok()) fail_msg("%s", parsed.error().detail().c_str());
+  JobSpec& spec = parsed.value();
   spec.buffers[1].bytes = 16;  // as if b.bin held 16 bytes: 2x4 bf16, correct
-  assert_true(tools::check_job_shapes(spec, &err));
+  const drv::Error fits = tools::check_job_shapes(spec);
+  if (!fits.ok()) fail_msg("%s", fits.detail().c_str());
   spec.buffers[1].bytes = 12;
-  assert_false(tools::check_job_shapes(spec, &err));
-  assert_string_equal(err.c_str(), "/steps/0/b: buffer 'b' holds 12 bytes, gemm 2x2x4 bf16 needs 16");
+  const drv::Error err = tools::check_job_shapes(spec);
+  assert_int_equal(err.code(), drv::Code::kInvalidArgument);
+  assert_string_equal(err.detail().c_str(), "/steps/0/b: buffer 'b' holds 12 bytes, gemm 2x2x4 bf16 needs 16");
 }
 
 }  // namespace

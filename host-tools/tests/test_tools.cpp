@@ -146,15 +146,14 @@ void test_sizes_parse_with_binary_suffixes(void**) {
                {"4KiB", 4096},     {"4KB", 4096},           {"64M", 64ull << 20},  {"1G", 1ull << 30},
                {"1T", 1ull << 40}, {"16E", 0},              {"7B", 7}};
   for (const Case& c : cases) {
-    uint64_t v = 0;
-    std::string err;
-    const bool ok = tools::parse_size(c.text, 0, UINT64_MAX, &v, &err);
+    const drv::Result<uint64_t> v = tools::parse_size(c.text, 0, UINT64_MAX);
     if (c.want == 0) {
-      if (ok) fail_msg("'%s' accepted as %llu", c.text, (unsigned long long)v);
+      if (v.ok()) fail_msg("'%s' accepted as %llu", c.text, (unsigned long long)v.value());
       continue;
     }
-    if (!ok || v != c.want) fail_msg("'%s': got %llu (%s), want %llu", c.text, (unsigned long long)v, err.c_str(),
-                                     (unsigned long long)c.want);
+    if (!v.ok()) fail_msg("'%s': refused (%s), want %llu", c.text, v.error().detail().c_str(), (unsigned long long)c.want);
+    if (v.value() != c.want)
+      fail_msg("'%s': got %llu, want %llu", c.text, (unsigned long long)v.value(), (unsigned long long)c.want);
   }
 }
 
@@ -177,16 +176,16 @@ void test_sizes_out_of_range_name_the_range(void**) {
       {"", "'' is not a size"},
   };
   for (const Case& c : cases) {
-    uint64_t v = 12345;
-    std::string err;
-    if (tools::parse_size(c.text, 1, 1ull << 30, &v, &err)) fail_msg("'%s' accepted as %llu", c.text, (unsigned long long)v);
+    const drv::Result<uint64_t> v = tools::parse_size(c.text, 1, 1ull << 30);
+    if (v.ok()) fail_msg("'%s' accepted as %llu", c.text, (unsigned long long)v.value());
+    // A bad size is the user's argument: the code the CLI turns into a usage error.
+    assert_int_equal(v.error().code(), drv::Code::kInvalidArgument);
+    const std::string& err = v.error().detail();
     if (err.rfind(c.want, 0) != 0) fail_msg("'%s': got '%s', want '%s...'", c.text, err.c_str(), c.want);
-    assert_int_equal(v, 12345);
   }
-  std::string err;
-  uint64_t v = 0;
-  assert_false(tools::parse_size("-1", 1, 1ull << 30, &v, &err));
-  assert_non_null(strstr(err.c_str(), "1 B..1 GiB"));
+  const drv::Result<uint64_t> v = tools::parse_size("-1", 1, 1ull << 30);
+  assert_false(v.ok());
+  assert_non_null(strstr(v.error().detail().c_str(), "1 B..1 GiB"));
 }
 
 void test_exact_size_uses_the_largest_dividing_unit(void**) {
@@ -291,11 +290,10 @@ void test_link_state_colours(void**) {
 }
 
 void test_native_pingpong_returns_one_sample_per_round_trip(void**) {
-  std::vector<uint64_t> rtt;
-  std::string err;
-  assert_true(tools::native_eventfd_pingpong(50, 5, &rtt, &err));
-  assert_int_equal(rtt.size(), 50);
-  for (uint64_t v : rtt) assert_true(v > 0);
+  const drv::Result<std::vector<uint64_t>> rtt = tools::native_eventfd_pingpong(50, 5);
+  if (!rtt.ok()) fail_msg("%s", rtt.error().detail().c_str());
+  assert_int_equal(rtt.value().size(), 50);
+  for (uint64_t v : rtt.value()) assert_true(v > 0);
 }
 
 }  // namespace

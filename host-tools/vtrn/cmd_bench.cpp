@@ -80,11 +80,9 @@ void run_bench_ping(const BenchPingOptions& opts) {
   chip_pings(conn, opts.chip, kWarmup, VTRN__API__WAIT_MODE__WAIT_BLOCK, &lost_warm);
   const LatencyStats block = chip_pings(conn, opts.chip, opts.count, VTRN__API__WAIT_MODE__WAIT_BLOCK, &lost_block);
   const LatencyStats spin = chip_pings(conn, opts.chip, opts.count, VTRN__API__WAIT_MODE__WAIT_SPIN_BLOCK, &lost_spin);
-  std::vector<uint64_t> native_rtt;
-  std::string err;
-  if (!native_eventfd_pingpong(opts.count, kWarmup, &native_rtt, &err))
-    throw CliError(Exit::kFailed, "native eventfd reference: " + err);
-  const LatencyStats native = summarize(native_rtt);
+  const drv::Result<std::vector<uint64_t>> native_rtt = native_eventfd_pingpong(opts.count, kWarmup);
+  if (!native_rtt.ok()) throw CliError(Exit::kFailed, "native eventfd reference: " + native_rtt.error().detail());
+  const LatencyStats native = summarize(native_rtt.value());
 
   nlohmann::json chip_block = to_json(block);
   chip_block["lost"] = lost_block;

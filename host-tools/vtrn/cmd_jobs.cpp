@@ -300,9 +300,9 @@ void run_submit(const SubmitOptions& o) {
   std::ifstream in(o.file, std::ios::binary);
   if (!in) throw CliError(Exit::kFailed, "cannot read " + o.file);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  JobSpec spec;
-  std::string err;
-  if (!parse_job_file(text, &spec, &err)) throw CliError(Exit::kFailed, o.file + ": " + err);
+  drv::Result<JobSpec> parsed = parse_job_file(text);
+  if (!parsed.ok()) throw CliError(Exit::kFailed, o.file + ": " + parsed.error().detail());
+  JobSpec& spec = parsed.value();
   const std::string dir = dir_of(o.file);
   for (size_t i = 0; i < spec.buffers.size(); ++i) {
     JobBufferSpec& b = spec.buffers[i];
@@ -322,7 +322,8 @@ void run_submit(const SubmitOptions& o) {
       memcpy(b.data.data(), b.values.data(), b.data.size());
     }
   }
-  if (!check_job_shapes(spec, &err)) throw CliError(Exit::kFailed, o.file + ": " + err);
+  if (const drv::Error err = check_job_shapes(spec); !err.ok())
+    throw CliError(Exit::kFailed, o.file + ": " + err.detail());
   const uint32_t chip = uint32_t(o.chip >= 0 ? o.chip : spec.chip >= 0 ? spec.chip : 0);
   // Without --wait this command ends right after the answer, so the job is
   // detached: it must not be cancelled as its client leaves. With --wait,
@@ -473,8 +474,8 @@ void run_kernel(const RunOptions& o) {
     st.out = "out";
   }
   spec.steps.push_back(st);
-  std::string err;
-  if (!check_job_shapes(spec, &err)) throw CliError(Exit::kFailed, "internal: " + err);
+  if (const drv::Error err = check_job_shapes(spec); !err.ok())
+    throw CliError(Exit::kFailed, "internal: " + err.detail());
 
   Submitted s = submit_job(spec, o.chip, /*wait=*/true, /*detach=*/false);
   const Vtrn__Api__JobInfo& info = *s.resp->job_submit->job;

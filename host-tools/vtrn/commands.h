@@ -39,10 +39,9 @@ inline CLI::Validator chip_id_validator() {
 inline CLI::Validator size_validator(uint64_t lo, uint64_t hi) {
   return CLI::Validator(
       [lo, hi](std::string& value) -> std::string {
-        uint64_t v = 0;
-        std::string err;
-        if (!parse_size(value, lo, hi, &v, &err)) return err;
-        value = std::to_string(v);
+        const drv::Result<uint64_t> v = parse_size(value, lo, hi);
+        if (!v.ok()) return v.error().detail();
+        value = std::to_string(v.value());
         return {};
       },
       "SIZE", "size");

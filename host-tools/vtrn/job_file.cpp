@@ -43,10 +43,11 @@ std::string quote(const std::string& s) {
 
 class Parser {
  public:
-  explicit Parser(std::string* err) : err_(err) {}
+  // Why the last job() refused its document.
+  [[nodiscard]] const drv::Error& error() const { return err_; }
 
   bool fail(const std::string& ptr, const std::string& msg) {
-    *err_ = (ptr.empty() ? "/" : ptr) + ": " + msg;
+    err_ = drv::Error(drv::Code::kInvalidArgument, (ptr.empty() ? "/" : ptr) + ": " + msg);
     return false;
   }
 
@@ -167,9 +168,12 @@ class Parser {
     } else if (s.contains("k")) {
       return fail(p + "/k", kname + " takes no k");
     }
-    StepBytes need;
-    std::string field, why;
-    if (!step_bytes(*out, &need, &field, &why)) return fail(p + "/" + field, why);
+    const drv::Result<StepBytes> sized = step_bytes(*out);
+    if (!sized.ok()) {
+      err_ = drv::Error(sized.error()).prefix(p + "/");
+      return false;
+    }
+    const StepBytes& need = sized.value();
     struct Op {
       const char* key;
       std::string* dst;
@@ -240,83 +244,73 @@ class Parser {
   }
 
  private:
-  std::string* err_;
+  drv::Error err_;
 };
 
 }  // namespace
 
-bool step_bytes(const JobStepSpec& s, StepBytes* out, std::string* field, std::string* why) {
-  *out = {};
+drv::Result<StepBytes> step_bytes(const JobStepSpec& s) {
+  StepBytes out;
   const uint64_t m = s.m, n = s.n, k = s.k;
   if (s.kernel != VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM) {
-    out->a = m * n * 4;
-    out->out = s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_SUM ? m * 4 : m * n * 4;
+    out.a = m * n * 4;
+    out.out = s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_SUM ? m * 4 : m * n * 4;
     if (s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_ADD || s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_MUL)
-      out->b = m * n * 4;
-    return true;
+      out.b = m * n * 4;
+    return out;
   }
-  out->out = m * n * 4;
+  out.out = m * n * 4;
   switch (s.dtype) {
-    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32: out->a = m * k * 4; out->b = n * k * 4; return true;
-    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_BF16: out->a = m * k * 2; out->b = n * k * 2; return true;
+    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32: out.a = m * k * 4; out.b = n * k * 4; return out;
+    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_BF16: out.a = m * k * 2; out.b = n * k * 2; return out;
     case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E4M3:
-    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E5M2: out->a = m * k; out->b = n * k; return true;
+    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E5M2: out.a = m * k; out.b = n * k; return out;
     case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_MXFP4:
-      if (k % 32 != 0) {
-        *field = "k";
-        *why = std::to_string(k) + " is not a multiple of 32 for mxfp4";
-        return false;
-      }
-      out->a = m * k / 2;
-      out->a_scales = m * k / 32;
-      out->b = n * k / 2;
-      out->b_scales = n * k / 32;
-      return true;
+      if (k % 32 != 0)
+        return drv::Error(drv::Code::kInvalidArgument, "k: " + std::to_string(k) + " is not a multiple of 32 for mxfp4");
+      out.a = m * k / 2;
+      out.a_scales = m * k / 32;
+      out.b = n * k / 2;
+      out.b_scales = n * k / 32;
+      return out;
     default:
-      *field = "dtype";
-      *why = "unknown dtype " + std::to_string(int(s.dtype));
-      return false;
+      return drv::Error(drv::Code::kInvalidArgument, "dtype: unknown dtype " + std::to_string(int(s.dtype)));
   }
 }
 
-bool parse_job_file(const std::string& text, JobSpec* out, std::string* err) {
-  *out = JobSpec{};
+drv::Result<JobSpec> parse_job_file(const std::string& text) {
   json doc;
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
-    *err = std::string("/: not valid JSON (byte ") + std::to_string(e.byte) + ")";
-    return false;
+    return drv::Error(drv::Code::kInvalidArgument, "/: not valid JSON (byte " + std::to_string(e.byte) + ")");
   } catch (const json::exception& e) {
     // A number outside the double range ("1e400") is out_of_range, not a
     // parse_error; nothing may escape this function.
     std::string what = e.what();
     for (char& c : what) c = (c >= 0x20 && c < 0x7f) ? c : '?';
-    *err = "/: not valid JSON: " + what;
-    return false;
+    return drv::Error(drv::Code::kInvalidArgument, "/: not valid JSON: " + what);
   }
   try {
-    Parser p(err);
-    return p.job(doc, out);
+    Parser p;
+    JobSpec spec;
+    if (!p.job(doc, &spec)) return p.error();
+    return spec;
   } catch (const std::exception& e) {
     // nlohmann's type errors on a value of an unexpected kind.
-    *err = std::string("/: ") + e.what();
-    return false;
+    return drv::Error(drv::Code::kInvalidArgument, std::string("/: ") + e.what());
   }
 }
 
-bool check_job_shapes(const JobSpec& spec, std::string* err) {
+drv::Error check_job_shapes(const JobSpec& spec) {
   std::map<std::string, uint64_t> size;
   for (const JobBufferSpec& b : spec.buffers) size[b.name] = b.bytes;
   for (size_t i = 0; i < spec.steps.size(); ++i) {
     const JobStepSpec& s = spec.steps[i];
     const std::string p = "/steps/" + std::to_string(i);
-    StepBytes need;
-    std::string field, why;
-    if (!step_bytes(s, &need, &field, &why)) {
-      *err = p + "/" + field + ": " + why;
-      return false;
-    }
+    const drv::Result<StepBytes> sized = step_bytes(s);
+    if (!sized.ok()) return drv::Error(sized.error()).prefix(p + "/");
+    const StepBytes& need = sized.value();
     std::string shape = std::string(kernel_name(s.kernel)) + " " + std::to_string(s.m) + "x" + std::to_string(s.n);
     if (s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM)
       shape += "x" + std::to_string(s.k) + " " + dtype_name(s.dtype);
@@ -329,18 +323,15 @@ bool check_job_shapes(const JobSpec& spec, std::string* err) {
     for (const auto& [key, v] : ops) {
       if (v.second == 0) continue;
       auto it = size.find(*v.first);
-      if (it == size.end()) {
-        *err = p + "/" + key + ": no buffer named " + quote(*v.first);
-        return false;
-      }
-      if (it->second != v.second) {
-        *err = p + "/" + key + ": buffer " + quote(*v.first) + " holds " + std::to_string(it->second) +
-               " bytes, " + shape + " needs " + std::to_string(v.second);
-        return false;
-      }
+      if (it == size.end())
+        return drv::Error(drv::Code::kInvalidArgument, p + "/" + key + ": no buffer named " + quote(*v.first));
+      if (it->second != v.second)
+        return drv::Error(drv::Code::kInvalidArgument, p + "/" + key + ": buffer " + quote(*v.first) + " holds " +
+                                                           std::to_string(it->second) + " bytes, " + shape +
+                                                           " needs " + std::to_string(v.second));
     }
   }
-  return true;
+  return {};
 }
 
 }  // namespace tools

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "vtrn/drv/error.h"
 #include "vtrn/proto_names.h"
 #include "vtrn_api.pb-c.h"
 
@@ -65,20 +66,22 @@ struct JobSpec {
   std::vector<JobStepSpec> steps;
 };
 
-// false + *err (one line, starting with a JSON pointer) when the text is not
-// a valid job description. Never throws.
-bool parse_job_file(const std::string& text, JobSpec* out, std::string* err);
+// The job the text describes, or kInvalidArgument with one line of detail
+// starting with a JSON pointer when it is not a valid job description.
+// Never throws.
+drv::Result<JobSpec> parse_job_file(const std::string& text);
 
 // Bytes each operand of a step needs (0: the kernel takes no such operand);
-// false + the step's field at fault (*field, e.g. "k") and what is wrong
-// with it (*why) for an invalid shape.
+// kInvalidArgument for an invalid shape, its detail starting with the step's
+// field at fault ("k: 31 is not a multiple of 32 for mxfp4").
 struct StepBytes {
   uint64_t a = 0, a_scales = 0, b = 0, b_scales = 0, out = 0;
 };
-bool step_bytes(const JobStepSpec& s, StepBytes* out, std::string* field, std::string* why);
+drv::Result<StepBytes> step_bytes(const JobStepSpec& s);
 
-// Every buffer's size must be known. false + *err naming the step operand.
-bool check_job_shapes(const JobSpec& spec, std::string* err);
+// Every buffer's size must be known. kInvalidArgument, the detail naming
+// the step operand, when a buffer does not hold what its step needs.
+drv::Error check_job_shapes(const JobSpec& spec);
 
 // Kernel and dtype names, one table each (vtrn/proto_names.h).
 using vtrn::proto::dtype_name;

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <string>
+
 namespace tools {
 namespace {
 
@@ -60,33 +62,29 @@ bool drain_fd(int fd) {
   _exit(0);
 }
 
+drv::Error system_error(const char* call) {
+  return drv::Error(drv::Code::kSystem, std::string(call) + ": " + strerror(errno));
+}
+
 }  // namespace
 
-bool native_eventfd_pingpong(uint32_t count, uint32_t warmup, std::vector<uint64_t>* rtt_ns,
-                             std::string* err) {
+drv::Result<std::vector<uint64_t>> native_eventfd_pingpong(uint32_t count, uint32_t warmup) {
   constexpr int kStallMs = 5000;
-  rtt_ns->clear();
   Fd ping(eventfd(0, EFD_CLOEXEC));
   Fd pong_back(eventfd(0, EFD_CLOEXEC));
-  if (ping.get() < 0 || pong_back.get() < 0) {
-    *err = std::string("eventfd: ") + strerror(errno);
-    return false;
-  }
+  if (ping.get() < 0 || pong_back.get() < 0) return system_error("eventfd");
   const uint64_t rounds = uint64_t(count) + warmup;
   const pid_t child = fork();
-  if (child < 0) {
-    *err = std::string("fork: ") + strerror(errno);
-    return false;
-  }
+  if (child < 0) return system_error("fork");
   if (child == 0) pong(ping.get(), pong_back.get(), rounds);
 
-  bool ok = true;
-  rtt_ns->reserve(count);
-  for (uint64_t i = 0; i < rounds && ok; ++i) {
+  drv::Error err;
+  std::vector<uint64_t> rtt_ns;
+  rtt_ns.reserve(count);
+  for (uint64_t i = 0; i < rounds; ++i) {
     const uint64_t t0 = now_ns();
     if (!signal_fd(ping.get())) {
-      *err = std::string("eventfd write: ") + strerror(errno);
-      ok = false;
+      err = system_error("eventfd write");
       break;
     }
     pollfd p{pong_back.get(), POLLIN, 0};
@@ -95,27 +93,25 @@ bool native_eventfd_pingpong(uint32_t count, uint32_t warmup, std::vector<uint64
       r = poll(&p, 1, kStallMs);
     } while (r < 0 && errno == EINTR);
     if (r <= 0) {
-      *err = r == 0 ? "native ping-pong partner stopped answering" : std::string("poll: ") + strerror(errno);
-      ok = false;
+      err = r == 0 ? drv::Error(drv::Code::kTimeout, "native ping-pong partner stopped answering")
+                   : system_error("poll");
       break;
     }
     if (!drain_fd(pong_back.get())) {
-      *err = std::string("eventfd read: ") + strerror(errno);
-      ok = false;
+      err = system_error("eventfd read");
       break;
     }
     const uint64_t t1 = now_ns();
-    if (i >= warmup) rtt_ns->push_back(t1 - t0);
+    if (i >= warmup) rtt_ns.push_back(t1 - t0);
   }
-  if (!ok) kill(child, SIGKILL);
+  if (!err.ok()) kill(child, SIGKILL);
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
-  if (ok && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-    *err = "native ping-pong partner failed";
-    ok = false;
-  }
-  return ok;
+  if (!err.ok()) return err;
+  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    return drv::Error(drv::Code::kSystem, "native ping-pong partner failed");
+  return rtt_ns;
 }
 
 }  // namespace tools

@@ -12,15 +12,16 @@
 
 #include <stdint.h>
 
-#include <string>
 #include <vector>
+
+#include "vtrn/drv/error.h"
 
 namespace tools {
 
-// Runs `warmup` unmeasured and then `count` measured round trips; *rtt_ns
-// receives `count` samples. false + *err if a fork, eventfd or read fails or
-// the partner stops answering for 5 s.
-bool native_eventfd_pingpong(uint32_t count, uint32_t warmup, std::vector<uint64_t>* rtt_ns,
-                             std::string* err);
+// Runs `warmup` unmeasured and then `count` measured round trips and
+// returns the `count` round-trip times in ns. kSystem if a fork, eventfd,
+// poll, read or write fails or the partner exits with a failure; kTimeout
+// if the partner stops answering for 5 s.
+drv::Result<std::vector<uint64_t>> native_eventfd_pingpong(uint32_t count, uint32_t warmup);
 
 }  // namespace tools

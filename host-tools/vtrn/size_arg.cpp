@@ -15,11 +15,12 @@ std::string exact_size(uint64_t bytes) {
   return std::to_string(bytes) + " " + kUnits[unit];
 }
 
-bool parse_size(const std::string& text, uint64_t lo, uint64_t hi, uint64_t* out, std::string* err) {
+drv::Result<uint64_t> parse_size(const std::string& text, uint64_t lo, uint64_t hi) {
   const std::string range = exact_size(lo) + ".." + exact_size(hi);
   auto not_a_size = [&] {
-    *err = "'" + text + "' is not a size (a whole number with an optional K, M, G or T suffix; " + range + ")";
-    return false;
+    return drv::Error(drv::Code::kInvalidArgument, "'" + text +
+                                                       "' is not a size (a whole number with an optional K, M, G "
+                                                       "or T suffix; " + range + ")");
   };
   size_t i = 0;
   uint64_t value = 0;
@@ -48,12 +49,9 @@ bool parse_size(const std::string& text, uint64_t lo, uint64_t hi, uint64_t* out
       return not_a_size();
   }
   if (shift != 0 && value > (UINT64_MAX >> shift)) overflow = true;
-  if (overflow || (value << shift) < lo || (value << shift) > hi) {
-    *err = "'" + text + "' outside " + range;
-    return false;
-  }
-  *out = value << shift;
-  return true;
+  if (overflow || (value << shift) < lo || (value << shift) > hi)
+    return drv::Error(drv::Code::kInvalidArgument, "'" + text + "' outside " + range);
+  return value << shift;
 }
 
 }  // namespace tools

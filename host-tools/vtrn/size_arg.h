@@ -11,6 +11,8 @@
 
 #include <string>
 
+#include "vtrn/drv/error.h"
+
 namespace tools {
 
 // What the CLI holds in its own memory at once (dma copy, mem read/write).
@@ -23,8 +25,9 @@ inline constexpr uint64_t kMaxBenchTotal = uint64_t(64) << 30;
 // "1 GiB", "4 KiB", "4097 B": exact, in the largest unit that divides it.
 std::string exact_size(uint64_t bytes);
 
-// true and *out when `text` is a size in lo..hi; false and *err otherwise
-// ("'1T' outside 1 B..1 GiB", "'-1' is not a size ...").
-bool parse_size(const std::string& text, uint64_t lo, uint64_t hi, uint64_t* out, std::string* err);
+// The size `text` names when it lies in lo..hi; otherwise kInvalidArgument
+// with the user's text and the range ("'1T' outside 1 B..1 GiB", "'-1' is
+// not a size ...").
+drv::Result<uint64_t> parse_size(const std::string& text, uint64_t lo, uint64_t hi);
 
 }  // namespace tools

@@ -8,15 +8,16 @@
 // check_job_shapes reachable. It is not a test of the error wording; it checks
 // only the form of the messages and the facts an accepted spec must satisfy.
 //
-// Invariants. On failure: err is one non-empty line starting with "/" (a
-// JSON pointer) followed by ": ". On success: every limit of job_file.h holds
+// Invariants. On failure: the error is kInvalidArgument and its detail is
+// one non-empty line starting with "/" (a JSON pointer) followed by ": ". On
+// success: every limit of job_file.h holds
 // (counts, ranges, names, kernel and dtype names, operands present exactly
 // when the kernel takes them and naming declared buffers, out distinct from
 // the inputs), and the spec written back out as canonical JSON parses to the
 // same spec. check_job_shapes agrees with operand sizes computed here from
 // the documented formulas, and when it refuses, it names the first bad
-// operand as "/steps/N/<operand>: ". parse_job_file resets its output, so
-// parsing into a spec holding an earlier job gives the same result.
+// operand as "/steps/N/<operand>: ". parse_job_file keeps no state between
+// calls, so parsing the same text again gives the same result.
 #include <math.h>
 #include <string.h>
 
@@ -79,7 +80,9 @@ void operands(const JobStepSpec& s, const Need& n, Operand out[5]) {
   out[4] = {"out", &s.out, n.out};
 }
 
-void check_error_line(const std::string& err, const char* what) {
+void check_error_line(const drv::Error& error, const char* what) {
+  FUZZ_CHECK(error.code() == drv::Code::kInvalidArgument, "%s failed with code %u", what, unsigned(error.code()));
+  const std::string& err = error.detail();
   FUZZ_CHECK(!err.empty(), "%s failed with an empty message", what);
   FUZZ_CHECK(err.find_first_of("\r\n") == std::string::npos, "%s message spans lines: %s", what,
              err.c_str());
@@ -247,15 +250,14 @@ void check_shapes(JobSpec j) {
       }
     }
   }
-  std::string err;
-  const bool ok = check_job_shapes(j, &err);
+  const drv::Error err = check_job_shapes(j);
   if (expect.empty()) {
-    FUZZ_CHECK(ok, "check_job_shapes refused matching sizes: %s", err.c_str());
+    FUZZ_CHECK(err.ok(), "check_job_shapes refused matching sizes: %s", err.detail().c_str());
   } else {
-    FUZZ_CHECK(!ok, "check_job_shapes accepted a mismatch at %s", expect.c_str());
+    FUZZ_CHECK(!err.ok(), "check_job_shapes accepted a mismatch at %s", expect.c_str());
     check_error_line(err, "check_job_shapes");
-    FUZZ_CHECK(err.compare(0, expect.size(), expect) == 0, "expected '%s...', got '%s'", expect.c_str(),
-               err.c_str());
+    FUZZ_CHECK(err.detail().compare(0, expect.size(), expect) == 0, "expected '%s...', got '%s'", expect.c_str(),
+               err.detail().c_str());
   }
 }
 
@@ -263,33 +265,24 @@ void check_shapes(JobSpec j) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  JobSpec spec;
-  std::string err;
-  const bool ok = parse_job_file(text, &spec, &err);
+  const drv::Result<JobSpec> parsed = parse_job_file(text);
+  const drv::Result<JobSpec> again = parse_job_file(text);
+  FUZZ_CHECK(again.ok() == parsed.ok(), "second parse disagrees");
 
-  // The same text into a spec that already holds a job: the output is reset.
-  JobSpec again;
-  again.name = "stale";
-  again.chip = 3;
-  again.buffers.resize(2);
-  again.steps.resize(1);
-  std::string err_again;
-  FUZZ_CHECK(parse_job_file(text, &again, &err_again) == ok, "second parse disagrees");
-
-  if (!ok) {
-    check_error_line(err, "parse_job_file");
-    FUZZ_CHECK(err == err_again, "second parse: '%s' vs '%s'", err.c_str(), err_again.c_str());
+  if (!parsed.ok()) {
+    check_error_line(parsed.error(), "parse_job_file");
+    FUZZ_CHECK(again.error().code() == parsed.error().code() && again.error().detail() == parsed.error().detail(),
+               "second parse: '%s' vs '%s'", parsed.error().detail().c_str(), again.error().detail().c_str());
     return 0;
   }
-  check_same(spec, again, "reparse into a used spec");
+  const JobSpec& spec = parsed.value();
+  check_same(spec, again.value(), "reparse");
   check_accepted(spec);
 
   const std::string canon = write_back(spec);
-  JobSpec round;
-  std::string round_err;
-  FUZZ_CHECK(parse_job_file(canon, &round, &round_err), "canonical form refused: %s\n%s",
-             round_err.c_str(), canon.c_str());
-  check_same(spec, round, "canonical round trip");
+  const drv::Result<JobSpec> round = parse_job_file(canon);
+  FUZZ_CHECK(round.ok(), "canonical form refused: %s\n%s", round.error().detail().c_str(), canon.c_str());
+  check_same(spec, round.value(), "canonical round trip");
 
   check_shapes(spec);
   return 0;
