@@ -47,23 +47,17 @@ uint64_t unix_ms() {
   return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1'000'000;
 }
 
-bool write_file(const std::string& path, const std::vector<uint8_t>& data, std::string* err) {
+Error write_file(const std::string& path, const std::vector<uint8_t>& data) {
   UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!fd) {
-    *err = path + ": " + strerror(errno);
-    return false;
-  }
+  if (!fd) return Error(Code::kSystem, path + ": " + strerror(errno));
   size_t off = 0;
   while (off < data.size()) {
     ssize_t n = write(fd.get(), data.data() + off, data.size() - off);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      *err = path + ": " + strerror(errno);
-      return false;
-    }
+    if (n <= 0) return Error(Code::kSystem, path + ": " + strerror(errno));
     off += size_t(n);
   }
-  return true;
+  return Error();
 }
 
 // Last `n` lines of a file, reading at most its last 8 KiB.
@@ -187,9 +181,8 @@ Error Chip::prepare() {
   };
   set_state(ChipState::kStarting);
   if (mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) return bail(dir_ + ": " + strerror(errno));
-  std::string why;
   const std::string dtb_path = dir_ + "/board.dtb";
-  if (!write_file(dtb_path, opts_.dtb, &why)) return bail(why);
+  if (Error e = write_file(dtb_path, opts_.dtb); !e.ok()) return bail(e.detail());
 
   const uint64_t bar2_bytes = uint64_t(opts_.board.bar2_mib) << 20;
   if (Error e = ivshmem_.create(dir_ + "/ivshmem.sock", bar2_bytes, kVectorCount); !e.ok())

@@ -23,8 +23,10 @@ extern "C" {
 
 namespace {
 
+using drv::Code;
 using drv::RetiredGeometry;
-using drv::RetiredLoad;
+using drv::RetiredList;
+using drv::Result;
 
 constexpr uint64_t kPage = 64 * 1024;
 const RetiredGeometry kGeo{kPage, 256ull << 20, 256};
@@ -57,11 +59,12 @@ std::string sealed(const std::string& body) {
 
 void test_saved_list_loads_back_sorted_and_unique(void**) {
   const std::string path = g_dir + "/board/chip0.retired";
-  std::string err;
-  assert_true(drv::save_retired(path, kGeo, {3 * kPage, kPage, 3 * kPage}, "test", &err));
-  std::vector<uint64_t> offs;
-  std::string problem;
-  assert_int_equal(drv::load_retired(path, kGeo, &offs, &problem), RetiredLoad::kLoaded);
+  const drv::Error saved = drv::save_retired(path, kGeo, {3 * kPage, kPage, 3 * kPage}, "test");
+  if (!saved.ok()) fail_msg("%s", saved.detail().c_str());
+  const Result<RetiredList> loaded = drv::load_retired(path, kGeo);
+  if (!loaded.ok()) fail_msg("%s", loaded.error().detail().c_str());
+  assert_true(loaded.value().present);
+  const std::vector<uint64_t>& offs = loaded.value().offsets;
   assert_int_equal(offs.size(), 2);
   assert_int_equal(offs[0], kPage);
   assert_int_equal(offs[1], 3 * kPage);
@@ -70,11 +73,10 @@ void test_saved_list_loads_back_sorted_and_unique(void**) {
 }
 
 void test_missing_file_is_absent_not_an_error(void**) {
-  std::vector<uint64_t> offs{1};
-  std::string problem;
-  assert_int_equal(drv::load_retired(g_dir + "/nope/chip9.retired", kGeo, &offs, &problem),
-                   RetiredLoad::kAbsent);
-  assert_true(offs.empty());
+  const Result<RetiredList> r = drv::load_retired(g_dir + "/nope/chip9.retired", kGeo);
+  if (!r.ok()) fail_msg("%s", r.error().detail().c_str());
+  assert_false(r.value().present);
+  assert_true(r.value().offsets.empty());
 }
 
 void test_board_model_cannot_escape_the_state_directory(void**) {
@@ -86,10 +88,11 @@ void test_board_model_cannot_escape_the_state_directory(void**) {
 void expect_rejected(const std::string& text, const char* why_part) {
   const std::string path = g_dir + "/bad.retired";
   write_file(path, text);
-  std::vector<uint64_t> offs;
-  std::string problem;
-  assert_int_equal(drv::load_retired(path, kGeo, &offs, &problem), RetiredLoad::kRejected);
-  assert_true(offs.empty());
+  const Result<RetiredList> r = drv::load_retired(path, kGeo);
+  if (r.ok()) fail_msg("accepted, wanted a refusal naming '%s'", why_part);
+  // A file that was read but holds no valid list, not a failed system call.
+  assert_int_equal(r.error().code(), Code::kDecode);
+  const std::string& problem = r.error().detail();
   if (strstr(problem.c_str(), why_part) == nullptr) fail_msg("problem '%s' lacks '%s'", problem.c_str(), why_part);
 }
 
@@ -119,29 +122,26 @@ void test_damaged_or_edited_files_are_rejected_whole(void**) {
   expect_rejected(std::string(drv::kRetiredStoreMaxBytes + 10, '#'), "larger than");
   // And the good one is accepted, so the rejections above are about content.
   write_file(g_dir + "/good.retired", good);
-  std::vector<uint64_t> offs;
-  std::string problem;
-  assert_int_equal(drv::load_retired(g_dir + "/good.retired", kGeo, &offs, &problem), RetiredLoad::kLoaded);
-  assert_int_equal(offs.size(), 1);
+  const Result<RetiredList> r = drv::load_retired(g_dir + "/good.retired", kGeo);
+  if (!r.ok()) fail_msg("%s", r.error().detail().c_str());
+  assert_true(r.value().present);
+  assert_int_equal(r.value().offsets.size(), 1);
 }
 
 void test_symlinks_and_directories_are_not_followed(void**) {
   const std::string target = g_dir + "/real.retired";
-  std::string err;
-  assert_true(drv::save_retired(target, kGeo, {kPage}, "t", &err));
+  assert_true(drv::save_retired(target, kGeo, {kPage}, "t").ok());
   const std::string link = g_dir + "/link.retired";
   assert_int_equal(symlink(target.c_str(), link.c_str()), 0);
-  std::vector<uint64_t> offs;
-  std::string problem;
-  assert_int_equal(drv::load_retired(link, kGeo, &offs, &problem), RetiredLoad::kRejected);
+  assert_false(drv::load_retired(link, kGeo).ok());
   mkdir((g_dir + "/dir.retired").c_str(), 0700);
-  assert_int_equal(drv::load_retired(g_dir + "/dir.retired", kGeo, &offs, &problem), RetiredLoad::kRejected);
+  assert_false(drv::load_retired(g_dir + "/dir.retired", kGeo).ok());
 }
 
 void test_save_refuses_pages_outside_the_geometry(void**) {
-  std::string err;
-  assert_false(drv::save_retired(g_dir + "/x.retired", kGeo, {kPage + 1}, "t", &err));
-  assert_false(drv::save_retired(g_dir + "/x.retired", kGeo, {256ull << 20}, "t", &err));
+  assert_int_equal(drv::save_retired(g_dir + "/x.retired", kGeo, {kPage + 1}, "t").code(), Code::kInvalidArgument);
+  assert_int_equal(drv::save_retired(g_dir + "/x.retired", kGeo, {256ull << 20}, "t").code(),
+                   Code::kInvalidArgument);
   assert_int_equal(access((g_dir + "/x.retired").c_str(), F_OK), -1);
 }
 

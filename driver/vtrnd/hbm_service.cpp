@@ -213,16 +213,12 @@ void HbmService::sync_retired(ChipHbm& ch) {
   const std::string path = store_path(ch.chip);
   if (!path.empty()) {
     RetiredGeometry g{page_of(ch.chip), hbm_bytes_of(ch.chip), kStoreMaxPages};
-    std::string problem;
-    switch (load_retired(path, g, &offs, &problem)) {
-      case RetiredLoad::kAbsent: break;
-      case RetiredLoad::kLoaded:
-        DRV_LOGI("chip %u: %zu retired HBM pages from %s", chip_id, offs.size(), path.c_str());
-        break;
-      case RetiredLoad::kRejected:
-        DRV_LOGW("chip %u: retired-page store ignored: %s", chip_id, problem.c_str());
-        offs.clear();
-        break;
+    const Result<RetiredList> stored = load_retired(path, g);
+    if (!stored.ok()) {
+      DRV_LOGW("chip %u: retired-page store ignored: %s", chip_id, stored.error().detail().c_str());
+    } else if (stored.value().present) {
+      offs = stored.value().offsets;
+      DRV_LOGI("chip %u: %zu retired HBM pages from %s", chip_id, offs.size(), path.c_str());
     }
   }
   ch.retired = std::set<uint64_t>(offs.begin(), offs.end());
@@ -280,13 +276,12 @@ void HbmService::persist(ChipHbm& ch, uint64_t offset) {
   const std::string path = store_path(ch.chip);
   if (path.empty()) return;
   RetiredGeometry g{page, hbm_bytes_of(ch.chip), kStoreMaxPages};
-  std::string err;
   const std::vector<uint64_t> v(ch.retired.begin(), ch.retired.end());
   const std::string comment = "vtrn retired HBM pages of board " + opts_.board_model + " chip " +
                               std::to_string(ch.chip->id()) + "; written by vtrnd";
-  if (!save_retired(path, g, v, comment, &err)) {
+  if (const Error e = save_retired(path, g, v, comment); !e.ok()) {
     DRV_LOGE("chip %u: cannot store retired page %s: %s", ch.chip->id(), hex(offset).c_str(),
-             err.c_str());
+             e.detail().c_str());
     return;
   }
   DRV_LOGI("chip %u: retired HBM page +%s stored (%zu in %s)", ch.chip->id(), hex(offset).c_str(),

@@ -101,21 +101,15 @@ void sweep_dead_region_dirs() {
 
 // ShmFileMedium.
 
-bool ShmFileMedium::create(std::string* err) {
+Error ShmFileMedium::create() {
   const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    *err = "link region " + path_ + ": " + strerror(errno);
-    return false;
-  }
+  if (fd < 0) return Error(Code::kSystem, "link region " + path_ + ": " + strerror(errno));
   created_ = true;
   const bool ok = ::ftruncate(fd, off_t(bytes_)) == 0;
   const int saved = errno;
   ::close(fd);
-  if (!ok) {
-    *err = "link region " + path_ + ": ftruncate: " + strerror(saved);
-    return false;
-  }
-  return true;
+  if (!ok) return Error(Code::kSystem, "link region " + path_ + ": ftruncate: " + strerror(saved));
+  return Error();
 }
 
 std::vector<std::string> ShmFileMedium::qemu_args(const std::string& tag, uint32_t slot) const {
@@ -169,15 +163,12 @@ LinkService::LinkService(EventLoop* loop, const BoardSpec& board, std::string ru
 
 LinkService::~LinkService() { stop(); }
 
-bool LinkService::prepare(std::string* err) {
+Error LinkService::prepare() {
   topo_ = std::make_unique<vtrn::board::Topology>();
   const vtrn::Error r =
       vtrn::board::parse_topology(board_.dtb.data(), board_.dtb.size(), topo_.get());
-  if (!r.ok()) {
-    *err = std::string("board wiring: ") + r.detail();
-    return false;
-  }
-  if (topo_->link_count == 0) return true;
+  if (!r.ok()) return Error(r).prefix("board wiring: ");
+  if (topo_->link_count == 0) return Error();
   sweep_dead_region_dirs();
   // Regions must be on tmpfs: a disk-backed file would write every ring
   // update back to the disk. The runtime directory usually is tmpfs
@@ -188,22 +179,20 @@ bool LinkService::prepare(std::string* err) {
   dir_ = runtime_tmpfs ? runtime_dir_ + "/links"
                        : "/dev/shm/vtrn-links-" + std::to_string(::getuid()) + "-" +
                              std::to_string(::getpid());
-  if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) {
-    *err = "link regions: mkdir " + dir_ + ": " + strerror(errno);
-    return false;
-  }
+  if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST)
+    return Error(Code::kSystem, "link regions: mkdir " + dir_ + ": " + strerror(errno));
   own_dir_ = true;
   media_.resize(topo_->link_count);
   for (uint32_t i = 0; i < topo_->link_count; ++i) {
     const vtrn::board::Link& l = topo_->links[i];
     auto m = std::make_unique<ShmFileMedium>(dir_ + "/link" + std::to_string(l.index) + ".shm",
                                              abi::kLinkRegionBytes);
-    if (!m->create(err)) return false;
+    if (Error e = m->create(); !e.ok()) return e;
     media_[i] = std::move(m);
   }
   DRV_LOGI("links: %u links, %u switches, regions in %s", topo_->link_count,
            topo_->switch_count, dir_.c_str());
-  return true;
+  return Error();
 }
 
 std::vector<std::string> LinkService::qemu_args(uint32_t chip_id) const {
@@ -313,30 +302,24 @@ void LinkService::stop() {
   }
 }
 
-bool LinkService::read_chip(Chip* chip, abi::LinksBlock* out, std::string* err) const {
-  return read_links_block(*chip, out, err);
+Error LinkService::read_chip(Chip* chip, abi::LinksBlock* out) const {
+  return read_links_block(*chip, out);
 }
 
-bool read_links_block(const Chip& chip, abi::LinksBlock* out, std::string* err) {
+Error read_links_block(const Chip& chip, abi::LinksBlock* out) {
   const uint8_t* bar2 = chip.links_block();
-  if (bar2 == nullptr) {
-    *err = chip.not_ready_reason();
-    return false;
-  }
+  if (bar2 == nullptr) return Error(Code::kNotReady, chip.not_ready_reason());
   vtrn::hostif::SeqlockRetry retry;
   if (vtrn::hostif::seqlock_read<offsetof(abi::LinksHeader, seq)>(
           reinterpret_cast<const abi::LinksBlock*>(bar2), out, retry)) {
     const abi::LinksHeader& h = out->header;
     if (h.magic != abi::kMagic || h.version != abi::kVersion ||
         h.header_size != sizeof(abi::LinksHeader) || h.port_size != sizeof(abi::PortStatus) ||
-        h.port_count > abi::kMaxPorts) {
-      *err = "link status block is invalid (magic/version/geometry)";
-      return false;
-    }
-    return true;
+        h.port_count > abi::kMaxPorts)
+      return Error(Code::kBadHardware, "link status block is invalid (magic/version/geometry)");
+    return Error();
   }
-  *err = "link status block is being rewritten continuously";
-  return false;
+  return Error(Code::kBusy, "link status block is being rewritten continuously");
 }
 
 void LinkService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st,
@@ -467,15 +450,14 @@ void LinkService::list(uint64_t cid, uint64_t id, const Vtrn__Api__LinkListReque
     if (!r.all_chips && chip->id() != r.chip) continue;
     matched = true;
     abi::LinksBlock blk{};
-    std::string err;
-    if (!read_chip(chip, &blk, &err)) {
+    if (const Error err = read_chip(chip, &blk); !err.ok()) {
       // One row per port the board gives the chip, each carrying the reason.
       const vtrn::board::Chip& bc = chip->options().board;
       for (uint32_t i = 0; i < bc.port_count; ++i) {
         abi::PortStatus s{};
         s.index = bc.ports[i].index;
         auto* p = k.make(Vtrn__Api__LinkPortStatus{});
-        fill_port(k, chip->id(), s, err, p);
+        fill_port(k, chip->id(), s, err.detail(), p);
         ports.push_back(p);
       }
       continue;
@@ -544,8 +526,7 @@ void LinkService::topo(uint64_t cid, uint64_t id) {
   std::vector<bool> ok(chips_.size(), false);
   for (size_t i = 0; i < chips_.size(); ++i) {
     blocks[i] = std::make_unique<abi::LinksBlock>();
-    std::string err;
-    ok[i] = read_chip(chips_[i], blocks[i].get(), &err);
+    ok[i] = read_chip(chips_[i], blocks[i].get()).ok();
   }
   auto chip_port = [&](uint32_t chip, uint32_t port) -> const abi::PortStatus* {
     for (size_t i = 0; i < chips_.size(); ++i) {

@@ -29,6 +29,7 @@
 #include "vtrn/board.h"
 #include "vtrn/drv/board_file.h"
 #include "vtrn/drv/chip.h"
+#include "vtrn/drv/error.h"
 #include "vtrn/drv/event_loop.h"
 #include "vtrn/link.h"
 #include "vtrn/links_abi.h"
@@ -40,8 +41,8 @@ namespace drv {
 class LinkMedium {
  public:
   virtual ~LinkMedium() = default;
-  // Creates the backing store (zero-filled). false + *err.
-  virtual bool create(std::string* err) = 0;
+  // Creates the backing store (zero-filled); kSystem when it cannot.
+  virtual Error create() = 0;
   // QEMU arguments that map this link into a chip as an ivshmem-plain
   // function at `slot` on pcie.0; `tag` makes the object ids unique.
   [[nodiscard]] virtual std::vector<std::string> qemu_args(const std::string& tag,
@@ -58,7 +59,7 @@ class ShmFileMedium final : public LinkMedium {
  public:
   ShmFileMedium(std::string path, uint64_t bytes) : path_(std::move(path)), bytes_(bytes) {}
   ~ShmFileMedium() override { destroy(); }
-  bool create(std::string* err) override;
+  Error create() override;
   [[nodiscard]] std::vector<std::string> qemu_args(const std::string& tag,
                                                    uint32_t slot) const override;
   uint8_t* host_map() override;
@@ -74,10 +75,11 @@ class ShmFileMedium final : public LinkMedium {
 };
 
 // The chip's link status block (vtrn/links_abi.h) copied under its seqlock
-// and checked (magic, version, geometry); false + *err when the chip is not
-// READY or the block is invalid. The one reader of that block in vtrnd (the
-// link service and the metrics exporter).
-bool read_links_block(const Chip& chip, vtrn::links::LinksBlock* out, std::string* err);
+// and checked (magic, version, geometry): kNotReady (with the chip's
+// reason) when the chip is not READY, kBadHardware when the block is
+// invalid, kBusy when it is rewritten on every try. The one reader of that
+// block in vtrnd (the link service and the metrics exporter).
+Error read_links_block(const Chip& chip, vtrn::links::LinksBlock* out);
 
 class LinkService final : public Service {
  public:
@@ -88,8 +90,9 @@ class LinkService final : public Service {
   LinkService(const LinkService&) = delete;
   LinkService& operator=(const LinkService&) = delete;
 
-  // Parses the wiring and creates the regions. Call before the chips start.
-  bool prepare(std::string* err);
+  // Parses the wiring (its error keeps the board parser's code) and
+  // creates the regions (kSystem). Call before the chips start.
+  Error prepare();
   // The extra QEMU arguments of chip `id` (its wired ports' functions).
   [[nodiscard]] std::vector<std::string> qemu_args(uint32_t chip_id) const;
   void add_chip(Chip* chip);
@@ -115,7 +118,7 @@ class LinkService final : public Service {
   };
 
   void poll_switches();
-  bool read_chip(Chip* chip, vtrn::links::LinksBlock* out, std::string* err) const;
+  Error read_chip(Chip* chip, vtrn::links::LinksBlock* out) const;
   void reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, const std::string& err);
 
   EventLoop* loop_;

@@ -358,8 +358,7 @@ ChipMetrics collect_chip_metrics(Chip& chip) {
   if (!m.ready) return m;
   m.have_telemetry = chip.telemetry(&m.telemetry);
   m.have_power = chip.power_telemetry(&m.power).ok();
-  std::string why;
-  m.have_links = read_links_block(chip, &m.links, &why);
+  m.have_links = read_links_block(chip, &m.links).ok();
   return m;
 }
 

@@ -39,20 +39,18 @@ bool parse_u64(const std::string& s, int base, uint64_t* out) {
   return true;
 }
 
-bool mkdirs(const std::string& dir, std::string* err) {
+Error mkdirs(const std::string& dir) {
   std::string cur;
   size_t pos = 0;
   while (pos <= dir.size()) {
     size_t next = dir.find('/', pos);
     if (next == std::string::npos) next = dir.size();
     cur = dir.substr(0, next);
-    if (!cur.empty() && mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST) {
-      *err = "cannot create " + cur + ": " + strerror(errno);
-      return false;
-    }
+    if (!cur.empty() && mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST)
+      return Error(Code::kSystem, "cannot create " + cur + ": " + strerror(errno));
     pos = next + 1;
   }
-  return true;
+  return Error();
 }
 
 bool write_all(int fd, const std::string& s) {
@@ -94,40 +92,28 @@ std::string retired_store_path(const std::string& root, const std::string& board
   return root + "/" + b + "/chip" + std::to_string(chip) + ".retired";
 }
 
-RetiredLoad load_retired(const std::string& path, const RetiredGeometry& g,
-                         std::vector<uint64_t>* offsets, std::string* problem) {
-  offsets->clear();
+Result<RetiredList> load_retired(const std::string& path, const RetiredGeometry& g) {
+  RetiredList list;
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd) {
-    if (errno == ENOENT) return RetiredLoad::kAbsent;
-    *problem = path + ": cannot open: " + strerror(errno);
-    return RetiredLoad::kRejected;
+    if (errno == ENOENT) return list;
+    return Error(Code::kSystem, path + ": cannot open: " + strerror(errno));
   }
   struct stat st{};
-  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    *problem = path + ": not a regular file";
-    return RetiredLoad::kRejected;
-  }
+  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return Error(Code::kDecode, path + ": not a regular file");
   std::string text;
   char buf[4096];
   for (;;) {
     ssize_t n = read(fd.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      *problem = path + ": read failed: " + strerror(errno);
-      return RetiredLoad::kRejected;
-    }
+    if (n < 0) return Error(Code::kSystem, path + ": read failed: " + strerror(errno));
     if (n == 0) break;
     text.append(buf, size_t(n));
-    if (text.size() > kRetiredStoreMaxBytes) {
-      *problem = path + ": larger than " + std::to_string(kRetiredStoreMaxBytes) + " bytes";
-      return RetiredLoad::kRejected;
-    }
+    if (text.size() > kRetiredStoreMaxBytes)
+      return Error(Code::kDecode, path + ": larger than " + std::to_string(kRetiredStoreMaxBytes) + " bytes");
   }
   auto reject = [&](size_t line, const std::string& why) {
-    *problem = path + ":" + std::to_string(line) + ": " + why;
-    offsets->clear();
-    return RetiredLoad::kRejected;
+    return Error(Code::kDecode, path + ":" + std::to_string(line) + ": " + why);
   };
   if (!geometry_ok(g)) return reject(0, "the chip's HBM geometry is invalid");
   enum { kHeader, kPageBytes, kHbmBytes, kPages, kDone } stage = kHeader;
@@ -170,11 +156,11 @@ RetiredLoad load_retired(const std::string& path, const RetiredGeometry& g,
             return reject(line_no, "expected 'page 0x<offset>'");
           if (v % g.page_bytes != 0) return reject(line_no, "offset " + val + " is not page-aligned");
           if (v >= g.hbm_bytes) return reject(line_no, "offset " + val + " is outside HBM");
-          if (!offsets->empty() && v <= offsets->back())
+          if (!list.offsets.empty() && v <= list.offsets.back())
             return reject(line_no, "offsets not strictly ascending");
-          if (offsets->size() >= g.max_pages)
+          if (list.offsets.size() >= g.max_pages)
             return reject(line_no, "more than " + std::to_string(g.max_pages) + " pages");
-          offsets->push_back(v);
+          list.offsets.push_back(v);
         } else if (key == "crc32") {
           if (val.size() != 10 || val.compare(0, 2, "0x") != 0 || !parse_u64(val.substr(2), 16, &v))
             return reject(line_no, "expected 'crc32 0x<8 hex digits>'");
@@ -189,30 +175,23 @@ RetiredLoad load_retired(const std::string& path, const RetiredGeometry& g,
     }
   }
   if (stage != kDone) return reject(line_no, "no crc32 line (file truncated)");
-  return RetiredLoad::kLoaded;
+  list.present = true;
+  return list;
 }
 
-bool save_retired(const std::string& path, const RetiredGeometry& g,
-                  const std::vector<uint64_t>& offsets, const std::string& comment,
-                  std::string* err) {
-  if (!geometry_ok(g)) {
-    *err = "invalid HBM geometry";
-    return false;
-  }
+Error save_retired(const std::string& path, const RetiredGeometry& g,
+                   const std::vector<uint64_t>& offsets, const std::string& comment) {
+  if (!geometry_ok(g)) return Error(Code::kInvalidArgument, "invalid HBM geometry");
   std::vector<uint64_t> v = offsets;
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
-  if (v.size() > g.max_pages) {
-    *err = std::to_string(v.size()) + " pages, the store holds " + std::to_string(g.max_pages);
-    return false;
-  }
+  if (v.size() > g.max_pages)
+    return Error(Code::kTooMany, std::to_string(v.size()) + " pages, the store holds " + std::to_string(g.max_pages));
   std::string body = "# " + comment + "\nvtrn-retired-pages 1\npage-bytes " +
                      std::to_string(g.page_bytes) + "\nhbm-bytes " + std::to_string(g.hbm_bytes) + "\n";
   for (uint64_t off : v) {
-    if (off % g.page_bytes != 0 || off >= g.hbm_bytes) {
-      *err = "offset " + std::to_string(off) + " is not a page of this HBM";
-      return false;
-    }
+    if (off % g.page_bytes != 0 || off >= g.hbm_bytes)
+      return Error(Code::kInvalidArgument, "offset " + std::to_string(off) + " is not a page of this HBM");
     char b[40];
     snprintf(b, sizeof b, "page 0x%llx\n", (unsigned long long)off);
     body += b;
@@ -223,29 +202,26 @@ bool save_retired(const std::string& path, const RetiredGeometry& g,
 
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  if (!mkdirs(dir, err)) return false;
+  if (Error e = mkdirs(dir); !e.ok()) return e;
   const std::string tmp = path + ".tmp." + std::to_string(getpid());
   {
     UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (!fd) {
-      *err = "cannot create " + tmp + ": " + strerror(errno);
-      return false;
-    }
+    if (!fd) return Error(Code::kSystem, "cannot create " + tmp + ": " + strerror(errno));
     if (!write_all(fd.get(), body) || fsync(fd.get()) != 0) {
-      *err = "cannot write " + tmp + ": " + strerror(errno);
+      Error e(Code::kSystem, "cannot write " + tmp + ": " + strerror(errno));
       unlink(tmp.c_str());
-      return false;
+      return e;
     }
   }
   if (rename(tmp.c_str(), path.c_str()) != 0) {
-    *err = "cannot rename " + tmp + " to " + path + ": " + strerror(errno);
+    Error e(Code::kSystem, "cannot rename " + tmp + " to " + path + ": " + strerror(errno));
     unlink(tmp.c_str());
-    return false;
+    return e;
   }
   // The rename itself is durable only once the directory is synced.
   UniqueFd d(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (d) (void)fsync(d.get());
-  return true;
+  return Error();
 }
 
 }  // namespace drv

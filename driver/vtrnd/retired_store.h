@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "vtrn/drv/error.h"
+
 namespace drv {
 
 inline constexpr size_t kRetiredStoreMaxBytes = 64 * 1024;
@@ -39,15 +41,22 @@ std::string retired_store_root();
 std::string retired_store_path(const std::string& root, const std::string& board_model,
                                uint32_t chip);
 
-enum class RetiredLoad { kAbsent, kLoaded, kRejected };
-// Reads and validates the file. kRejected: *problem says why (the caller
-// logs it and starts from an empty list).
-RetiredLoad load_retired(const std::string& path, const RetiredGeometry& g,
-                         std::vector<uint64_t>* offsets, std::string* problem);
+// What a store holds: no file yet (present false, no offsets), or a valid
+// file's offsets, strictly ascending.
+struct RetiredList {
+  bool present = false;
+  std::vector<uint64_t> offsets;
+};
+// Reads and validates the file. A failure rejects the whole file and its
+// detail says why (the caller logs it and starts from an empty list):
+// kSystem when it cannot be opened or read, kDecode for anything wrong with
+// what it holds (including a geometry that is not a valid chip's).
+Result<RetiredList> load_retired(const std::string& path, const RetiredGeometry& g);
 // Writes offsets (sorted, unique, validated against g) atomically, creating
-// the directories. false + *err.
-bool save_retired(const std::string& path, const RetiredGeometry& g,
-                  const std::vector<uint64_t>& offsets, const std::string& comment,
-                  std::string* err);
+// the directories. kInvalidArgument for an invalid geometry or an offset
+// that is not one of its pages, kTooMany beyond g.max_pages, kSystem when a
+// directory or the file cannot be written.
+Error save_retired(const std::string& path, const RetiredGeometry& g,
+                   const std::vector<uint64_t>& offsets, const std::string& comment);
 
 }  // namespace drv

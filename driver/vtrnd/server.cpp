@@ -113,10 +113,10 @@ Error Daemon::start() {
   // the ones above it). The link regions exist before any QEMU maps them.
   const ReplyFn& to_client = reply_fn_;
   links_ = services_.add(std::make_unique<LinkService>(&loop_, board_, opts_.runtime_dir, to_client));
-  if (std::string why; !links_->prepare(&why)) {
+  if (Error e = links_->prepare(); !e.ok()) {
     links_->stop();
     remove_runtime_files(/*keep_log=*/true);
-    return Error(Code::kSystem, why);
+    return e;
   }
   for (const vtrn::board::Chip& bc : board_.chips) {
     ChipOptions co;
