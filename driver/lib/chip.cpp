@@ -188,22 +188,27 @@ Error Chip::prepare() {
   if (Error e = ivshmem_.create(dir_ + "/ivshmem.sock", bar2_bytes, kVectorCount); !e.ok())
     return bail(e.detail());
   hif_.attach(ivshmem_.bar2(), ivshmem_.bar2_size());
-  loop_->add(ivshmem_.listen_fd(), EPOLLIN, [this](uint32_t) {
+  const Error watched = loop_->add(ivshmem_.listen_fd(), EPOLLIN, [this](uint32_t) {
     if (Error e = ivshmem_.accept_peer(); !e.ok()) {
       DRV_LOGW("%s: ivshmem: %s", label_.c_str(), e.detail().c_str());
       return;
     }
     DRV_LOGD("%s: QEMU connected to the ivshmem server", label_.c_str());
-    loop_->add(ivshmem_.peer_fd(), EPOLLRDHUP, [this](uint32_t) {
-      // QEMU closed its end: it is exiting; SIGCHLD tells the rest.
-      loop_->remove(ivshmem_.peer_fd());
-      ivshmem_.drop_peer();
-    });
+    if (Error e = loop_->add(ivshmem_.peer_fd(), EPOLLRDHUP, [this](uint32_t) {
+          // QEMU closed its end: it is exiting; SIGCHLD tells the rest.
+          loop_->remove(ivshmem_.peer_fd());
+          ivshmem_.drop_peer();
+        });
+        !e.ok())
+      DRV_LOGW("%s: ivshmem: %s", label_.c_str(), e.detail().c_str());
     if (state_ == ChipState::kStarting)
       set_state(ChipState::kBooting);
   });
+  if (!watched.ok()) return bail("ivshmem: " + watched.detail());
   for (uint32_t v = 0; v < kVectorCount; ++v) {
-    loop_->add(ivshmem_.host_eventfd(v), EPOLLIN, [this, v](uint32_t) { on_host_doorbell(v); });
+    if (Error e = loop_->add(ivshmem_.host_eventfd(v), EPOLLIN, [this, v](uint32_t) { on_host_doorbell(v); });
+        !e.ok())
+      return bail("ivshmem: " + e.detail());
   }
   qmp_ = std::make_unique<QmpClient>(loop_, label_);
   if (Error e = qmp_->listen(dir_ + "/qmp.sock"); !e.ok()) return bail(e.detail());

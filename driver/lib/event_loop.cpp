@@ -2,6 +2,7 @@
 #include "vtrn/drv/event_loop.h"
 
 #include <errno.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 
@@ -10,7 +11,13 @@
 namespace drv {
 namespace {
 constexpr int kTimerFdTag = -1;
+
+// The failed call's errno, read before anything else can change it.
+Error epoll_error(const char* call, int fd) {
+  const int err = errno;
+  return Error(Code::kSystem, std::string(call) + " fd " + std::to_string(fd) + ": " + strerror(err));
 }
+}  // namespace
 
 EventLoop::EventLoop()
     : epfd_(epoll_create1(EPOLL_CLOEXEC)),
@@ -22,24 +29,24 @@ EventLoop::EventLoop()
   if (epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, timerfd_.get(), &ev) != 0) epfd_.reset();
 }
 
-int EventLoop::add(int fd, uint32_t events, FdCallback cb) {
+Error EventLoop::add(int fd, uint32_t events, FdCallback cb) {
   uint32_t gen = next_gen_++;
   epoll_event ev{};
   ev.events = events;
   ev.data.u64 = uint64_t(gen) << 32 | uint32_t(fd);
-  if (epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return -errno;
+  if (epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return epoll_error("epoll_ctl ADD", fd);
   watches_[fd] = Watch{gen, std::move(cb)};
-  return 0;
+  return Error();
 }
 
-int EventLoop::modify(int fd, uint32_t events) {
+Error EventLoop::modify(int fd, uint32_t events) {
   auto it = watches_.find(fd);
-  if (it == watches_.end()) return -ENOENT;
+  if (it == watches_.end()) return Error(Code::kNotFound, "event loop: no watch on fd " + std::to_string(fd));
   epoll_event ev{};
   ev.events = events;
   ev.data.u64 = uint64_t(it->second.gen) << 32 | uint32_t(fd);
-  if (epoll_ctl(epfd_.get(), EPOLL_CTL_MOD, fd, &ev) != 0) return -errno;
-  return 0;
+  if (epoll_ctl(epfd_.get(), EPOLL_CTL_MOD, fd, &ev) != 0) return epoll_error("epoll_ctl MOD", fd);
+  return Error();
 }
 
 void EventLoop::remove(int fd) {
@@ -112,10 +119,10 @@ void EventLoop::fire_timers() {
   arm_timerfd();
 }
 
-int EventLoop::run_once(int timeout_ms) {
+Error EventLoop::run_once(int timeout_ms) {
   epoll_event events[32];
   int n = epoll_wait(epfd_.get(), events, 32, timeout_ms);
-  if (n < 0) return errno == EINTR ? 0 : -errno;
+  if (n < 0) return errno == EINTR ? Error() : epoll_error("epoll_wait", epfd_.get());
   for (int i = 0; i < n; ++i) {
     const uint64_t tag = events[i].data.u64;
     if (uint32_t(tag) == uint32_t(kTimerFdTag) && (tag >> 32) == 0) {
@@ -130,15 +137,14 @@ int EventLoop::run_once(int timeout_ms) {
     FdCallback cb = it->second.cb;
     cb(events[i].events);
   }
-  return 0;
+  return Error();
 }
 
-int EventLoop::run() {
+Error EventLoop::run() {
   while (!stopped_) {
-    int r = run_once(-1);
-    if (r < 0) return r;
+    if (Error e = run_once(-1); !e.ok()) return e;
   }
-  return 0;
+  return Error();
 }
 
 }  // namespace drv

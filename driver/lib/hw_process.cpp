@@ -254,9 +254,11 @@ Error HwBoard::start(const std::string& exe, const std::vector<uint8_t>& dtb, co
   if (Error e = proc_.start(exe, dtb, specs, timeout_ms); !e.ok()) return e;
   DRV_LOGI("vtrn-hw (pid %d) ready: engines of %zu chip(s)", int(proc_.pid()), specs.size());
   proc_.on_line = [this](const std::string& line) { on_control_line(line); };
-  loop_->add(proc_.control_fd(), EPOLLIN | EPOLLRDHUP, [this](uint32_t) {
-    if (!proc_.read_control()) lost();
-  });
+  if (Error e = loop_->add(proc_.control_fd(), EPOLLIN | EPOLLRDHUP, [this](uint32_t) {
+        if (!proc_.read_control()) lost();
+      });
+      !e.ok())
+    return e.prefix("vtrn-hw control: ");
   watching_ = true;
   return Error();
 }

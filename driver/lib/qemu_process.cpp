@@ -34,7 +34,10 @@ Error QemuProcess::spawn(const std::vector<std::string>& argv, const std::vector
   exited_ = false;
   out_.reset(out_fd);
   partial_.clear();
-  loop_->add(out_.get(), EPOLLIN, [this](uint32_t) { read_output(); });
+  // QEMU runs from here on; a failure leaves it to the owner's stop, as
+  // any failure after the spawn does.
+  if (Error e = loop_->add(out_.get(), EPOLLIN, [this](uint32_t) { read_output(); }); !e.ok())
+    return e.prefix("QEMU output: ");
   return Error();
 }
 

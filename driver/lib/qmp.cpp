@@ -28,8 +28,12 @@ Error QmpClient::listen(const std::string& path) {
     unlink(path.c_str());
     return e;
   }
+  if (Error e = loop_->add(listen_.get(), EPOLLIN, [this](uint32_t) { on_accept(); }); !e.ok()) {
+    listen_.reset();
+    unlink(path.c_str());
+    return e.prefix("QMP socket " + path + ": ");
+  }
   path_ = path;
-  loop_->add(listen_.get(), EPOLLIN, [this](uint32_t) { on_accept(); });
   return Error();
 }
 
@@ -37,8 +41,11 @@ void QmpClient::on_accept() {
   UniqueFd c(accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
   if (!c) return;
   if (conn_) return;  // one monitor per chip; a second connection is dropped
+  if (Error e = loop_->add(c.get(), EPOLLIN | EPOLLRDHUP, [this](uint32_t) { on_readable(); }); !e.ok()) {
+    DRV_LOGW("%s: QMP: %s, dropping the connection", label_.c_str(), e.detail().c_str());
+    return;
+  }
   conn_ = std::move(c);
-  loop_->add(conn_.get(), EPOLLIN | EPOLLRDHUP, [this](uint32_t) { on_readable(); });
 }
 
 void QmpClient::on_readable() {

@@ -147,7 +147,7 @@ void test_timeout_fails_the_request_and_its_late_answer_is_dropped(void**) {
   ping(rig, 1, 20, &slow);
   ping(rig, 2, 1000, &next);
   // Nobody serves: the loop's timer ends the request.
-  for (int i = 0; i < 200 && !slow.done; ++i) rig.loop.run_once(10);
+  for (int i = 0; i < 200 && !slow.done; ++i) assert_true(rig.loop.run_once(10).ok());
   assert_true(slow.done);
   assert_int_equal(slow.r.status, VTRN__API__STATUS__STATUS_TIMEOUT);
   assert_string_equal(slow.r.error.c_str(), "chip 0: no response to control request 1 within 20 ms");
@@ -268,7 +268,7 @@ void test_a_firmware_that_never_stops_producing_cannot_hold_one_pump(void**) {
   // The rest on later loop turns, at most a budget each.
   size_t before = rig.events.size();
   for (int i = 0; i < 100 && rig.events.size() < 1001; ++i) {
-    rig.loop.run_once(10);
+    assert_true(rig.loop.run_once(10).ok());
     assert_true(rig.events.size() - before <= drv::kPopsPerPump);
     before = rig.events.size();
   }

@@ -118,7 +118,8 @@ int teardown(void** state) {
 // Runs the loop until `n` replies arrived (or 5 s passed).
 void run_until(Fixture* f, size_t n) {
   const uint64_t until = drv::monotonic_ns() + 5'000'000'000ull;
-  while (f->replies.size() < n && drv::monotonic_ns() < until) f->loop.run_once(5);
+  while (f->replies.size() < n && drv::monotonic_ns() < until)
+    assert_true(f->loop.run_once(5).ok());
   assert_true(f->replies.size() >= n);
 }
 
@@ -240,8 +241,9 @@ void test_departed_client_work_is_dropped_and_buffers_freed(void** state) {
   run_until(f, 1);
   assert_int_equal(f->replies[0].cid, 2);
   const uint64_t until = drv::monotonic_ns() + 2'000'000'000ull;
-  while (f->chip->dma().in_flight_all() != 0 && drv::monotonic_ns() < until) f->loop.run_once(5);
-  for (int i = 0; i < 5; ++i) f->loop.run_once(2);
+  while (f->chip->dma().in_flight_all() != 0 && drv::monotonic_ns() < until)
+    assert_true(f->loop.run_once(5).ok());
+  for (int i = 0; i < 5; ++i) assert_true(f->loop.run_once(2).ok());
   assert_int_equal(f->replies.size(), 1);  // nothing answered to the departed client
   assert_int_equal(f->chip->dma().window_free_bytes(), f->chip->dma().window_size());
 }
@@ -291,14 +293,15 @@ void test_bench_with_a_total_near_two_to_the_64_runs_and_is_released(void** stat
   const uint64_t until = drv::monotonic_ns() + 2'000'000'000ull;
   drv::DmaQueueSnapshot s;
   do {
-    f->loop.run_once(2);
+    assert_true(f->loop.run_once(2).ok());
     assert_true(f->chip->dma().snapshot(0, &s));
   } while (s.chains_completed < 64 && drv::monotonic_ns() < until);
   assert_true(s.chains_completed >= 64);
   assert_int_equal(f->replies.size(), 0);  // still running
   f->svc->client_gone(10);
-  while (f->chip->dma().in_flight_all() != 0 && drv::monotonic_ns() < until + 2'000'000'000ull) f->loop.run_once(5);
-  for (int i = 0; i < 5; ++i) f->loop.run_once(2);
+  while (f->chip->dma().in_flight_all() != 0 && drv::monotonic_ns() < until + 2'000'000'000ull)
+    assert_true(f->loop.run_once(5).ok());
+  for (int i = 0; i < 5; ++i) assert_true(f->loop.run_once(2).ok());
   assert_int_equal(f->chip->dma().window_free_bytes(), f->chip->dma().window_size());
 }
 
@@ -351,7 +354,7 @@ void test_another_tenants_hbm_is_refused_before_any_dma(void** state) {
                 });
   run_until(f, 6);
   const uint64_t until = drv::monotonic_ns() + 5'000'000'000ull;
-  while (!service_done && drv::monotonic_ns() < until) f->loop.run_once(5);
+  while (!service_done && drv::monotonic_ns() < until) assert_true(f->loop.run_once(5).ok());
   assert_true(service_done);
   assert_int_equal(find(f, 21, 6)->status, VTRN__API__STATUS__STATUS_OK);
   assert_memory_equal(f->fake.hbm() + (4u << 20) + 4096, d.data(), d.size());

@@ -422,7 +422,10 @@ Error MetricsServer::start(uint16_t port) {
   if (getsockname(listen_.get(), reinterpret_cast<sockaddr*>(&a), &len) == 0) {
     port_ = ntohs(a.sin_port);
   }
-  loop_->add(listen_.get(), EPOLLIN, [this](uint32_t) { on_accept(); });
+  if (Error e = loop_->add(listen_.get(), EPOLLIN, [this](uint32_t) { on_accept(); }); !e.ok()) {
+    listen_.reset();
+    return e.prefix("metrics: ");
+  }
   return Error();
 }
 
@@ -441,7 +444,10 @@ void MetricsServer::on_accept() {
       it->second.timer = 0;
       close_conn(id);
     });
-    loop_->add(c.fd.get(), EPOLLIN, [this, id](uint32_t ev) { on_event(id, ev); });
+    if (Error e = loop_->add(c.fd.get(), EPOLLIN, [this, id](uint32_t ev) { on_event(id, ev); }); !e.ok()) {
+      DRV_LOGW("metrics: %s, dropping the connection", e.detail().c_str());
+      close_conn(id);
+    }
   }
 }
 
@@ -469,7 +475,10 @@ void MetricsServer::drain(uint64_t id) {
   Conn& c = it->second;
   c.draining = true;
   (void)shutdown(c.fd.get(), SHUT_WR);
-  loop_->modify(c.fd.get(), EPOLLIN);
+  if (Error e = loop_->modify(c.fd.get(), EPOLLIN); !e.ok()) {
+    DRV_LOGW("metrics: %s, dropping the connection", e.detail().c_str());
+    close_conn(id);
+  }
 }
 
 void MetricsServer::close_conn(uint64_t id) {
@@ -572,7 +581,11 @@ void MetricsServer::on_event(uint64_t id, uint32_t events) {
       respond(c);
     }
     c.responding = true;
-    loop_->modify(c.fd.get(), EPOLLOUT);
+    if (Error e = loop_->modify(c.fd.get(), EPOLLOUT); !e.ok()) {
+      DRV_LOGW("metrics: %s, dropping the connection", e.detail().c_str());
+      close_conn(id);
+      return;
+    }
   }
   while (c.out_off < c.out.size()) {
     const ssize_t n = send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off,

@@ -96,7 +96,7 @@ Error Daemon::start() {
   signal(SIGPIPE, SIG_IGN);
   signal_fd_.reset(signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!signal_fd_) return Error(Code::kSystem, std::string("signalfd: ") + strerror(errno));
-  loop_.add(signal_fd_.get(), EPOLLIN, [this](uint32_t) { on_signal(); });
+  if (Error e = loop_.add(signal_fd_.get(), EPOLLIN, [this](uint32_t) { on_signal(); }); !e.ok()) return e;
 
   if (Error e = runtime_.take(opts_.runtime_dir, opts_.share_gid); !e.ok()) return e;
   Result<UniqueFd> sock = runtime_.listen_socket();
@@ -105,7 +105,10 @@ Error Daemon::start() {
     return sock.error();
   }
   listen_ = std::move(*sock);
-  loop_.add(listen_.get(), EPOLLIN, [this](uint32_t) { on_accept(); });
+  if (Error e = loop_.add(listen_.get(), EPOLLIN, [this](uint32_t) { on_accept(); }); !e.ok()) {
+    remove_runtime_files(/*keep_log=*/true);
+    return e;
+  }
   DRV_LOGI("serving %s (board %s \"%s\", %u chips)", runtime_.socket_path().c_str(),
            board_.file.c_str(), board_.board.model, board_.board.chip_count);
 
@@ -269,9 +272,8 @@ Error Daemon::start_board_hw(const std::vector<Chip*>& chips) {
 }
 
 int Daemon::run() {
-  int r = loop_.run();
-  if (r < 0) {
-    DRV_LOGE("event loop: %s", strerror(-r));
+  if (Error e = loop_.run(); !e.ok()) {
+    DRV_LOGE("event loop: %s", e.detail().c_str());
     exit_status_ = 1;
   }
   return exit_status_;
@@ -300,7 +302,11 @@ void Daemon::on_accept() {
     Conn& c = conns_[cid];
     c.fd = std::move(fd);
     c.uid = cred.uid;
-    loop_.add(raw, EPOLLIN | EPOLLRDHUP, [this, cid](uint32_t ev) { on_conn_event(cid, ev); });
+    if (Error e = loop_.add(raw, EPOLLIN | EPOLLRDHUP, [this, cid](uint32_t ev) { on_conn_event(cid, ev); });
+        !e.ok()) {
+      DRV_LOGW("client %llu: %s, dropping it", (unsigned long long)cid, e.detail().c_str());
+      close_conn(cid);
+    }
   }
 }
 
@@ -419,7 +425,10 @@ void Daemon::flush(uint64_t cid) {
   bool want = !c.out.empty();
   if (want != c.want_write) {
     c.want_write = want;
-    loop_.modify(c.fd.get(), EPOLLIN | EPOLLRDHUP | (want ? uint32_t(EPOLLOUT) : 0u));
+    if (Error e = loop_.modify(c.fd.get(), EPOLLIN | EPOLLRDHUP | (want ? uint32_t(EPOLLOUT) : 0u)); !e.ok()) {
+      DRV_LOGW("client %llu: %s, dropping it", (unsigned long long)cid, e.detail().c_str());
+      close_conn(cid);
+    }
   }
 }
 
@@ -569,7 +578,10 @@ void Daemon::finish_shutdown() {
     bool pending = false;
     for (auto& [cid, c] : conns_) pending |= c.out_off < c.out.size();
     if (!pending || monotonic_ms() >= until) break;
-    loop_.run_once(50);
+    if (Error e = loop_.run_once(50); !e.ok()) {
+      DRV_LOGE("event loop: %s", e.detail().c_str());
+      break;
+    }
   }
   DRV_LOGI("stopped %u chip(s); bye", chips_stopped_);
   loop_.stop();

@@ -16,6 +16,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "vtrn/drv/error.h"
 #include "vtrn/drv/fd.h"
 
 namespace drv {
@@ -32,9 +33,11 @@ class EventLoop {
 
   [[nodiscard]] bool ok() const { return epfd_.valid() && timerfd_.valid(); }
 
-  // Returns 0 or -errno. One watch per fd.
-  int add(int fd, uint32_t events, FdCallback cb);
-  int modify(int fd, uint32_t events);
+  // One watch per fd. kSystem when epoll refuses it (the detail names the
+  // call, the fd and strerror).
+  Error add(int fd, uint32_t events, FdCallback cb);
+  // kNotFound for an fd without a watch, kSystem when epoll refuses.
+  Error modify(int fd, uint32_t events);
   void remove(int fd);
 
   // Runs `cb` once at CLOCK_MONOTONIC `deadline_ns`. Returns a non-zero id.
@@ -42,10 +45,12 @@ class EventLoop {
   TimerId add_timer_in(uint64_t delay_ns, TimerCallback cb);
   void cancel_timer(TimerId id);
 
-  // Dispatches until stop(); returns 0 or -errno from epoll.
-  int run();
+  // Dispatches until stop(); kSystem when epoll_wait fails.
+  Error run();
   // One round: waits at most timeout_ms (-1: until something happens).
-  int run_once(int timeout_ms);
+  // kSystem when epoll_wait fails; a signal (EINTR) is a round without
+  // events.
+  Error run_once(int timeout_ms);
   void stop() { stopped_ = true; }
   [[nodiscard]] bool stopped() const { return stopped_; }
 
