@@ -24,15 +24,14 @@ int64_t now_ms() {
   return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-Error describe(int neg_errno) {
-  switch (neg_errno) {
-    case -ENODATA:
-    case -EPIPE:
-    case -ECONNRESET: return Error(Code::kClosed, "vtrnd closed the connection");
-    case -EPROTO: return Error(Code::kDecode, "malformed frame from vtrnd");
-    case -ETIMEDOUT: return Error(Code::kTimeout, "timed out waiting for vtrnd");
-    case -EMSGSIZE: return Error(Code::kInvalidArgument, "request larger than the frame limit");
-    default: return Error(Code::kSystem, std::string("vtrnd socket: ") + strerror(-neg_errno));
+// The wire's failure in the words of a vtrnd client; the code stays.
+Error describe(const Error& wire) {
+  switch (wire.code()) {
+    case Code::kClosed: return Error(Code::kClosed, "vtrnd closed the connection");
+    case Code::kDecode: return Error(Code::kDecode, "malformed frame from vtrnd");
+    case Code::kTimeout: return Error(Code::kTimeout, "timed out waiting for vtrnd");
+    case Code::kInvalidArgument: return Error(Code::kInvalidArgument, "request larger than the frame limit");
+    default: return Error(wire.code(), "vtrnd socket: " + wire.detail());
   }
 }
 
@@ -150,15 +149,14 @@ Error Client::connect(const std::string& path) {
 Error Client::send(Vtrn__Api__Request* req) {
   if (fd_ < 0) return not_connected();
   req->id = next_id_++;
-  const int r = send_frame(fd_, &req->base);
-  return r < 0 ? describe(r) : Error{};
+  if (Error e = send_frame(fd_, &req->base); !e.ok()) return describe(e);
+  return Error{};
 }
 
 Result<ResponsePtr> Client::recv(int timeout_ms) {
   if (fd_ < 0) return not_connected();
   std::vector<uint8_t> payload;
-  const int r = recv_frame(fd_, &payload, timeout_ms);
-  if (r < 0) return describe(r);
+  if (Error e = recv_frame(fd_, &payload, timeout_ms); !e.ok()) return describe(e);
   Vtrn__Api__Response* resp = vtrn__api__response__unpack(nullptr, payload.size(), payload.data());
   if (resp == nullptr) return Error(Code::kDecode, "vtrnd sent a response that does not decode");
   return ResponsePtr(resp);

@@ -3,18 +3,21 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 
+#include <string>
+
 namespace drv {
 
-int Mapping::map(int fd, size_t size) {
+Error Mapping::map(int fd, size_t size) {
   reset();
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return -errno;
+  if (p == MAP_FAILED) return Error(Code::kSystem, std::string("mmap: ") + strerror(errno));
   base_ = static_cast<uint8_t*>(p);
   size_ = size;
-  return 0;
+  return Error();
 }
 
 void Mapping::reset() {
@@ -23,10 +26,12 @@ void Mapping::reset() {
   size_ = 0;
 }
 
-int set_nonblocking(int fd) {
-  int flags = fcntl(fd, F_GETFL);
-  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) return -errno;
-  return 0;
+Error set_nonblocking(int fd) {
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0) return Error(Code::kSystem, "fcntl F_GETFL fd " + std::to_string(fd) + ": " + strerror(errno));
+  if (fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+    return Error(Code::kSystem, "fcntl F_SETFL O_NONBLOCK fd " + std::to_string(fd) + ": " + strerror(errno));
+  return Error();
 }
 
 uint64_t monotonic_ns() {

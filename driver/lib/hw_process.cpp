@@ -151,7 +151,11 @@ Error HwProcess::start(const std::string& exe, const std::vector<uint8_t>& dtb, 
     pending_ = got.substr(nl + 1);
     break;
   }
-  set_nonblocking(ctl_.get());
+  if (Error e = set_nonblocking(ctl_.get()); !e.ok()) {
+    kill(pid_, SIGKILL);
+    reap_blocking();
+    return e.prefix("vtrn-hw control pipe: ");
+  }
   return Error();
 }
 

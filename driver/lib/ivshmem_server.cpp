@@ -62,9 +62,9 @@ Error IvshmemServer::create(const std::string& path, uint64_t bar2_bytes, uint32
   // would turn accesses into SIGBUS).
   if (fcntl(memfd_.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
     return fail("seal BAR2");
-  if (int r = bar2_.map(memfd_.get(), size_t(bar2_bytes)); r < 0) {
-    errno = -r;
-    return fail("mmap BAR2");
+  if (Error e = bar2_.map(memfd_.get(), size_t(bar2_bytes)); !e.ok()) {
+    close();
+    return e.prefix("BAR2 ");
   }
   for (uint32_t v = 0; v < vectors; ++v) {
     host_efd_.emplace_back(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));

@@ -44,6 +44,11 @@ void write_bytes(int fd, const void* p, size_t n) {
   assert_int_equal(write(fd, p, n), (ssize_t)n);
 }
 
+void assert_code(const drv::Error& e, drv::Code want) {
+  assert_int_equal(int(e.code()), int(want));
+  assert_true(e.ok() || !e.detail().empty());
+}
+
 void test_frame_round_trip_preserves_message(void**) {
   Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
   Vtrn__Api__PingRequest ping = VTRN__API__PING_REQUEST__INIT;
@@ -52,9 +57,9 @@ void test_frame_round_trip_preserves_message(void**) {
   req.ping = &ping;
   ping.chip = 3;
   ping.count = 9;
-  assert_int_equal(drv::send_frame(g_sv[0], &req.base), 0);
+  assert_code(drv::send_frame(g_sv[0], &req.base), drv::Code::kOk);
   std::vector<uint8_t> payload;
-  assert_int_equal(drv::recv_frame(g_sv[1], &payload, 1000), 0);
+  assert_code(drv::recv_frame(g_sv[1], &payload, 1000), drv::Code::kOk);
   Vtrn__Api__Request* got = vtrn__api__request__unpack(nullptr, payload.size(), payload.data());
   assert_non_null(got);
   assert_int_equal(got->id, 77);
@@ -68,7 +73,7 @@ void test_encode_frame_writes_little_endian_length(void**) {
   Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
   req.id = 0x1234;
   std::vector<uint8_t> out = {0xAA};
-  assert_int_equal(drv::encode_frame(&req.base, &out), 0);
+  assert_code(drv::encode_frame(&req.base, &out), drv::Code::kOk);
   size_t len = protobuf_c_message_get_packed_size(&req.base);
   assert_int_equal(out.size(), 1 + 4 + len);
   assert_int_equal(out[0], 0xAA);
@@ -83,8 +88,8 @@ void test_encode_frame_rejects_message_above_limit(void**) {
   std::string big(drv::kMaxFrame + 1, 'x');
   resp.error = big.data();
   std::vector<uint8_t> out;
-  assert_int_equal(drv::encode_frame(&resp.base, &out), -EMSGSIZE);
-  assert_int_equal(drv::send_frame(g_sv[0], &resp.base), -EMSGSIZE);
+  assert_code(drv::encode_frame(&resp.base, &out), drv::Code::kInvalidArgument);
+  assert_code(drv::send_frame(g_sv[0], &resp.base), drv::Code::kInvalidArgument);
   assert_true(out.empty());
 }
 
@@ -93,7 +98,7 @@ void test_recv_frame_rejects_oversize_length(void**) {
   uint8_t hdr[4] = {uint8_t(len), uint8_t(len >> 8), uint8_t(len >> 16), uint8_t(len >> 24)};
   write_bytes(g_sv[0], hdr, 4);
   std::vector<uint8_t> payload;
-  assert_int_equal(drv::recv_frame(g_sv[1], &payload, 1000), -EPROTO);
+  assert_code(drv::recv_frame(g_sv[1], &payload, 1000), drv::Code::kDecode);
 }
 
 void test_recv_frame_accepts_frame_of_exactly_max_size(void**) {
@@ -106,7 +111,9 @@ void test_recv_frame_accepts_frame_of_exactly_max_size(void**) {
   drv::FrameDecoder dec;
   dec.feed(frame.data(), frame.size());
   std::vector<uint8_t> payload;
-  assert_int_equal(dec.next(&payload), 1);
+  drv::Result<bool> got = dec.next(&payload);
+  assert_true(got.ok());
+  assert_true(got.value());
   assert_int_equal(payload.size(), drv::kMaxFrame);
 }
 
@@ -116,7 +123,7 @@ void test_recv_frame_reports_truncated_frame_as_protocol_error(void**) {
   close(g_sv[0]);
   g_sv[0] = -1;
   std::vector<uint8_t> payload;
-  assert_int_equal(drv::recv_frame(g_sv[1], &payload, 1000), -EPROTO);
+  assert_code(drv::recv_frame(g_sv[1], &payload, 1000), drv::Code::kDecode);
 }
 
 void test_recv_frame_reports_truncated_header_as_protocol_error(void**) {
@@ -125,19 +132,39 @@ void test_recv_frame_reports_truncated_header_as_protocol_error(void**) {
   close(g_sv[0]);
   g_sv[0] = -1;
   std::vector<uint8_t> payload;
-  assert_int_equal(drv::recv_frame(g_sv[1], &payload, 1000), -EPROTO);
+  assert_code(drv::recv_frame(g_sv[1], &payload, 1000), drv::Code::kDecode);
 }
 
-void test_recv_frame_reports_orderly_eof_as_nodata(void**) {
+void test_recv_frame_reports_orderly_eof_as_closed(void**) {
   close(g_sv[0]);
   g_sv[0] = -1;
   std::vector<uint8_t> payload;
-  assert_int_equal(drv::recv_frame(g_sv[1], &payload, 1000), -ENODATA);
+  assert_code(drv::recv_frame(g_sv[1], &payload, 1000), drv::Code::kClosed);
 }
 
 void test_recv_frame_times_out_when_nothing_arrives(void**) {
   std::vector<uint8_t> payload;
-  assert_int_equal(drv::recv_frame(g_sv[1], &payload, 20), -ETIMEDOUT);
+  assert_code(drv::recv_frame(g_sv[1], &payload, 20), drv::Code::kTimeout);
+}
+
+void test_send_frame_to_a_closed_peer_is_closed(void**) {
+  close(g_sv[1]);
+  g_sv[1] = -1;
+  Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
+  const drv::Error e = drv::send_frame(g_sv[0], &req.base);
+  assert_code(e, drv::Code::kClosed);
+  assert_string_equal(e.detail().c_str(), (std::string("send: ") + strerror(EPIPE)).c_str());
+}
+
+void test_recv_frame_on_a_closed_fd_names_the_call(void**) {
+  // poll reports POLLNVAL for a closed fd, so the read itself fails.
+  const int fd = g_sv[1];
+  close(fd);
+  g_sv[1] = -1;
+  std::vector<uint8_t> payload;
+  const drv::Error e = drv::recv_frame(fd, &payload, 1000);
+  assert_code(e, drv::Code::kSystem);
+  assert_string_equal(e.detail().c_str(), (std::string("read: ") + strerror(EBADF)).c_str());
 }
 
 void test_decoder_reassembles_frames_fed_byte_by_byte(void**) {
@@ -145,21 +172,22 @@ void test_decoder_reassembles_frames_fed_byte_by_byte(void**) {
   for (uint64_t id = 1; id <= 3; ++id) {
     Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
     req.id = id;
-    assert_int_equal(drv::encode_frame(&req.base, &stream), 0);
+    assert_code(drv::encode_frame(&req.base, &stream), drv::Code::kOk);
   }
   drv::FrameDecoder dec;
   std::vector<uint64_t> ids;
   std::vector<uint8_t> payload;
   for (uint8_t b : stream) {
     dec.feed(&b, 1);
-    int r;
-    while ((r = dec.next(&payload)) == 1) {
+    for (;;) {
+      drv::Result<bool> r = dec.next(&payload);
+      assert_true(r.ok());
+      if (!r.value()) break;
       Vtrn__Api__Request* got = vtrn__api__request__unpack(nullptr, payload.size(), payload.data());
       assert_non_null(got);
       ids.push_back(got->id);
       vtrn__api__request__free_unpacked(got, nullptr);
     }
-    assert_int_equal(r, 0);
   }
   assert_int_equal(ids.size(), 3);
   assert_int_equal(ids[0], 1);
@@ -172,10 +200,10 @@ void test_decoder_latches_broken_on_oversize_length(void**) {
   drv::FrameDecoder dec;
   dec.feed(hdr, 4);
   std::vector<uint8_t> payload;
-  assert_int_equal(dec.next(&payload), -EPROTO);
+  assert_code(dec.next(&payload).error(), drv::Code::kDecode);
   uint8_t ok[4] = {0, 0, 0, 0};
   dec.feed(ok, 4);
-  assert_int_equal(dec.next(&payload), -EPROTO);
+  assert_code(dec.next(&payload).error(), drv::Code::kDecode);
 }
 
 void test_runtime_dir_prefers_env_then_xdg(void**) {
@@ -225,16 +253,16 @@ void test_client_call_skips_responses_with_other_ids(void**) {
   assert_true(c.send(&req).ok());
   uint64_t first = c.last_id();
   std::vector<uint8_t> payload;
-  assert_int_equal(drv::recv_frame(sfd, &payload, 1000), 0);  // drain the send() above
+  assert_code(drv::recv_frame(sfd, &payload, 1000), drv::Code::kOk);  // drain the send() above
   // call() will use id first+1; queue a stale frame and the real answer.
   Vtrn__Api__Response stale = VTRN__API__RESPONSE__INIT;
   stale.id = first;
-  assert_int_equal(drv::send_frame(sfd, &stale.base), 0);
+  assert_code(drv::send_frame(sfd, &stale.base), drv::Code::kOk);
   Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
   resp.id = first + 1;
   resp.status = VTRN__API__STATUS__STATUS_UNKNOWN_CHIP;
   resp.error = const_cast<char*>("no chip 9");
-  assert_int_equal(drv::send_frame(sfd, &resp.base), 0);
+  assert_code(drv::send_frame(sfd, &resp.base), drv::Code::kOk);
 
   drv::Result<drv::ResponsePtr> call = c.call(&req, 1000);
   assert_true(call.ok());
@@ -286,8 +314,10 @@ int main() {
       cmocka_unit_test_setup_teardown(test_recv_frame_accepts_frame_of_exactly_max_size, setup, teardown),
       cmocka_unit_test_setup_teardown(test_recv_frame_reports_truncated_frame_as_protocol_error, setup, teardown),
       cmocka_unit_test_setup_teardown(test_recv_frame_reports_truncated_header_as_protocol_error, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_recv_frame_reports_orderly_eof_as_nodata, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_recv_frame_reports_orderly_eof_as_closed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_recv_frame_times_out_when_nothing_arrives, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_send_frame_to_a_closed_peer_is_closed, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_recv_frame_on_a_closed_fd_names_the_call, setup, teardown),
       cmocka_unit_test_setup_teardown(test_decoder_reassembles_frames_fed_byte_by_byte, setup, teardown),
       cmocka_unit_test_setup_teardown(test_decoder_latches_broken_on_oversize_length, setup, teardown),
       cmocka_unit_test_setup_teardown(test_runtime_dir_prefers_env_then_xdg, setup, teardown),

@@ -346,17 +346,18 @@ void Daemon::on_conn_event(uint64_t cid, uint32_t events) {
       if (n > 0) {
         c->second.decoder.feed(buf, size_t(n));
         std::vector<uint8_t> payload;
-        int r;
-        while ((r = c->second.decoder.next(&payload)) == 1) {
+        for (;;) {
+          Result<bool> got = c->second.decoder.next(&payload);
+          if (!got.ok()) {
+            DRV_LOGW("client %llu: frame above %u bytes, closing", (unsigned long long)cid,
+                     kMaxFrame);
+            close_conn(cid);
+            return;
+          }
+          if (!got.value()) break;
           handle_frame(cid, payload);
           c = conns_.find(cid);
           if (c == conns_.end()) return;
-        }
-        if (r < 0) {
-          DRV_LOGW("client %llu: frame above %u bytes, closing", (unsigned long long)cid,
-                   kMaxFrame);
-          close_conn(cid);
-          return;
         }
         continue;
       }
@@ -380,7 +381,7 @@ void Daemon::reply(uint64_t cid, Vtrn__Api__Response* resp) {
   auto it = conns_.find(cid);
   if (it == conns_.end()) return;  // the client left; its answer goes nowhere
   Conn& c = it->second;
-  if (encode_frame(&resp->base, &c.out) < 0) {
+  if (!encode_frame(&resp->base, &c.out).ok()) {
     Vtrn__Api__Response small = VTRN__API__RESPONSE__INIT;
     small.id = resp->id;
     small.status = VTRN__API__STATUS__STATUS_INTERNAL;

@@ -54,8 +54,8 @@ bool map_fd(int fd, drv::Mapping* m, const char* what, std::string* err) {
     *err = std::string(what) + ": fd " + std::to_string(fd) + " is not a sized file";
     return false;
   }
-  if (int r = m->map(fd, size_t(st.st_size)); r < 0) {
-    *err = std::string(what) + ": mmap: " + strerror(-r);
+  if (drv::Error e = m->map(fd, size_t(st.st_size)); !e.ok()) {
+    *err = std::string(what) + ": " + e.detail();
     return false;
   }
   return true;

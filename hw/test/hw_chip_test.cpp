@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   drv::Mapping ram_map;
-  if (ram_map.map(link.ram_fd(), ram_bytes) < 0) return 1;
+  if (!ram_map.map(link.ram_fd(), ram_bytes).ok()) return 1;
   drv::IvshmemServer hostif;
   if (const drv::Error e = hostif.create(dir + "/host.sock", 16u << 20, vtrn::hostif::kVectorCount); !e.ok()) {
     fprintf(stderr, "host interface: %s\n", e.detail().c_str());

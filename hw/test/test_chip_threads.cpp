@@ -58,8 +58,8 @@ struct Chip {
     const int ram_fd = memfd_create("ram", MFD_CLOEXEC), bar2_fd = memfd_create("bar2", MFD_CLOEXEC);
     assert_int_equal(ftruncate(ram_fd, kRamSize), 0);
     assert_int_equal(ftruncate(bar2_fd, kBar2Size), 0);
-    assert_int_equal(ram.map(ram_fd, kRamSize), 0);
-    assert_int_equal(bar2.map(bar2_fd, kBar2Size), 0);
+    assert_true(ram.map(ram_fd, kRamSize).ok());
+    assert_true(bar2.map(bar2_fd, kBar2Size).ok());
     doorbell.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     host_irq.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     hw::ChipFds f;

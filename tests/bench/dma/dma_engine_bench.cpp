@@ -177,7 +177,7 @@ class Board {
   explicit Board(const Options& o) : hbm_bytes_(o.hbm_mib << 20) {
     const uint64_t ram_bytes = kFwBytes + hbm_bytes_;
     drv::UniqueFd ram(memfd("vtrn-bench-ram", ram_bytes)), bar2(memfd("vtrn-bench-bar2", kBar2Bytes));
-    if (bar2_map_.map(bar2.get(), kBar2Bytes) < 0) die("mmap");
+    if (!bar2_map_.map(bar2.get(), kBar2Bytes).ok()) die("mmap");
     doorbell_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     host_irq_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!doorbell_ || !host_irq_) die("eventfd");

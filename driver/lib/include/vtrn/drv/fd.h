@@ -10,6 +10,8 @@
 
 #include <utility>
 
+#include "vtrn/drv/error.h"
+
 namespace drv {
 
 class UniqueFd {
@@ -56,8 +58,9 @@ class Mapping {
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
 
-  // Maps `size` bytes of `fd` read-write shared; returns -errno on failure.
-  int map(int fd, size_t size);
+  // Maps `size` bytes of `fd` read-write shared; kSystem "mmap: <strerror>"
+  // on failure (the mapping is then empty).
+  Error map(int fd, size_t size);
   void reset();
   [[nodiscard]] uint8_t* data() const { return base_; }
   [[nodiscard]] size_t size() const { return size_; }
@@ -67,8 +70,9 @@ class Mapping {
   size_t size_ = 0;
 };
 
-// Sets O_NONBLOCK; returns -errno on failure.
-int set_nonblocking(int fd);
+// Sets O_NONBLOCK; kSystem naming the fcntl call, the fd and strerror on
+// failure.
+Error set_nonblocking(int fd);
 
 // CLOCK_MONOTONIC in nanoseconds / milliseconds.
 uint64_t monotonic_ns();

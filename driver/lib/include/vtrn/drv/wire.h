@@ -18,6 +18,8 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "vtrn/drv/error.h"
+
 namespace drv {
 
 inline constexpr uint32_t kMaxFrame = 4u << 20;
@@ -40,26 +42,27 @@ std::string default_runtime_dir();
 // runtime_dir() + "/vtrnd.sock".
 std::string socket_path();
 
-// Appends one frame holding `msg` to `out`. Returns 0 or -EMSGSIZE when the
-// packed message is larger than kMaxFrame.
-int encode_frame(const ProtobufCMessage* msg, std::vector<uint8_t>* out);
+// Appends one frame holding `msg` to `out`. kInvalidArgument when the packed
+// message is larger than kMaxFrame (nothing is appended then).
+Error encode_frame(const ProtobufCMessage* msg, std::vector<uint8_t>* out);
 
 // Blocking frame I/O on a stream socket (a non-blocking fd is waited on with
-// poll). Return 0 on success, -errno on failure, -EPROTO for a bad frame
-// (length above kMaxFrame, or EOF inside a frame). recv_frame returns
-// -ENODATA on orderly EOF at a frame boundary and -ETIMEDOUT when
-// `timeout_ms` (>= 0) passes first; timeout_ms < 0 blocks.
-int send_frame(int fd, const ProtobufCMessage* msg);
-int recv_frame(int fd, std::vector<uint8_t>* payload, int timeout_ms);
+// poll). Failures: kClosed when the peer hung up (EPIPE, ECONNRESET, a write
+// of nothing; for recv_frame an orderly EOF at a frame boundary), kDecode for
+// a bad frame (length above kMaxFrame, or EOF inside a frame), kTimeout when
+// `timeout_ms` (>= 0) passes first (timeout_ms < 0 blocks), kInvalidArgument
+// from encode_frame, and kSystem naming the call with its strerror.
+Error send_frame(int fd, const ProtobufCMessage* msg);
+Error recv_frame(int fd, std::vector<uint8_t>* payload, int timeout_ms);
 
 // Incremental decoder: feed whatever bytes arrived, then take complete
 // frames out one by one.
 class FrameDecoder {
  public:
   void feed(const uint8_t* data, size_t length);
-  // 1: a frame was moved into *payload; 0: need more bytes; -EPROTO: the
-  // stream announced a frame above kMaxFrame (the decoder stays broken).
-  int next(std::vector<uint8_t>* payload);
+  // true: a frame was moved into *payload; false: need more bytes; kDecode:
+  // the stream announced a frame above kMaxFrame (the decoder stays broken).
+  Result<bool> next(std::vector<uint8_t>* payload);
   [[nodiscard]] size_t buffered() const { return buf_.size() - start_; }
 
  private:
