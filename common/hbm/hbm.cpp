@@ -199,6 +199,7 @@ const char* error_name(Error e) {
     case Error::kArenaTooSmall: return "arena too small";
     case Error::kNotInitialised: return "not initialised";
     case Error::kInconsistent: return "inconsistent";
+    case Error::kPinned: return "pinned";
   }
   return "unknown";
 }

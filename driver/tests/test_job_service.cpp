@@ -70,7 +70,17 @@ struct FakeJobChip final : drv::JobBackend {
     ++allocations;
     later([done, a] { done(true, a, ""); });
   }
-  void hbm_free_owner(uint32_t, uint64_t owner, Done done) override {
+  uint64_t pinned_refusals = 0;
+  void hbm_free_owner(uint32_t, uint64_t owner, FreeDone done) override {
+    // As the firmware does: a job still running on the chip pins its
+    // owner's memory (issue 15); a chip that is down holds nothing.
+    const uint64_t jid = owner & 0xffffffffull;
+    if (ready && (owner >> 32) == 2 && table.count(jid) != 0 &&
+        table[jid] == VTRN__TYPES__JOB_STATE__JOB_STATE_RUNNING) {
+      ++pinned_refusals;
+      later([done] { done(VTRN__API__STATUS__STATUS_BUSY, "pinned by a job the chip has not ended"); });
+      return;
+    }
     for (auto it = allocs.begin(); it != allocs.end();) {
       if (it->second.first == owner) {
         it = allocs.erase(it);
@@ -79,7 +89,7 @@ struct FakeJobChip final : drv::JobBackend {
         ++it;
       }
     }
-    later([done] { done(true, ""); });
+    later([done] { done(VTRN__API__STATUS__STATUS_OK, ""); });
   }
   void dma_write(uint32_t, uint64_t addr, const uint8_t* data, size_t len, Done done) override {
     if (fail_dma) {
@@ -120,9 +130,12 @@ struct FakeJobChip final : drv::JobBackend {
     if (req.body_case == VTRN__CTRL__REQUEST__BODY_JOB_CANCEL) {
       cancels.push_back(req.job_cancel->job_id);
       if (!answer_cancel) return;  // a firmware that has stopped answering
-      later([done] {
+      // A running job stops when its cores leave it: RUNNING until then.
+      const bool running = table.count(req.job_cancel->job_id) != 0 &&
+                           table[req.job_cancel->job_id] == VTRN__TYPES__JOB_STATE__JOB_STATE_RUNNING;
+      later([done, running] {
         Vtrn__Ctrl__JobCancelResponse cr = VTRN__CTRL__JOB_CANCEL_RESPONSE__INIT;
-        cr.state = VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED;
+        cr.state = running ? VTRN__TYPES__JOB_STATE__JOB_STATE_RUNNING : VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED;
         Vtrn__Ctrl__Response r = VTRN__CTRL__RESPONSE__INIT;
         r.body_case = VTRN__CTRL__RESPONSE__BODY_JOB_CANCEL;
         r.job_cancel = &cr;
@@ -507,6 +520,60 @@ void test_job_shows_running_once_the_firmware_table_does(void** state) {
   assert_int_equal(f->svc->counters(0).running, 1);
 }
 
+// Issue 15: a job cancelled here while a NeuronCore is still inside one
+// of its chunks keeps its buffers until the chip says it stopped, so the
+// chunk cannot write into memory handed to someone else.
+void test_buffers_of_a_job_still_running_on_the_chip_wait_for_its_end(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  AddJob job(4, 8, /*wait=*/false);
+  f->svc->submit(7, 1, job.req);
+  assert_true(spin(f, [&] { return f->chip.submits.size() == 1; }));
+  const uint64_t id = f->chip.submits[0]->job_id;
+  f->chip.table[id] = VTRN__TYPES__JOB_STATE__JOB_STATE_RUNNING;
+  Vtrn__Api__JobCancelRequest c = VTRN__API__JOB_CANCEL_REQUEST__INIT;
+  c.job_id = id;
+  f->svc->cancel(8, 2, c);
+  // The firmware answers RUNNING and sends no event: vtrnd ends the job
+  // after its margin, but the free is refused and the buffers stay.
+  assert_true(spin(f, [&] { return f->svc->pinned_jobs() == 1; }));
+  assert_int_equal(f->svc->counters(0).cancelled, 1);
+  assert_int_equal(f->chip.pinned_refusals, 1);
+  assert_int_equal(f->chip.allocs.size(), 3);
+  Vtrn__Api__JobShowRequest s = VTRN__API__JOB_SHOW_REQUEST__INIT;
+  s.job_id = id;
+  f->svc->show(9, 3, s);
+  assert_int_equal(f->replies.back().state, VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED);
+  assert_non_null(strstr(f->replies.back().reason.c_str(), "never confirmed the cancel"));
+  // The chip's end of the job frees them.
+  f->chip.table[id] = VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED;
+  send_event(f, id, VTRN__TYPES__JOB_STATE__JOB_STATE_CANCELLED);
+  assert_true(f->chip.allocs.empty());
+  assert_int_equal(f->svc->pinned_jobs(), 0);
+  assert_true(spin(f, [&] { return f->svc->live_jobs() == 0; }));
+  assert_int_equal(f->svc->counters(0).cancelled, 1);  // counted once
+}
+
+void test_chip_down_frees_what_a_job_running_there_pinned(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  AddJob job(4, 8, /*wait=*/false);
+  job.req.timeout_ms = 20;
+  f->svc->submit(7, 1, job.req);
+  assert_true(spin(f, [&] { return f->chip.submits.size() == 1; }));
+  const uint64_t id = f->chip.submits[0]->job_id;
+  f->chip.table[id] = VTRN__TYPES__JOB_STATE__JOB_STATE_RUNNING;
+  // Past its timeout and the margin with no event: TIMED_OUT here, pinned there.
+  assert_true(spin(f, [&] { return f->svc->pinned_jobs() == 1; }));
+  assert_int_equal(f->svc->counters(0).timed_out, 1);
+  assert_int_equal(f->chip.allocs.size(), 3);
+  // The chip is reset under it: nothing runs there any more.
+  f->chip.ready = false;
+  f->svc->on_chip_down(0, "firmware panic: job stuck");
+  assert_true(f->chip.allocs.empty());
+  assert_int_equal(f->svc->pinned_jobs(), 0);
+  assert_true(spin(f, [&] { return f->svc->live_jobs() == 0; }));
+  assert_int_equal(f->svc->counters(0).failed, 0);  // it stays TIMED_OUT
+}
+
 void test_wait_and_list_see_ended_jobs(void** state) {
   auto* f = static_cast<Fixture*>(*state);
   AddJob job(4, 8, /*wait=*/false);
@@ -612,6 +679,9 @@ int main() {
       cmocka_unit_test_setup_teardown(test_dma_failure_fails_the_job_naming_the_buffer, setup, teardown),
       cmocka_unit_test_setup_teardown(test_firmware_failure_names_the_step, setup, teardown),
       cmocka_unit_test_setup_teardown(test_job_shows_running_once_the_firmware_table_does, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_buffers_of_a_job_still_running_on_the_chip_wait_for_its_end, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_chip_down_frees_what_a_job_running_there_pinned, setup, teardown),
       cmocka_unit_test_setup_teardown(test_wait_and_list_see_ended_jobs, setup, teardown),
       cmocka_unit_test_setup_teardown(test_only_the_jobs_tenant_or_the_admin_see_wait_on_or_cancel_it, setup_tenants,
                                       teardown),

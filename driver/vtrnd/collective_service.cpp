@@ -409,9 +409,10 @@ void CollectiveService::finish() {
   run->phase = Run::Phase::kFreeing;
   run->pending = uint32_t(run->ranks.size());
   for (Rank& k : run->ranks) {
-    backend_->hbm_free_owner(k.m.chip, HbmService::job_owner(k.job_id), [this, run](bool ok, const std::string& err) {
+    backend_->hbm_free_owner(k.m.chip, HbmService::job_owner(k.job_id), [this, run](Vtrn__Api__Status st,
+                                                                                   const std::string& err) {
       if (run_.get() != run) return;
-      if (!ok) DRV_LOGW("collective %u: freeing buffers: %s", unsigned(run->collective_id), err.c_str());
+      if (st != VTRN__API__STATUS__STATUS_OK) DRV_LOGW("collective %u: freeing buffers: %s", unsigned(run->collective_id), err.c_str());
       if (--run->pending != 0) return;
       reply_result(*run);
       run_.reset();

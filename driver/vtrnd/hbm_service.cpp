@@ -407,6 +407,9 @@ void HbmService::free(Chip* chip, uint64_t owner, uint64_t addr, FreeDone done) 
       if (auto a = alive.lock(); !a || !*a) return done(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, "vtrnd is shutting down");
       if (!r.ok()) return done(r.status, r.error);
       const uint32_t res = r.body->result;
+      if (res == uint32_t(vtrn::hbm::Error::kPinned))
+        return done(VTRN__API__STATUS__STATUS_BUSY, "chip " + std::to_string(ch->chip->id()) + ": cannot free " +
+                                                        hex(addr) + ": a job the chip has not ended still uses it");
       if (res != 0)
         return done(VTRN__API__STATUS__STATUS_BAD_REQUEST,
                     "chip " + std::to_string(ch->chip->id()) + ": cannot free " + hex(addr) + ": " +
@@ -440,6 +443,16 @@ void HbmService::free_owner(Chip* chip, uint64_t owner, FreeOwnerDone done) {
             kCtrlTimeoutMs, [this, ch, owner, done, alive, epoch](const FwReply<Vtrn__Ctrl__HbmFreeOwnerResponse>& r) {
       if (auto a = alive.lock(); !a || !*a) return done(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, 0, "vtrnd is shutting down");
       if (!r.ok()) return done(r.status, 0, r.error);
+      // Pinned: a job of this owner still runs on the chip; nothing was
+      // freed, so the book keeps it.
+      if (r.body->result == uint32_t(vtrn::hbm::Error::kPinned))
+        return done(VTRN__API__STATUS__STATUS_BUSY, 0,
+                    "chip " + std::to_string(ch->chip->id()) + ": the HBM of owner " + hex(owner) +
+                        " is pinned by a job the chip has not ended");
+      if (r.body->result != 0)
+        return done(VTRN__API__STATUS__STATUS_CHIP_ERROR, 0,
+                    "chip " + std::to_string(ch->chip->id()) + ": freeing the HBM of owner " + hex(owner) +
+                        " failed: " + vtrn::hbm::error_name(vtrn::hbm::Error(r.body->result)));
       if (ch->epoch == epoch) {
         for (auto it = ch->allocs.begin(); it != ch->allocs.end();) {
           if (it->second.owner != owner) {

@@ -76,15 +76,14 @@ void DaemonJobBackend::hbm_alloc(uint32_t chip, uint64_t owner, uint64_t bytes, 
   --in_call_;
 }
 
-void DaemonJobBackend::hbm_free_owner(uint32_t chip, uint64_t owner, Done done) {
+void DaemonJobBackend::hbm_free_owner(uint32_t chip, uint64_t owner, FreeDone done) {
   Chip* c = find(chip);
   ++in_call_;
   if (c == nullptr) {
-    deliver([done, chip] { done(false, no_chip_text(chip)); });
+    deliver([done, chip] { done(VTRN__API__STATUS__STATUS_UNKNOWN_CHIP, no_chip_text(chip)); });
   } else {
     hbm_->free_owner(c, owner, [this, done](Vtrn__Api__Status st, uint64_t /*bytes*/, const std::string& err) {
-      const bool ok = st == VTRN__API__STATUS__STATUS_OK;
-      deliver([done, ok, err] { done(ok, err); });
+      deliver([done, st, err] { done(st, err); });
     });
   }
   --in_call_;

@@ -38,7 +38,7 @@ class DaemonJobBackend final : public JobBackend {
   uint32_t neuron_cores(uint32_t chip) override;
   uint64_t hbm_bytes(uint32_t chip) override;
   void hbm_alloc(uint32_t chip, uint64_t owner, uint64_t bytes, AllocDone done) override;
-  void hbm_free_owner(uint32_t chip, uint64_t owner, Done done) override;
+  void hbm_free_owner(uint32_t chip, uint64_t owner, FreeDone done) override;
   void dma_write(uint32_t chip, uint64_t addr, const uint8_t* data, size_t len, Done done) override;
   void dma_read(uint32_t chip, uint64_t addr, uint64_t len, ReadDone done) override;
   void ctrl(uint32_t chip, const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, CtrlDone done) override;

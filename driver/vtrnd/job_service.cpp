@@ -466,6 +466,17 @@ void JobService::on_job_event(uint32_t chip, const Vtrn__Ctrl__JobEvent& ev) {
              (unsigned long long)ev.job_id);
     return;
   }
+  if (j->phase == Phase::kEnded) {
+    // Ended here first (host deadline, cancel): the chip has stopped it
+    // now, so the buffers it pinned can go.
+    if (j->hbm_pinned) {
+      j->hbm_pinned = false;
+      release(*j);
+    } else if (j->released) {
+      j->chip_ended = true;  // the free's answer may still say pinned
+    }
+    return;
+  }
   const bool on_chip =
       j->phase == Phase::kSubmitting || j->phase == Phase::kChipQueued || j->phase == Phase::kChipRunning;
   if (!on_chip) {
@@ -722,13 +733,34 @@ void JobService::release(Job& j) {
   for (Buffer& b : j.buffers) std::vector<uint8_t>().swap(b.data);
   const uint64_t jid = j.id;
   if (!j.any_alloc) return retire(jid);
-  backend_->hbm_free_owner(j.chip, HbmService::job_owner(jid), [this, jid](bool ok, const std::string& err) {
+  backend_->hbm_free_owner(j.chip, HbmService::job_owner(jid), [this, jid](Vtrn__Api__Status st, const std::string& err) {
     Job* jp = find(jid);
     if (jp == nullptr) return;
-    if (!ok)
+    if (st == VTRN__API__STATUS__STATUS_BUSY) {
+      // A NeuronCore may still be inside a chunk of it: the memory waits
+      // for the firmware's end of the job, so nobody else gets it while
+      // the chunk writes (issue 15).
+      jp->released = false;
+      jp->hbm_pinned = true;
+      DRV_LOGI("chip %u: job %llu ended here but still runs on the chip; its HBM is freed when it stops there",
+               jp->chip, (unsigned long long)jid);
+      if (jp->chip_ended) {  // the end event overtook this answer
+        jp->chip_ended = false;
+        release(*jp);
+      }
+      return;
+    }
+    jp->hbm_pinned = false;
+    if (st != VTRN__API__STATUS__STATUS_OK)
       DRV_LOGW("chip %u: freeing the HBM of job %llu failed: %s", jp->chip, (unsigned long long)jid, err.c_str());
     retire(jid);
   });
+}
+
+size_t JobService::pinned_jobs() const {
+  size_t n = 0;
+  for (const auto& [jid, j] : jobs_) n += j->hbm_pinned ? 1 : 0;
+  return n;
 }
 
 void JobService::retire(uint64_t id) {
@@ -930,9 +962,17 @@ void JobService::client_gone(uint64_t cid) {
 }
 
 void JobService::on_chip_down(uint32_t chip, const std::string& reason) {
-  std::vector<uint64_t> ids;
+  std::vector<uint64_t> ids, pinned;
   for (auto& [jid, j] : jobs_) {
     if (j->chip == chip && j->phase != Phase::kEnded) ids.push_back(jid);
+    if (j->chip == chip && j->hbm_pinned) pinned.push_back(jid);
+  }
+  // A chip that went down runs nothing: what its jobs pinned is free.
+  for (uint64_t jid : pinned) {
+    if (Job* j = find(jid)) {
+      j->hbm_pinned = false;
+      release(*j);
+    }
   }
   for (uint64_t jid : ids) {
     Job* j = find(jid);

@@ -66,7 +66,10 @@ class JobBackend {
   virtual uint32_t neuron_cores(uint32_t chip) = 0;
   virtual uint64_t hbm_bytes(uint32_t chip) = 0;
   virtual void hbm_alloc(uint32_t chip, uint64_t owner, uint64_t bytes, AllocDone done) = 0;
-  virtual void hbm_free_owner(uint32_t chip, uint64_t owner, Done done) = 0;
+  // STATUS_BUSY: the firmware keeps the memory pinned because a job of
+  // this owner has not ended on the chip yet (nothing freed; issue 15).
+  using FreeDone = std::function<void(Vtrn__Api__Status status, const std::string& error)>;
+  virtual void hbm_free_owner(uint32_t chip, uint64_t owner, FreeDone done) = 0;
   // Copies `data` before returning.
   virtual void dma_write(uint32_t chip, uint64_t addr, const uint8_t* data, size_t len, Done done) = 0;
   virtual void dma_read(uint32_t chip, uint64_t addr, uint64_t len, ReadDone done) = 0;
@@ -184,6 +187,9 @@ class JobService final : public Service {
   // Jobs still holding buffers or waiting on an operation (tests: must reach
   // zero once everything has ended).
   [[nodiscard]] size_t live_jobs() const { return jobs_.size(); }
+  // Jobs ended here whose buffers the firmware still pins: they stay in
+  // the table until the chip ends them or goes down.
+  [[nodiscard]] size_t pinned_jobs() const;
 
   // The validation a submit gets, without a backend (unit tests, and the
   // error texts the CLI shows): "" when valid, else one line naming the field.
@@ -243,6 +249,11 @@ class JobService final : public Service {
     uint32_t ops_in_flight = 0;   // allocations, DMAs, control requests
     bool any_alloc = false;       // free_owner needed at the end
     bool released = false;        // free_owner issued
+    // The firmware refused the free (STATUS_BUSY): the job ended here but
+    // still runs on the chip. Released again on its JobEvent or when the
+    // chip goes down; until then the job stays in the table.
+    bool hbm_pinned = false;
+    bool chip_ended = false;      // its end event came after it ended here
     size_t next_buffer = 0;       // staging cursor
     uint64_t piece = 0;           // DMA piece cursor within buffers[next_buffer]
     std::vector<std::pair<std::string, std::vector<uint8_t>>> outputs;

@@ -125,25 +125,31 @@ Status Manager::free(uint64_t owner, uint64_t addr) {
   if (!ready_) return Status::kNotInitialised;
   uint32_t key = 0;
   if (!owner_key(owner, &key)) return Status::kBadArgument;
+  if (pinned(owner)) return Status::kPinned;
   const Status s = a_.free(addr, key);
   if (s == Status::kOk) ++layout_generation_;
   return s;
 }
 
-uint64_t Manager::free_owner(uint64_t owner, uint32_t* allocations) {
+Status Manager::free_owner(uint64_t owner, uint64_t* bytes, uint32_t* allocations) {
+  *bytes = 0;
   if (allocations != nullptr) *allocations = 0;
+  if (!ready_) return Status::kNotInitialised;
   uint32_t key = 0;
-  if (!ready_ || !owner_key(owner, &key)) return 0;
+  if (!owner_key(owner, &key)) return Status::kBadArgument;
+  if (pinned(owner)) return Status::kPinned;
   vtrn::hbm::OwnerUsage u;
-  if (a_.owner_usage(key, &u) != Status::kOk) return 0;  // unknown owner: nothing held
+  if (a_.owner_usage(key, &u) != Status::kOk) return Status::kOk;  // unknown owner: nothing held
   uint32_t n = 0;
-  if (a_.free_all(key, &n) != Status::kOk) return 0;
+  const Status s = a_.free_all(key, &n);
+  if (s != Status::kOk) return s;
   ++layout_generation_;
   // Forget the quota too: owner slots are a bounded table and this owner's
   // lifespan is over (a reconnecting client gets a new id).
   (void)a_.remove_owner(key);
   if (allocations != nullptr) *allocations = n;
-  return u.used_bytes;
+  *bytes = u.used_bytes;
+  return Status::kOk;
 }
 
 Access Manager::check(uint64_t addr, uint64_t len) const {
@@ -326,7 +332,9 @@ Error Manager::serve_free(const Vtrn__Ctrl__HbmFreeRequest& r, Vtrn__Ctrl__HbmFr
   if (!r.any_owner && !owner_key(r.owner, &key)) return bad_owner("hbm_free.owner", r.owner);
   vtrn::hbm::AllocationInfo info;
   const bool known = a_.lookup(r.addr, 1, &info) == Status::kOk && info.addr == r.addr;
-  const Status s = a_.free(r.addr, key);
+  // The pin holds whoever asks (any_owner included): the job still runs on it.
+  Status s = known && pinned(owner_from_key(info.owner)) ? Status::kPinned : Status::kOk;
+  if (s == Status::kOk) s = a_.free(r.addr, key);
   if (s == Status::kOk) ++layout_generation_;
   body.result = uint32_t(s);
   if (known) {
@@ -341,9 +349,10 @@ Error Manager::serve_free_owner(const Vtrn__Ctrl__HbmFreeOwnerRequest& r,
   uint32_t key = 0;
   if (!owner_key(r.owner, &key)) return bad_owner("hbm_free_owner.owner", r.owner);
   uint32_t n = 0;
-  body.bytes = free_owner(r.owner, &n);
+  uint64_t bytes = 0;
+  body.result = uint32_t(free_owner(r.owner, &bytes, &n));
+  body.bytes = bytes;
   body.allocations = n;
-  body.result = uint32_t(Status::kOk);
   return Error();
 }
 

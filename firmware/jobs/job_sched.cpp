@@ -120,6 +120,13 @@ uint32_t Scheduler::running() const {
   return n;
 }
 
+bool Scheduler::holds_owner(uint64_t owner) const {
+  for (const Job& j : jobs_) {
+    if ((j.state == kQueued || j.state == kRunning) && j.sub.owner == owner) return true;
+  }
+  return false;
+}
+
 int Scheduler::free_slot() const {
   int oldest = -1;
   for (uint32_t i = 0; i < kSlots; ++i) {

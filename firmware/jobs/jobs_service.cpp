@@ -391,6 +391,8 @@ void JobsService::init(const Boot& boot) {
   cores::init(want, arch::now_ns);
   cores::set_state(0, cores::kCoreIdle, 0);
   sched_.init(0);
+  // A job's buffers stay until the chip has ended the job (issue 15).
+  hbm::service().set_pin_check([](uint64_t owner) { return service().sched_.holds_owner(owner); });
   init_tensor();
   init_table(boot.bar2, boot.bar2_size);
   if (table_.attached()) {

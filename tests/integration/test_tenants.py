@@ -39,9 +39,8 @@ class SharedSession(h.SessionTestCase):
         os.chmod(cls.s.tmp, 0o711)
 
 
-class SharedBoard(h.BoardTestCase, SharedSession):
-    session_name = "tenants"
-    up_args = ("--chips", 1, "--group", SHARE_GROUP)
+class TenantTools:
+    """Acting as the tenant (nobody) and as the admin (root)."""
 
     def tenant(self, *args, timeout=60):
         """`vtrn ARGS` as the second user."""
@@ -95,6 +94,11 @@ class SharedBoard(h.BoardTestCase, SharedSession):
             json.dump(doc, f)
         os.chmod(path, 0o644)
         return path
+
+
+class SharedBoard(TenantTools, h.BoardTestCase, SharedSession):
+    session_name = "tenants"
+    up_args = ("--chips", 1, "--group", SHARE_GROUP)
 
     def test_the_group_reaches_the_board_and_nobody_else_can(self):
         d = os.stat(self.s.runtime_dir)
@@ -282,6 +286,41 @@ class SharedBoard(h.BoardTestCase, SharedSession):
         # Nothing of it happened: the chip is READY, vtrnd still up.
         doc = self.s.vtrn_json("ls")
         self.assertEqual(doc["chips"][0]["state"], "READY")
+
+
+
+class TenantQuota(TenantTools, h.BoardTestCase, SharedSession):
+    """The HBM quota is per tenant (issue 15 item 9): each uid has its own,
+    shared by all its connections and its jobs' buffers."""
+    session_name = "tenant-quota"
+    up_args = ("--chips", 1, "--group", SHARE_GROUP)
+    up_env = {"VTRN_HBM_QUOTA_MIB": "64"}
+
+    def test_each_tenant_has_its_own_quota_over_all_its_connections_and_jobs(self):
+        admin = self.admin_api()
+        a, _ = h.hbm_alloc(admin, 0, 40 * MiB)
+        # The tenant's quota is its own: the admin's 40 MiB do not count.
+        t1 = self.tenant_api()
+        b, _ = h.hbm_alloc(t1, 0, 40 * MiB)
+        t2 = self.tenant_api()
+        with self.assertRaises(h.ApiError) as e:
+            h.hbm_alloc(t2, 0, 30 * MiB)
+        self.assertIn(f"HBM quota exceeded: tenant uid {TENANT_UID} holds 40.00 MiB of its 64.00 MiB quota",
+                      e.exception.error)
+        # A job of the tenant is charged to it as well: 3 x 10 MiB buffers.
+        r = self.tenant("run", "add", "--m", 2560, "--n", 1024, "--seed", 4, timeout=120)
+        self.assert_one_error_line(r, h.EXIT_FAILED, "HBM quota exceeded", f"tenant uid {TENANT_UID}")
+        # The admin's own quota is untouched by the tenant's.
+        with self.assertRaises(h.ApiError) as e:
+            h.hbm_alloc(admin, 0, 30 * MiB)
+        self.assertIn("tenant uid 0 holds 40.00 MiB", e.exception.error)
+        c, _ = h.hbm_alloc(admin, 0, 20 * MiB)
+        # Freed by the tenant, its room is back for its jobs.
+        h.hbm_free(t1, 0, b)
+        r = self.tenant("run", "add", "--m", 2560, "--n", 1024, "--seed", 4, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        h.hbm_free(admin, 0, a)
+        h.hbm_free(admin, 0, c)
 
 
 if __name__ == "__main__":

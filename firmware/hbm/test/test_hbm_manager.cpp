@@ -211,12 +211,78 @@ void test_free_owner_frees_everything_the_owner_held(void** state) {
   for (int i = 0; i < 5; ++i) assert_int_equal(f->m.alloc(kClient1, 1, kPage * 3, 0, &a), Status::kOk);
   assert_int_equal(f->m.alloc(kClient2, 0, kPage, 0, &a), Status::kOk);
   uint32_t n = 0;
-  assert_int_equal(f->m.free_owner(kClient1, &n), 15 * kPage);
+  uint64_t bytes = 0;
+  assert_int_equal(f->m.free_owner(kClient1, &bytes, &n), Status::kOk);
+  assert_int_equal(bytes, 15 * kPage);
   assert_int_equal(n, 5);
   assert_int_equal(f->m.totals().used_bytes, kPage);
-  assert_int_equal(f->m.free_owner(kClient1, &n), 0);
+  assert_int_equal(f->m.free_owner(kClient1, &bytes, &n), Status::kOk);
+  assert_int_equal(bytes, 0);
   assert_int_equal(n, 0);
-  assert_int_equal(f->m.free_owner(7ull << 32, &n), 0);
+  assert_int_equal(f->m.free_owner(7ull << 32, &bytes, &n), Status::kBadArgument);
+  assert_int_equal(bytes, 0);
+  assert_int_equal(f->m.allocator().audit(), Status::kOk);
+}
+
+uint64_t g_pinned_owner = 0;  // the owner the test's pin check says is pinned
+bool pin_test_owner(uint64_t owner) { return g_pinned_owner != 0 && owner == g_pinned_owner; }
+
+Vtrn__Ctrl__Response serve_free(Fixture* f, uint64_t owner, uint64_t addr, bool any_owner) {
+  static Vtrn__Ctrl__HbmFreeRequest fr;
+  fr = VTRN__CTRL__HBM_FREE_REQUEST__INIT;
+  fr.owner = owner;
+  fr.addr = addr;
+  fr.any_owner = any_owner;
+  static Vtrn__Ctrl__Request req;
+  req = VTRN__CTRL__REQUEST__INIT;
+  req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_FREE;
+  req.hbm_free = &fr;
+  return serve(f, req);
+}
+
+// Issue 15: a job's buffers stay until the chip has ended the job, whoever
+// asks (the owner, any_owner, free_owner), and go once it has.
+void test_pinned_owner_memory_is_freed_by_nobody_until_unpinned(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  const uint64_t job = fw::hbm::job_owner(9);
+  uint64_t a = 0, b = 0;
+  assert_int_equal(f->m.alloc(job, 0, kPage, 0, &a), Status::kOk);
+  assert_int_equal(f->m.alloc(job, 0, 2 * kPage, 0, &b), Status::kOk);
+  f->m.set_pin_check(&pin_test_owner);
+  g_pinned_owner = job;
+  assert_true(f->m.pinned(job));
+  assert_false(f->m.pinned(kClient1));
+  assert_int_equal(f->m.free(job, a), Status::kPinned);
+  assert_int_equal(serve_free(f, job, a, false).hbm_free->result, uint32_t(Status::kPinned));
+  Vtrn__Ctrl__Response resp = serve_free(f, 0, b, true);
+  assert_int_equal(resp.hbm_free->result, uint32_t(Status::kPinned));
+  assert_int_equal(resp.hbm_free->owner, job);  // names whose it is
+  uint64_t bytes = 1;
+  uint32_t n = 1;
+  assert_int_equal(f->m.free_owner(job, &bytes, &n), Status::kPinned);
+  assert_int_equal(bytes, 0);
+  assert_int_equal(n, 0);
+  Vtrn__Ctrl__HbmFreeOwnerRequest fo = VTRN__CTRL__HBM_FREE_OWNER_REQUEST__INIT;
+  fo.owner = job;
+  Vtrn__Ctrl__Request req = VTRN__CTRL__REQUEST__INIT;
+  req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_FREE_OWNER;
+  req.hbm_free_owner = &fo;
+  resp = serve(f, req);
+  assert_int_equal(resp.status, VTRN__CTRL__STATUS__STATUS_OK);
+  assert_int_equal(resp.hbm_free_owner->result, uint32_t(Status::kPinned));
+  assert_int_equal(f->m.totals().used_bytes, 3 * kPage);  // nothing went
+  // Another owner is not held by the pin.
+  uint64_t c = 0;
+  assert_int_equal(f->m.alloc(kClient1, 0, kPage, 0, &c), Status::kOk);
+  assert_int_equal(f->m.free(kClient1, c), Status::kOk);
+  // The job ended: its owner's memory goes.
+  g_pinned_owner = 0;
+  resp = serve(f, req);
+  assert_int_equal(resp.hbm_free_owner->result, 0);
+  assert_int_equal(resp.hbm_free_owner->bytes, 3 * kPage);
+  assert_int_equal(resp.hbm_free_owner->allocations, 2);
+  assert_int_equal(f->m.totals().used_bytes, 0);
+  f->m.set_pin_check(nullptr);
   assert_int_equal(f->m.allocator().audit(), Status::kOk);
 }
 
@@ -480,7 +546,9 @@ void test_stitched_allocation_is_listed_counted_and_retired_through_its_remap_ad
   assert_int_equal(policy.check(kRemapBase + 7 * kStack, 64), vtrn::dma::kErrNotAllocated);
   assert_int_equal(policy.check(kBase + kPage, 64), vtrn::dma::kOk);  // a freed 1 MiB hole
   f.m.set_dma_unchecked(false);
-  assert_int_equal(f.m.free_owner(kClient2), 3 << 20);
+  uint64_t bytes = 0;
+  assert_int_equal(f.m.free_owner(kClient2, &bytes), Status::kOk);
+  assert_int_equal(bytes, 3 << 20);
   assert_int_equal(shadow.mapped_bytes, 0);
   assert_int_equal(shadow.violations, 0);
   assert_int_equal(f.m.allocator().audit(), Status::kOk);
@@ -491,7 +559,9 @@ void test_uninitialised_manager_refuses_everything(void**) {
   uint64_t a = 0;
   assert_int_equal(m.alloc(kClient1, 0, kPage, 0, &a), Status::kNotInitialised);
   assert_int_equal(m.check(kBase, 1), Access::kNotAllocated);
-  assert_int_equal(m.free_owner(kClient1), 0);
+  uint64_t bytes = 1;
+  assert_int_equal(m.free_owner(kClient1, &bytes), Status::kNotInitialised);
+  assert_int_equal(bytes, 0);
   alignas(16) uint8_t buf[1024];
   fw::pb::Arena pb(buf, sizeof buf);
   char err[96];
@@ -516,6 +586,7 @@ int main() {
       cmocka_unit_test_setup_teardown(test_correctable_errors_are_counted_per_stack, setup, teardown),
       cmocka_unit_test_setup_teardown(test_ecc_queue_keeps_the_newest_records, setup, teardown),
       cmocka_unit_test_setup_teardown(test_free_owner_frees_everything_the_owner_held, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pinned_owner_memory_is_freed_by_nobody_until_unpinned, setup, teardown),
       cmocka_unit_test_setup_teardown(test_alloc_request_sets_quota_and_refuses_beyond_it, setup, teardown),
       cmocka_unit_test_setup_teardown(test_requests_with_bad_owner_category_or_list_size_are_bad_requests, setup, teardown),
       cmocka_unit_test_setup_teardown(test_import_then_export_round_trips_the_retired_list, setup, teardown),

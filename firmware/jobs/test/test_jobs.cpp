@@ -447,7 +447,11 @@ void test_owed_event_keeps_core_0_awake_unless_the_ring_is_full(void**) {
 }
 
 void test_cancel_of_a_running_job_stops_at_the_next_chunk(void**) {
+  const uint64_t owner = (2ull << 32) | 1;  // job(1, ...)'s buffers
+  assert_false(g_sched->holds_owner(owner));
   accept(job(1, 1, 0, {add_step(64, 8, 0, 1, 2)}));  // 32 chunks
+  assert_true(g_sched->holds_owner(owner));  // queued: pinned already
+  assert_false(g_sched->holds_owner((2ull << 32) | 2));
   Recorder r;
   uint32_t wake = 0;
   assert_int_equal(g_sched->poll(10, true, *g_hbm), 0x2);
@@ -457,10 +461,12 @@ void test_cancel_of_a_running_job_stops_at_the_next_chunk(void**) {
   assert_true(g_sched->cancel(1, 20, &state, &wake));
   assert_int_equal(state, kRunning);
   assert_int_equal(wake, 0x2);
+  assert_true(g_sched->holds_owner(owner));  // its core may be inside a chunk
   // The executor leaves without another chunk; core 0 then ends the job.
   assert_int_equal(int(g_sched->exec(1, r, &wake)), int(ExecResult::kDetached));
   assert_int_equal(wake, Scheduler::kServiceCoreMask);
   const auto events = drain(r, 0x2, 30);
+  assert_false(g_sched->holds_owner(owner));  // ended on the chip: unpinned
   assert_int_equal(r.calls.size(), 2);
   assert_int_equal(events.size(), 1);
   assert_int_equal(events[0].state, kCancelled);

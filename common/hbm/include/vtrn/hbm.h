@@ -208,6 +208,8 @@ enum class [[nodiscard]] Error : uint32_t {
   kArenaTooSmall = 14,      // init: arena smaller than arena_bytes() or misaligned
   kNotInitialised = 15,     // a call before a successful init
   kInconsistent = 16,       // audit(): an internal invariant is broken
+  kPinned = 17,             // free: the owner's memory is pinned by a job the chip has not
+                            // ended (the firmware's pin check; the allocator never says it)
 };
 
 const char* error_name(Error e);

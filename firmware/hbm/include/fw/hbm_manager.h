@@ -116,10 +116,20 @@ class Manager : public Service {
   using Scrub = void (*)(uint64_t addr, uint64_t bytes);
   void set_scrub(Scrub s) { scrub_ = s; }
 
+  // Whether `owner`'s memory is pinned: a job the chip has not ended uses
+  // it (the jobs service answers; issue 15). A pinned owner's allocations
+  // are not freed, by their owner or by anyone: kPinned. Unset: nothing
+  // is pinned.
+  using PinCheck = bool (*)(uint64_t owner);
+  void set_pin_check(PinCheck p) { pin_check_ = p; }
+  [[nodiscard]] bool pinned(uint64_t owner) const { return pin_check_ != nullptr && pin_check_(owner); }
+
   Status alloc(uint64_t owner, uint32_t category, uint64_t bytes, uint64_t align, uint64_t* addr);
+  // kPinned when the allocation's owner is pinned.
   Status free(uint64_t owner, uint64_t addr);
-  // Frees everything owner holds and forgets its quota; bytes freed.
-  uint64_t free_owner(uint64_t owner, uint32_t* allocations = nullptr);
+  // Frees everything owner holds and forgets its quota; *bytes freed.
+  // kPinned (nothing freed) when the owner is pinned.
+  Status free_owner(uint64_t owner, uint64_t* bytes, uint32_t* allocations = nullptr);
   [[nodiscard]] Access check(uint64_t addr, uint64_t len) const;
   // Whether DMA may use HBM outside live allocations (vtrnd's choice per
   // boot; off after init). ECC refusals apply either way.
@@ -172,6 +182,7 @@ class Manager : public Service {
   vtrn::board::HbmGeometry geometry_;
   uint64_t base_ = 0;
   Scrub scrub_ = nullptr;
+  PinCheck pin_check_ = nullptr;
   bool ready_ = false;
   bool dma_unchecked_ = false;
   uint64_t layout_generation_ = 0;

@@ -272,6 +272,10 @@ class Scheduler {
   uint32_t executor_mask() const { return executors_; }
   uint32_t queued() const;
   uint32_t running() const;
+  // True while a job of `owner` (Submit::owner) is queued or running: its
+  // cores may still touch its buffers (the HBM pin, issue 15). A stopped
+  // job is running until its last core has left it.
+  [[nodiscard]] bool holds_owner(uint64_t owner) const;
   const Counters& counters() const { return counters_; }
   void count_rejected() { ++counters_.rejected; }
   // Slot -> chunks (tensor steps: tiles) done / total of its current step
