@@ -341,7 +341,33 @@ void HbmService::ctrl_alloc(ChipHbm& ch, uint64_t owner, uint32_t category, uint
           std::move(done));
 }
 
-std::string HbmService::alloc_error(ChipHbm& ch, uint32_t result, uint64_t owner, uint64_t bytes,
+uint64_t HbmService::charge_key(uint64_t owner) const {
+  const uint32_t t = owner_tenant(owner);
+  return t == kNoTenant ? owner : (kTenantKey | t);
+}
+
+uint64_t HbmService::charged(const ChipHbm& ch, uint64_t key) const {
+  uint64_t n = 0;
+  for (const auto& [o, b] : ch.owner_used) n += charge_key(o) == key ? b : 0;
+  for (const auto& [o, b] : ch.owner_pending) n += charge_key(o) == key ? b : 0;
+  return n;
+}
+
+std::string HbmService::charge_text(uint64_t key) {
+  if ((key & kTenantKey) != 0) return "tenant uid " + std::to_string(uint32_t(key));
+  return owner_text(key);
+}
+
+void HbmService::add_pending(ChipHbm& ch, uint64_t owner, uint64_t bytes) { ch.owner_pending[owner] += bytes; }
+
+void HbmService::drop_pending(ChipHbm& ch, uint64_t owner, uint64_t bytes) {
+  auto it = ch.owner_pending.find(owner);
+  if (it == ch.owner_pending.end()) return;
+  it->second -= std::min(it->second, bytes);
+  if (it->second == 0) ch.owner_pending.erase(it);
+}
+
+std::string HbmService::alloc_error(ChipHbm& ch, uint32_t result, const std::string& who, uint64_t bytes,
                                     uint64_t align, uint64_t used, uint64_t quota) const {
   const std::string chip = "chip " + std::to_string(ch.chip->id());
   const std::string what = bytes_text(bytes) + (align ? " aligned to " + bytes_text(align) : "");
@@ -349,7 +375,7 @@ std::string HbmService::alloc_error(ChipHbm& ch, uint32_t result, uint64_t owner
     case vtrn::hbm::Error::kNoMemory:
       return chip + ": no free HBM block fits " + what + " (out of memory)";
     case vtrn::hbm::Error::kQuota:
-      return chip + ": HBM quota exceeded: " + owner_text(owner) + " holds " + bytes_text(used) +
+      return chip + ": HBM quota exceeded: " + who + " holds " + bytes_text(used) +
              " of its " + bytes_text(quota) + " quota (vtrnd --hbm-quota-mib), " +
              bytes_text(round_page(bytes, page_of(ch.chip))) + " more refused";
     case vtrn::hbm::Error::kBadArgument:
@@ -376,15 +402,32 @@ void HbmService::alloc(Chip* chip, uint64_t owner, uint32_t category, uint64_t b
   auto fail = [done](Vtrn__Api__Status st, const std::string& e) { done(st, 0, e); };
   when_ready(*ch, [this, ch, owner, category, bytes, align, done, alive] {
     const uint64_t epoch = ch->epoch;
+    // A job's buffers count against its submitter's quota (issue 15 item 9).
+    const uint64_t quota = opts_.client_quota_bytes;
+    const uint64_t key = charge_key(owner);
+    const bool charged_here = quota != 0 && (owner >> 32) == kOwnerKindJob && (key & kTenantKey) != 0;
+    const uint64_t rounded = round_page(bytes, page_of(ch->chip));
+    if (charged_here) {
+      const uint64_t held = charged(*ch, key);
+      if (rounded > quota || held > quota - rounded) {
+        ++ch->quota_refusals;
+        return done(VTRN__API__STATUS__STATUS_CHIP_ERROR, 0,
+                    alloc_error(*ch, uint32_t(vtrn::hbm::Error::kQuota), charge_text(key), bytes, align, held, quota));
+      }
+      add_pending(*ch, owner, rounded);
+    }
     ctrl_alloc(*ch, owner, category, bytes, align, false, 0,
-               [this, ch, owner, bytes, align, done, alive, epoch](const FwReply<Vtrn__Ctrl__HbmAllocResponse>& r) {
+               [this, ch, owner, bytes, align, done, alive, epoch, charged_here, rounded](
+                   const FwReply<Vtrn__Ctrl__HbmAllocResponse>& r) {
                  if (auto a = alive.lock(); !a || !*a) return done(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, 0, "vtrnd is shutting down");
+                 if (charged_here && ch->epoch == epoch) drop_pending(*ch, owner, rounded);
                  if (!r.ok()) return done(r.status, 0, r.error);
                  const Vtrn__Ctrl__HbmAllocResponse& b = *r.body;
                  if (b.result != 0)
                    return done(b.result == uint32_t(vtrn::hbm::Error::kBadArgument) ? VTRN__API__STATUS__STATUS_BAD_REQUEST
                                                                                   : VTRN__API__STATUS__STATUS_CHIP_ERROR,
-                               0, alloc_error(*ch, b.result, owner, bytes, align, b.owner_used_bytes, b.owner_quota_bytes));
+                               0, alloc_error(*ch, b.result, owner_text(owner), bytes, align, b.owner_used_bytes,
+                                              b.owner_quota_bytes));
                  if (ch->epoch == epoch) note_alloc(*ch, owner, b);
                  done(VTRN__API__STATUS__STATUS_OK, b.addr, "");
                });
@@ -520,28 +563,23 @@ void HbmService::do_alloc(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Ap
   when_ready(ch, [this, p, cid, id, owner, bytes, align, category, t0, alive] {
     const uint64_t quota = opts_.client_quota_bytes;
     const uint64_t rounded = round_page(bytes, page_of(p->chip));
-    const uint64_t used = p->owner_used.count(owner) ? p->owner_used[owner] : 0;
-    const uint64_t pending = p->owner_pending.count(owner) ? p->owner_pending[owner] : 0;
-    if (quota != 0 && (rounded > quota || used + pending > quota - rounded)) {
+    // Charged to the tenant: every connection of its uid and its jobs.
+    const uint64_t key = charge_key(owner);
+    const uint64_t held = charged(*p, key);
+    if (quota != 0 && (rounded > quota || held > quota - rounded)) {
       ++p->quota_refusals;
       return reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_ERROR,
-                         alloc_error(*p, uint32_t(vtrn::hbm::Error::kQuota), owner, bytes, align, used + pending, quota));
+                         alloc_error(*p, uint32_t(vtrn::hbm::Error::kQuota), charge_text(key), bytes, align, held, quota));
     }
     // The firmware gets the quota with the client's first allocation on
-    // this chip, so racing requests cannot overshoot it there either.
+    // this chip, a second bound per owner.
     const bool set_quota = quota != 0 && !p->quota_set.count(owner);
-    p->owner_pending[owner] += rounded;
+    add_pending(*p, owner, rounded);
     const uint64_t epoch = p->epoch;
     ctrl_alloc(*p, owner, category, bytes, align, set_quota, quota ? quota : kNoQuota,
                [this, p, cid, id, owner, bytes, align, rounded, t0, alive, epoch, set_quota](const FwReply<Vtrn__Ctrl__HbmAllocResponse>& r) {
                  if (auto a = alive.lock(); !a || !*a) return;
-                 if (p->epoch == epoch) {
-                   auto it = p->owner_pending.find(owner);
-                   if (it != p->owner_pending.end()) {
-                     it->second -= std::min(it->second, rounded);
-                     if (it->second == 0) p->owner_pending.erase(it);
-                   }
-                 }
+                 if (p->epoch == epoch) drop_pending(*p, owner, rounded);
                  if (!r.ok()) return reply_error(cid, id, r.status, r.error);
                  const Vtrn__Ctrl__HbmAllocResponse& b = *r.body;
                  if (set_quota && p->epoch == epoch) p->quota_set.insert(owner);
@@ -550,7 +588,8 @@ void HbmService::do_alloc(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Ap
                    return reply_error(cid, id,
                                       b.result == uint32_t(vtrn::hbm::Error::kBadArgument) ? VTRN__API__STATUS__STATUS_BAD_REQUEST
                                                                                           : VTRN__API__STATUS__STATUS_CHIP_ERROR,
-                                      alloc_error(*p, b.result, owner, bytes, align, b.owner_used_bytes, b.owner_quota_bytes));
+                                      alloc_error(*p, b.result, owner_text(owner), bytes, align, b.owner_used_bytes,
+                                                  b.owner_quota_bytes));
                  }
                  if (b.bytes == 0 || b.addr < p->chip->dma().hbm_base()) {
                    DRV_LOGW("chip %u: HbmAlloc answer %s + %llu looks wrong", p->chip->id(), hex(b.addr).c_str(),
@@ -563,7 +602,7 @@ void HbmService::do_alloc(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Ap
                  ar.addr = b.addr;
                  ar.bytes = b.bytes;
                  ar.owner = owner;
-                 ar.client_used_bytes = p->owner_used.count(owner) ? p->owner_used[owner] : b.bytes;
+                 ar.client_used_bytes = p->epoch == epoch ? charged(*p, charge_key(owner)) : b.bytes;
                  ar.client_quota_bytes = opts_.client_quota_bytes;
                  ar.elapsed_ns = monotonic_ns() - t0;
                  reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_HBM_ALLOC, &ar.base);

@@ -5,10 +5,14 @@
 //  - owners: a client connection is owner (1<<32)|cid, a job (2<<32)|job id
 //    (the jobs service picks those); everything a client owned is freed on
 //    the chip when the connection closes (client_gone -> HbmFreeOwner);
-//  - quotas: each client may hold at most `client_quota_bytes` per chip
-//    (vtrnd --hbm-quota-mib). vtrnd refuses beyond it before asking the
-//    chip, and also sets the quota in the firmware allocator with the
-//    client's first allocation, so two racing requests cannot overshoot;
+//  - quotas: each tenant (uid; see tenant_of) may hold at most
+//    `client_quota_bytes` per chip (vtrnd --hbm-quota-mib) over all its
+//    connections and its jobs' buffers, so a new connection is not new
+//    quota and a job cannot hold what its submitter may not. An owner
+//    without a tenant (a collective, a departed connection, any owner when
+//    tenant_of is unset) is charged alone. vtrnd refuses beyond it before
+//    asking the chip, counting requests still in flight, and also sets the
+//    quota per owner in the firmware allocator as a second bound;
 //  - the persistent retired-page list (retired_store.h): loaded and pushed
 //    to the firmware each time the chip reaches READY, before any HBM
 //    request is let through (they wait for it), and rewritten whenever the
@@ -80,8 +84,10 @@ class HbmService final : public Service {
   void add_chip(Chip* chip);
 
   // The async API. `done` may run before the call returns (chip not READY,
-  // bad arguments). category: vtrn.api.HbmCategory. No vtrnd quota applies
-  // here (the caller decides what an owner may hold).
+  // bad arguments). category: vtrn.api.HbmCategory. A job owner with a
+  // tenant is charged to that tenant's quota (refused with
+  // STATUS_CHIP_ERROR and the quota text past it); other owners are not
+  // (the caller decides what they may hold).
   void alloc(Chip* chip, uint64_t owner, uint32_t category, uint64_t bytes, uint64_t align,
              AllocDone done);
   void free(Chip* chip, uint64_t owner, uint64_t addr, FreeDone done);
@@ -155,8 +161,19 @@ class HbmService final : public Service {
   void forget_extents(ChipHbm& ch, uint64_t addr);
   void ctrl_alloc(ChipHbm& ch, uint64_t owner, uint32_t category, uint64_t bytes, uint64_t align,
                   bool set_quota, uint64_t quota, FwDone<Vtrn__Ctrl__HbmAllocResponse> done);
-  std::string alloc_error(ChipHbm& ch, uint32_t result, uint64_t owner, uint64_t bytes,
+  // `who` holds `used` of `quota` (the quota refusal's text).
+  std::string alloc_error(ChipHbm& ch, uint32_t result, const std::string& who, uint64_t bytes,
                           uint64_t align, uint64_t used, uint64_t quota) const;
+  // Quotas. What an owner is charged to: its tenant's key (kTenantKey |
+  // uid) when it has a tenant, else the owner itself; the bytes live and
+  // in flight charged to a key on one chip; the key as a user reads it.
+  static constexpr uint64_t kTenantKey = 1ull << 63;
+  [[nodiscard]] uint64_t charge_key(uint64_t owner) const;
+  [[nodiscard]] uint64_t charged(const ChipHbm& ch, uint64_t key) const;
+  [[nodiscard]] static std::string charge_text(uint64_t key);
+  // Adds (or takes back) bytes in flight for owner.
+  static void add_pending(ChipHbm& ch, uint64_t owner, uint64_t bytes);
+  static void drop_pending(ChipHbm& ch, uint64_t owner, uint64_t bytes);
 
   void do_alloc(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Api__HbmAllocRequest& r);
   void do_free(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Api__HbmFreeRequest& r);

@@ -149,7 +149,7 @@ void run_mem_stats(const MemChipOptions& o) {
               << s.stitch_extents_max << " extents\n";
   else
     std::cout << "stitching: off (the firmware has no remap window)\n";
-  std::cout << "client quota: " << (s.client_quota_bytes ? format_bytes(s.client_quota_bytes) : "none")
+  std::cout << "tenant quota: " << (s.client_quota_bytes ? format_bytes(s.client_quota_bytes) : "none")
             << "; poisoned allocations: " << s.poisoned_allocations << "; uncorrectable ECC since boot: "
             << s.ecc_uncorrectable << "\n";
   if (s.n_retired_addrs) {

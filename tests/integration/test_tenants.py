@@ -301,14 +301,15 @@ class TenantQuota(TenantTools, h.BoardTestCase, SharedSession):
         a, _ = h.hbm_alloc(admin, 0, 40 * MiB)
         # The tenant's quota is its own: the admin's 40 MiB do not count.
         t1 = self.tenant_api()
-        b, _ = h.hbm_alloc(t1, 0, 40 * MiB)
+        b, _ = h.hbm_alloc(t1, 0, 62 * MiB)
         t2 = self.tenant_api()
         with self.assertRaises(h.ApiError) as e:
             h.hbm_alloc(t2, 0, 30 * MiB)
-        self.assertIn(f"HBM quota exceeded: tenant uid {TENANT_UID} holds 40.00 MiB of its 64.00 MiB quota",
+        self.assertIn(f"HBM quota exceeded: tenant uid {TENANT_UID} holds 62.00 MiB of its 64.00 MiB quota",
                       e.exception.error)
-        # A job of the tenant is charged to it as well: 3 x 10 MiB buffers.
-        r = self.tenant("run", "add", "--m", 2560, "--n", 1024, "--seed", 4, timeout=120)
+        # A job of the tenant is charged to it as well: 3 x 1.25 MiB buffers
+        # in the 2 MiB left.
+        r = self.tenant("run", "add", "--m", 1024, "--n", 320, "--seed", 4, timeout=120)
         self.assert_one_error_line(r, h.EXIT_FAILED, "HBM quota exceeded", f"tenant uid {TENANT_UID}")
         # The admin's own quota is untouched by the tenant's.
         with self.assertRaises(h.ApiError) as e:
@@ -317,7 +318,7 @@ class TenantQuota(TenantTools, h.BoardTestCase, SharedSession):
         c, _ = h.hbm_alloc(admin, 0, 20 * MiB)
         # Freed by the tenant, its room is back for its jobs.
         h.hbm_free(t1, 0, b)
-        r = self.tenant("run", "add", "--m", 2560, "--n", 1024, "--seed", 4, timeout=120)
+        r = self.tenant("run", "add", "--m", 1024, "--n", 320, "--seed", 4, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
         h.hbm_free(admin, 0, a)
         h.hbm_free(admin, 0, c)
