@@ -568,6 +568,8 @@ std::string Chip::panic_summary() const {
     snprintf(buf, sizeof buf, "exception on cpu %u: ec 0x%x esr 0x%llx elr 0x%llx far 0x%llx: ",
              unsigned(panic_.cpu), unsigned(panic_.ec), (unsigned long long)panic_.esr,
              (unsigned long long)panic_.elr, (unsigned long long)panic_.far);
+  } else if (const char* name = vtrn::hostif::panic_cause_name(panic_.cause); strcmp(name, "unknown") != 0) {
+    snprintf(buf, sizeof buf, "%s on cpu %u: ", name, unsigned(panic_.cpu));
   } else {
     snprintf(buf, sizeof buf, "cause %u on cpu %u: ", unsigned(panic_.cause), unsigned(panic_.cpu));
   }

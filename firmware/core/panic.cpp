@@ -30,17 +30,6 @@ vtrn::hostif::PanicRecord* g_bar2_record = nullptr;
 uintptr_t g_gicc = 0;
 uint32_t g_in_panic = 0;  // atomic: the first core to set it writes the record
 
-const char* cause_name(uint32_t cause) {
-  switch (cause) {
-    case vtrn::hostif::kPanicException: return "exception";
-    case vtrn::hostif::kPanicAssert: return "assert";
-    case vtrn::hostif::kPanicBoard: return "board";
-    case vtrn::hostif::kPanicPlatform: return "platform";
-    case vtrn::hostif::kPanicStack: return "stack";
-    default: return "unknown";
-  }
-}
-
 const char* ec_name(uint32_t ec) {
   switch (ec) {
     case 0x00: return "unknown reason";
@@ -66,8 +55,8 @@ const char* ec_name(uint32_t ec) {
 void print_record(const vtrn::hostif::PanicRecord& r) {
   if (!console::ready()) return;
   char line[256];
-  snprintf(line, sizeof line, "\n*** PANIC (%s) cpu %u at %llu ns: %s\n", cause_name(r.cause),
-           unsigned(r.cpu), (unsigned long long)r.uptime_ns, r.reason);
+  snprintf(line, sizeof line, "\n*** PANIC (%s) cpu %u at %llu ns: %s\n",
+           vtrn::hostif::panic_cause_name(r.cause), unsigned(r.cpu), (unsigned long long)r.uptime_ns, r.reason);
   console::puts(line);
   if (r.cause == vtrn::hostif::kPanicException) {
     snprintf(line, sizeof line,

@@ -10,6 +10,7 @@
 #include "json_conv.h"
 #include "reliability_json.h"
 #include "render.h"
+#include "vtrn/hostif.h"
 
 namespace tools {
 namespace {
@@ -63,7 +64,8 @@ std::string render_info(const nlohmann::json& info) {
   const nlohmann::json& panic = info.at("panic");
   if (!panic.is_null()) {
     row("panic", text_or_dash(panic.at("reason")));
-    row("panic cause", std::to_string(panic.at("cause").get<uint32_t>()) + ", EC " +
+    const uint32_t cause = panic.at("cause").get<uint32_t>();
+    row("panic cause", std::to_string(cause) + " (" + vtrn::hostif::panic_cause_name(cause) + "), EC " +
                            hex(panic.at("ec").get<uint32_t>()) + ", cpu " +
                            std::to_string(panic.at("cpu").get<uint32_t>()));
     row("panic ESR/ELR/FAR", hex(panic.at("esr").get<uint64_t>()) + " / " + hex(panic.at("elr").get<uint64_t>()) +

@@ -271,7 +271,24 @@ enum PanicCause : uint32_t {
   kPanicBoard = 3,      // invalid board DTB (reason names the property)
   kPanicPlatform = 4,   // platform DTB / PCIe / GIC bring-up failed
   kPanicStack = 5,      // stack protector tripped
+  // A job's cores did not leave it within the bound after its stop was
+  // requested (cancel, timeout or failure): a chunk that ignores stop.
+  kPanicJobStuck = 6,
 };
+
+// The one name table of panic causes ("job stuck"), for the firmware's
+// panic print and the host's panic summary; "unknown" for any other value.
+constexpr const char* panic_cause_name(uint32_t cause) {
+  switch (cause) {
+    case kPanicException: return "exception";
+    case kPanicAssert: return "assert";
+    case kPanicBoard: return "board";
+    case kPanicPlatform: return "platform";
+    case kPanicStack: return "stack";
+    case kPanicJobStuck: return "job stuck";
+    default: return "unknown";
+  }
+}
 
 // Writer: firmware, once. Valid when magic == kPanicMagic.
 struct PanicRecord {
