@@ -269,10 +269,11 @@ void Scheduler::end(int slot, uint32_t state, uint64_t now) {
   ++generation_;
 }
 
-bool Scheduler::stop_job(Job& j, uint32_t code) {
+bool Scheduler::stop_job(Job& j, uint32_t code, uint64_t now) {
   // Core 0 is the only writer of stop: the first reason stays.
   if (load_rlx(&j.run.stop) != kStopNone) return false;
   store_rel(&j.run.stop, code);
+  j.stop_seen_ns = now ? now : 1;  // 0 means no stop
   ++generation_;
   return true;
 }
@@ -450,7 +451,7 @@ void Scheduler::tensor_progress(int slot, uint64_t now) {
                  unsigned(end));
     }
     j.failed_step = j.step;
-    stop_job(j, kStopFail);
+    stop_job(j, kStopFail, now);
     return;
   }
   if (t.next_row < j.plan[j.step].rows || load_rlx(&j.run.stop) != kStopNone) return;
@@ -459,10 +460,9 @@ void Scheduler::tensor_progress(int slot, uint64_t now) {
   for (uint64_t m : t.modeled_ns) busiest = m > busiest ? m : busiest;
   j.modeled_ns += busiest;
   store_rel(&j.run.steps_done, j.step + 1);
-  (void)now;
 }
 
-uint32_t Scheduler::tensor_lost(const char* why) {
+uint32_t Scheduler::tensor_lost(const char* why, uint64_t now) {
   uint32_t wake = 0;
   for (Job& j : jobs_) {
     if (j.state != kRunning || j.tensor.in_flight == 0) continue;
@@ -471,7 +471,7 @@ uint32_t Scheduler::tensor_lost(const char* why) {
     if (load_rlx(&j.run.stop) == kStopNone) {
       set_reason(j, "steps[%u]: %s", j.step, why);
       j.failed_step = j.step;
-      stop_job(j, kStopFail);
+      stop_job(j, kStopFail, now);
     }
     wake |= load_acq(&j.run.attached);
   }
@@ -504,7 +504,7 @@ uint32_t Scheduler::poll(uint64_t now, bool device_active, BufferCheck& hbm) {
         if (!err.ok()) {
           set_reason(j, "%.*s", int(sizeof j.reason - 1), err.detail());
           j.failed_step = j.step;
-          stop_job(j, kStopFail);
+          stop_job(j, kStopFail, now);
         } else {
           // chunks_done first: a core that claims from the new cursor
           // (acquire) counts from zero.
@@ -551,10 +551,25 @@ uint32_t Scheduler::tick(uint64_t now) {
     set_reason(j, "timed out after %u ms in step %u of %u (chunk %u of %u)", j.sub.timeout_ms,
                j.step, j.sub.step_count, done, total);
     j.failed_step = j.step;
-    stop_job(j, kStopTimeout);
+    stop_job(j, kStopTimeout, now);
     wake |= load_acq(&j.run.attached);
   }
   return wake;
+}
+
+int Scheduler::stuck(uint64_t now, uint64_t bound_ns, uint32_t* cores) const {
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    const Job& j = jobs_[i];
+    if (j.state != kRunning || j.stop_seen_ns == 0 || now < j.stop_seen_ns ||
+        now - j.stop_seen_ns <= bound_ns) {
+      continue;
+    }
+    const uint32_t attached = load_acq(&j.run.attached);
+    if (attached == 0) continue;
+    *cores = attached;
+    return int(i);
+  }
+  return -1;
 }
 
 bool Scheduler::cancel(uint64_t job_id, uint64_t now, uint32_t* state_after, uint32_t* wake) {
@@ -575,7 +590,7 @@ bool Scheduler::cancel(uint64_t job_id, uint64_t now, uint32_t* state_after, uin
     if (load_rlx(&j.run.stop) == kStopNone) {
       set_reason(j, "cancelled in step %u of %u", j.step, j.sub.step_count);
       j.failed_step = j.step;
-      stop_job(j, kStopCancel);
+      stop_job(j, kStopCancel, now);
     }
     *wake = load_acq(&j.run.attached);
   }

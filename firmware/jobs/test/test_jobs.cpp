@@ -495,6 +495,73 @@ void test_timeout_stops_a_running_job_on_the_tick(void**) {
   assert_int_equal(g_sched->counters().timed_out, 1);
 }
 
+// The stuck bound: a core that stays on a job after its stop (a chunk that
+// never returns: the executor is simply not run here).
+constexpr uint64_t kBound = 5000;
+
+void test_stuck_counts_from_the_cancel_and_ends_when_the_cores_leave(void**) {
+  g_sched->init(0x6, 64);
+  accept(job(1, 1, 0, {add_step(64, 8, 0, 1, 2)}));  // 32 chunks
+  Recorder r;
+  uint32_t wake = 0, cores = 0xdead;
+  assert_int_equal(g_sched->poll(10, true, *g_hbm), 0x6);
+  assert_int_equal(int(g_sched->exec(1, r, &wake)), int(ExecResult::kRan));
+  assert_int_equal(int(g_sched->exec(2, r, &wake)), int(ExecResult::kRan));
+  // Running without a stop is never stuck, however long it runs.
+  assert_int_equal(g_sched->stuck(1000000, kBound, &cores), -1);
+  assert_int_equal(g_sched->job(0).stop_seen_ns, 0);
+  uint32_t state = 0;
+  assert_true(g_sched->cancel(1, 2000, &state, &wake));
+  assert_int_equal(g_sched->job(0).stop_seen_ns, 2000);
+  // Core 1 leaves at once; core 2 stays (its chunk does not return).
+  assert_int_equal(int(g_sched->exec(1, r, &wake)), int(ExecResult::kDetached));
+  g_sched->poll(2100, true, *g_hbm);
+  assert_int_equal(g_sched->job(0).state, kRunning);
+  // Within the bound (up to and including it): not stuck.
+  assert_int_equal(g_sched->stuck(2000, kBound, &cores), -1);
+  assert_int_equal(g_sched->stuck(2000 + kBound, kBound, &cores), -1);
+  assert_int_equal(cores, 0xdead);
+  // Past it: the slot, and only the core still on it.
+  assert_int_equal(g_sched->stuck(2001 + kBound, kBound, &cores), 0);
+  assert_int_equal(cores, 0x4);
+  // A second cancel does not restart the bound.
+  assert_true(g_sched->cancel(1, 3000, &state, &wake));
+  assert_int_equal(g_sched->job(0).stop_seen_ns, 2000);
+  // Once the core leaves, nothing is stuck and the job ends cancelled.
+  assert_int_equal(int(g_sched->exec(2, r, &wake)), int(ExecResult::kDetached));
+  assert_int_equal(g_sched->stuck(2001 + kBound, kBound, &cores), -1);
+  const auto events = drain(r, 0x6, 2001 + kBound);
+  assert_int_equal(events.size(), 1);
+  assert_int_equal(events[0].state, kCancelled);
+  assert_int_equal(g_sched->stuck(UINT64_MAX / 2, kBound, &cores), -1);
+}
+
+void test_stuck_counts_from_the_tick_that_timed_the_job_out(void**) {
+  Submit s = job(1, 1, 0, {add_step(64, 8, 0, 1, 2)});
+  s.timeout_ms = 5;
+  accept(s);
+  Recorder r;
+  uint32_t wake = 0, cores = 0;
+  g_sched->poll(1000000, true, *g_hbm);  // deadline at 6 ms
+  assert_int_equal(int(g_sched->exec(1, r, &wake)), int(ExecResult::kRan));
+  // Past the deadline but not yet ticked: no stop, nothing stuck.
+  assert_int_equal(g_sched->stuck(6000000 + 10 * kBound, kBound, &cores), -1);
+  // Ticked late (8 ms): the bound starts there, not at the deadline.
+  assert_int_equal(g_sched->tick(8000000), 0x2);
+  assert_int_equal(g_sched->job(0).stop_seen_ns, 8000000);
+  assert_int_equal(g_sched->stuck(8000000 + kBound, kBound, &cores), -1);
+  assert_int_equal(g_sched->stuck(8000001 + kBound, kBound, &cores), 0);
+  assert_int_equal(cores, 0x2);
+  const auto events = drain(r, 0x2, 8000001 + kBound);
+  assert_int_equal(events.size(), 1);
+  assert_int_equal(events[0].state, kTimedOut);
+  // Slot 0 taken again (every other slot queued) starts with no stop.
+  for (uint64_t id = 2; id <= kSlots; ++id) accept(job(id, 1, 0, {add_step(4, 4, 0, 1, 2)}), 9000000);
+  accept(job(kSlots + 1, 1, 0, {add_step(4, 4, 0, 1, 2)}), 9000000);
+  assert_int_equal(g_sched->job(0).sub.job_id, kSlots + 1);
+  assert_int_equal(g_sched->job(0).stop_seen_ns, 0);
+}
+
 void test_ecc_error_before_a_step_fails_the_job_naming_the_step(void**) {
   accept(job(1, 1, 0, {add_step(4, 4, 0, 1, 2), add_step(4, 4, 2, 1, 3)}));
   Recorder r;
@@ -868,8 +935,12 @@ void test_lost_engines_fail_jobs_with_tiles_in_flight(void**) {
   accept(job(1, 1, 0, {gemm_step(0, 100, 64, 64, 0, 1, 2)}));
   g_sched->poll(1, true, *g_hbm);
   assert_int_equal(g_sched->tiles_in_flight(), 4);
-  g_sched->tensor_lost("tensor engines stopped answering");
+  g_sched->tensor_lost("tensor engines stopped answering", 7);
   assert_int_equal(g_sched->tiles_in_flight(), 0);
+  // Its stop is dated, but no core is on it: nothing for the stuck bound.
+  assert_int_equal(g_sched->job(0).stop_seen_ns, 7);
+  uint32_t cores = 0;
+  assert_int_equal(g_sched->stuck(UINT64_MAX / 2, 1000, &cores), -1);
   std::vector<EndReport> ev = drain(rec, 0x2);
   assert_int_equal(ev.size(), 1);
   assert_int_equal(ev[0].state, kFailed);
@@ -930,6 +1001,8 @@ int main() {
       cmocka_unit_test_setup_teardown(test_owed_event_keeps_core_0_awake_unless_the_ring_is_full, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cancel_of_a_running_job_stops_at_the_next_chunk, setup, teardown),
       cmocka_unit_test_setup_teardown(test_timeout_stops_a_running_job_on_the_tick, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stuck_counts_from_the_cancel_and_ends_when_the_cores_leave, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stuck_counts_from_the_tick_that_timed_the_job_out, setup, teardown),
       cmocka_unit_test_setup_teardown(test_ecc_error_before_a_step_fails_the_job_naming_the_step, setup, teardown),
       cmocka_unit_test_setup_teardown(test_every_job_ends_with_exactly_one_event, setup, teardown),
       cmocka_unit_test_setup_teardown(test_rows_of_each_step_are_split_over_the_executors_once, setup, teardown),

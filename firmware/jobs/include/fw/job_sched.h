@@ -19,7 +19,9 @@
 //    resetting chunks_done. No core ever waits for another while holding
 //    anything; a core with nothing to claim sleeps until woken.
 //  - stop: set by core 0 (cancel, timeout, a failed buffer check); executors
-//    stop claiming, finish the chunk in hand and detach.
+//    stop claiming, finish the chunk in hand and detach. A chunk that does
+//    not return is bounded by stuck(): the firmware panics (kPanicJobStuck)
+//    when a job's cores are still on it kStuckNs after its stop.
 //  - attached: the cores still on the job; each executor clears its own bit
 //    when it leaves (release). A job ends on core 0 once attached == 0, so
 //    its buffers are never touched after its end event.
@@ -127,6 +129,10 @@ struct Job {
   StepPlan plan[kMaxSteps];
   uint64_t seq = 0;  // acceptance order
   uint64_t queued_ns = 0, start_ns = 0, end_ns = 0, deadline_ns = 0;
+  // When its stop (cancel, timeout, failure) was first requested while it
+  // ran (0 = no stop requested): the start of the bound within which its
+  // cores must leave it (Scheduler::stuck).
+  uint64_t stop_seen_ns = 0;
   uint32_t step = 0;        // core 0's view: the step running or where it ended
   uint32_t core_mask = 0;   // cores given
   uint32_t cores_used = 0;
@@ -238,7 +244,7 @@ class Scheduler {
   // Ends every running job with tensor tiles in flight as FAILED with
   // `why` (the engines stopped answering: vtrn-hw gone, or reset under
   // them): their tiles will never complete. Returns the cores to wake.
-  uint32_t tensor_lost(const char* why);
+  uint32_t tensor_lost(const char* why, uint64_t now);
   // Tiles in flight on all engines (0: the engines may be reset).
   [[nodiscard]] uint32_t tiles_in_flight() const;
   // Cancels a job: queued -> CANCELLED now (event pending); running -> stop
@@ -250,6 +256,11 @@ class Scheduler {
   uint32_t poll(uint64_t now, bool device_active, BufferCheck& hbm);
   // Stops running jobs past their deadline. Returns the cores to wake.
   uint32_t tick(uint64_t now);
+  // A running job whose stop was requested more than bound_ns before now
+  // and that still has cores on it (a chunk that ignores stop): its slot,
+  // with those cores in *cores; -1 if there is none. Tiles on the tensor
+  // engines do not count (each is bounded by the engine).
+  int stuck(uint64_t now, uint64_t bound_ns, uint32_t* cores) const;
   // An ended job whose event is not sent yet (slot index), or -1.
   int next_event(EndReport* out) const;
   void event_sent(int slot);
@@ -300,7 +311,7 @@ class Scheduler {
   uint32_t engine_load(uint32_t e) const;
   void end(int slot, uint32_t state, uint64_t now);
   void set_reason(Job& j, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
-  bool stop_job(Job& j, uint32_t code);
+  bool stop_job(Job& j, uint32_t code, uint64_t now);
 
   Job jobs_[kSlots];
   uint32_t executors_ = 0;
