@@ -39,6 +39,9 @@ constexpr uint64_t kSmpTimeoutNs = 200ull * 1000 * 1000;
 // Tiles in flight and no heartbeat from vtrn-hw for this long (10 beats):
 // the engines are gone and those jobs fail instead of waiting forever.
 constexpr uint64_t kTensorSilenceNs = 1000ull * 1000 * 1000;
+// A job's cores still on it this long after its stop (a chunk takes about
+// a millisecond): a chunk ignores stop, and only a chip reset ends it.
+constexpr uint64_t kStuckNs = 5000ull * 1000 * 1000;
 
 const Route kRoutes[] = {
     route<&JobsService::submit>(VTRN__CTRL__REQUEST__BODY_JOB_SUBMIT,
@@ -79,6 +82,12 @@ Access JobsService::HbmCheck::do_check(uint64_t addr, uint64_t bytes) {
 
 void JobsService::KernelRunner::do_run(uint32_t core, const Step& s, uint32_t b, uint32_t e) {
   cores::set_state(core, cores::kCoreRunning, kernel_intensity(s.kernel, s.dtype));
+  if (core != 0 && __atomic_load_n(&g_service.stuck_armed_, __ATOMIC_RELAXED) != 0 &&
+      __atomic_exchange_n(&g_service.stuck_armed_, 0u, __ATOMIC_ACQ_REL) != 0) {
+    // Injected (arm_stuck): this chunk never returns and ignores stop;
+    // interrupts still end each WFI (the panic's stop SGI parks the core).
+    for (;;) arch::wait_for_interrupt();
+  }
   const uint64_t t0 = arch::now_ns();
   const size_t n = s.n;
   switch (s.kernel) {
@@ -203,7 +212,7 @@ void JobsService::watch_tensor(uint64_t now) {
   snprintf(why, sizeof why, "tensor engines stopped answering (no vtrn-hw heartbeat for %llu ms)",
            (unsigned long long)((now - tensor_heartbeat_ns_) / 1000000));
   log(kLogErr, "jobs: %s: failing the jobs with tiles in flight", why);
-  wake(sched_.tensor_lost(why));
+  wake(sched_.tensor_lost(why, now));
   tensor_heartbeat_ns_ = now;
 }
 
@@ -459,6 +468,7 @@ void JobsService::tick(Turn&) {
   const uint64_t now = arch::now_ns();
   watch_tensor(now);
   wake(sched_.tick(now));
+  check_stuck(now);
   publish_changes(true);
   publish_cores();
 }
@@ -468,6 +478,28 @@ void JobsService::run_on_service_core() {
   uint32_t to_wake = 0;
   const ExecResult r = sched_.exec(0, runner_, &to_wake);
   if (r != ExecResult::kRan) cores::set_state(0, cores::kCoreIdle, 0);
+}
+
+// A chunk that ignores stop keeps its job RUNNING and its buffers in use
+// forever: past the bound the chip panics naming the job and its cores,
+// and vtrnd resets it.
+void JobsService::check_stuck(uint64_t now) {
+  uint32_t cores = 0;
+  const int slot = sched_.stuck(now, kStuckNs, &cores);
+  if (slot < 0) return;
+  const Job& j = sched_.job(uint32_t(slot));
+  const uint32_t stop = __atomic_load_n(&j.run.stop, __ATOMIC_RELAXED);
+  const char* why = stop == kStopCancel ? "cancel" : stop == kStopTimeout ? "timeout" : "failure";
+  panic(vtrn::hostif::kPanicJobStuck, "job %llu: cores 0x%x did not stop within %llu ms of its %s (step %u of %u)",
+        (unsigned long long)j.sub.job_id, unsigned(cores), (unsigned long long)(kStuckNs / 1000000), why,
+        unsigned(j.step), unsigned(j.sub.step_count));
+}
+
+bool JobsService::arm_stuck() {
+  // A chip whose only executor is core 0 would never run the stuck chunk.
+  if (all_reported_ && (sched_.executor_mask() & ~1u) == 0) return false;
+  __atomic_store_n(&stuck_armed_, 1u, __ATOMIC_RELEASE);
+  return true;
 }
 
 bool JobsService::has_work() {

@@ -5,6 +5,7 @@
 #include "fw/dma_service.h"
 #include "fw/engines_service.h"
 #include "fw/host_interface.h"
+#include "fw/jobs_service.h"
 #include "fw/log.h"
 #include "fw/wire.h"
 
@@ -33,6 +34,7 @@ const char* fault_name(uint32_t f) {
     case VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_PANIC: return "panic (data abort)";
     case VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_TENSOR_ENGINE: return "tensor engine fault";
     case VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_DMA_ENGINE: return "DMA engine fault";
+    case VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_JOB_STUCK: return "job stuck";
     default: return "none";
   }
 }
@@ -52,6 +54,7 @@ Error ReliabilityService::inject(const Vtrn__Ctrl__ReliabilityInjectRequest& r,
   if (fault == VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_DMA_ENGINE) {
     return inject_dma(r.engine, r.halt != 0, body);
   }
+  if (fault == VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_JOB_STUCK) return inject_job_stuck(body);
   if (fault != VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_HANG &&
       fault != VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_STALL &&
       fault != VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_PANIC) {
@@ -110,6 +113,18 @@ Error ReliabilityService::inject_dma(uint32_t engine, bool halt, Vtrn__Ctrl__Rel
   }
   log(kLogWarn, "reliability: DMA engine %u %s (injected)", unsigned(engine),
       halt ? "halts before its next descriptor until the chip reset" : "fails the next descriptor it takes");
+  body.heartbeat = hostif_ != nullptr ? hostif_->heartbeat() : 0;
+  return Error();
+}
+
+// Armed, not committed: the next chunk an executor core runs never returns
+// and ignores stop (fw::jobs); the chip panics with kPanicJobStuck once
+// that job's stop (cancel, timeout) is older than the jobs service's bound.
+Error ReliabilityService::inject_job_stuck(Vtrn__Ctrl__ReliabilityInjectResponse& body) {
+  if (!jobs::service().arm_stuck()) {
+    return Error(Code::kInvalidArgument, "job stuck: this chip has no executor core besides core 0");
+  }
+  log(kLogWarn, "reliability: the next chunk an executor core runs ignores stop and never returns (injected)");
   body.heartbeat = hostif_ != nullptr ? hostif_->heartbeat() : 0;
   return Error();
 }

@@ -56,7 +56,9 @@ class JobsService final : public Service {
   // Advances jobs, starts queued ones, sends end events (a full ring keeps
   // an event for the next turn); on a one-core chip, then runs one chunk.
   Vectors poll(Turn& turn) override;
-  // Timeouts, progress and per-core rows of the BAR2 table.
+  // Timeouts, the stuck bound (a job whose cores are still on it kStuckNs
+  // after its stop panics the chip, kPanicJobStuck), progress and per-core
+  // rows of the BAR2 table.
   void tick(Turn& turn) override;
   [[nodiscard]] bool has_work() override;
   // Jobs queued or running (their timeouts and progress are ticked).
@@ -70,6 +72,13 @@ class JobsService final : public Service {
 
   // The loop of executor core `core`, never returns.
   [[noreturn]] void executor(uint32_t core);
+
+  // Fault injection (fw::reliability, RELIABILITY_FAULT_JOB_STUCK): the
+  // next chunk an executor core other than core 0 runs never returns and
+  // ignores stop, so once that job's stop is requested (cancel, timeout)
+  // the stuck bound panics the chip (kPanicJobStuck). False on a chip with
+  // no executor besides core 0 (nothing would run the chunk).
+  bool arm_stuck();
 
  private:
   class HbmCheck final : public BufferCheck {
@@ -106,6 +115,7 @@ class JobsService final : public Service {
   };
   void tensor_totals(EngineTotals* out) const;
   void watch_tensor(uint64_t now);
+  void check_stuck(uint64_t now);
 
   Scheduler sched_;
   HbmCheck hbm_;
@@ -122,6 +132,7 @@ class JobsService final : public Service {
   hal::gic::Gic* gic_ = nullptr;
   bool all_reported_ = false;
   bool core0_executes_ = false;
+  uint32_t stuck_armed_ = 0;  // atomic: arm_stuck() sets it, the stuck chunk takes it
   // The BAR2 job table: one seqlock writer per record.
   vtrn::hostif::SeqlockWriter<vtrn::jobs::JobTableHeader> table_;
   vtrn::hostif::SeqlockWriter<vtrn::jobs::CoreEntry> core_rows_[vtrn::jobs::kJobCoreCount];

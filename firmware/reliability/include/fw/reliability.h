@@ -23,6 +23,10 @@
 // the host queues fails the next descriptor it takes (the client's chain
 // completes with kErrEngine; fw::engines logs the record) or halts until the
 // chip reset (queued work stays queued and ends with the reset).
+// JOB_STUCK is armed, not committed here: fw::jobs (JobsService::arm_stuck)
+// makes the next chunk an executor core runs loop in WFI, ignoring stop;
+// once that job's stop is requested (cancel, timeout), the jobs service's
+// stuck bound panics the chip (kPanicJobStuck) naming the job and cores.
 #pragma once
 
 #include <stdint.h>
@@ -50,6 +54,7 @@ class ReliabilityService final : public Service {
  private:
   vtrn::Error inject_tensor(uint32_t engine, Vtrn__Ctrl__ReliabilityInjectResponse& out);
   vtrn::Error inject_dma(uint32_t engine, bool halt, Vtrn__Ctrl__ReliabilityInjectResponse& out);
+  vtrn::Error inject_job_stuck(Vtrn__Ctrl__ReliabilityInjectResponse& out);
 
   const hostif::HostInterface* hostif_ = nullptr;
   volatile uint32_t armed_ = VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_NONE;
