@@ -38,6 +38,7 @@ const char* fault_kind_name(Vtrn__Api__FaultKind k) {
     case VTRN__API__FAULT_KIND__FAULT_KIND_QEMU_KILL: return "qemu-kill";
     case VTRN__API__FAULT_KIND__FAULT_KIND_TENSOR_ENGINE: return "tensor-engine";
     case VTRN__API__FAULT_KIND__FAULT_KIND_DMA_ENGINE: return "dma-engine";
+    case VTRN__API__FAULT_KIND__FAULT_KIND_JOB_STUCK: return "job-stuck";
     default: return "unknown";
   }
 }
@@ -162,6 +163,25 @@ void ReliabilityService::fault_inject(uint64_t cid, uint64_t id, Chip* chip,
                      label + ": DMA engine " + std::to_string(engine) +
                          (halt ? " halts before its next descriptor until the chip is reset (vtrn reset)"
                                : " fails the next descriptor it takes; its chain ends with DMA engine fault"),
+                     res.body->heartbeat, 0);
+      });
+      return;
+    }
+    case VTRN__API__FAULT_KIND__FAULT_KIND_JOB_STUCK: {
+      // Armed in the firmware; nothing breaks until a job runs the stuck
+      // chunk and is stopped, so the detection clock does not start here.
+      Vtrn__Ctrl__ReliabilityInjectRequest ir = VTRN__CTRL__RELIABILITY_INJECT_REQUEST__INIT;
+      ir.fault = VTRN__CTRL__RELIABILITY_FAULT__RELIABILITY_FAULT_JOB_STUCK;
+      DRV_LOGW("%s: injecting job-stuck on request of client %llu", label.c_str(), (unsigned long long)cid);
+      fw_call(*chip, &Vtrn__Ctrl__Request::reliability_inject, ir, &Vtrn__Ctrl__Response::reliability_inject,
+              kInjectTimeoutMs, [this, cid, id, label](const FwReply<Vtrn__Ctrl__ReliabilityInjectResponse>& res) {
+        if (!res.ok()) {
+          reply_error(cid, id, res.status, label + ": inject job-stuck not acknowledged: " + res.error);
+          return;
+        }
+        reply_inject(cid, id,
+                     label + ": the next chunk a NeuronCore runs ignores stop and never returns; once its job "
+                             "is cancelled or times out the firmware panics (job stuck) and vtrnd resets it",
                      res.body->heartbeat, 0);
       });
       return;

@@ -6,8 +6,11 @@
 // (the firmware makes one tensor engine fail its next command: the job that
 // sent it fails naming the fault; nothing reboots, so no --wait),
 // dma-engine (the firmware makes one DMA engine fail the next descriptor it
-// takes, or with --halt stop until the chip reset); `vtrn inject ecc` comes
-// from the HBM commands (add_inject_ecc_subcommand).
+// takes, or with --halt stop until the chip reset), job-stuck (the next
+// chunk a NeuronCore runs ignores stop and never returns: the chip panics
+// "job stuck" once that job is cancelled or times out; no --wait, since
+// nothing happens before a job runs); `vtrn inject ecc` comes from the HBM
+// commands (add_inject_ecc_subcommand).
 //
 // Without --wait the command returns once the fault is in. With --wait it
 // follows the chip until vtrnd has detected the fault and the chip is READY
@@ -107,7 +110,8 @@ void run_inject(const InjectOptions& o) {
   DaemonConnection conn = DaemonConnection::open();
   const bool reboots = o.kind != VTRN__API__FAULT_KIND__FAULT_KIND_DMA_CORRUPT &&
                        o.kind != VTRN__API__FAULT_KIND__FAULT_KIND_TENSOR_ENGINE &&
-                       o.kind != VTRN__API__FAULT_KIND__FAULT_KIND_DMA_ENGINE;
+                       o.kind != VTRN__API__FAULT_KIND__FAULT_KIND_DMA_ENGINE &&
+                       o.kind != VTRN__API__FAULT_KIND__FAULT_KIND_JOB_STUCK;
   const uint32_t before = o.wait && reboots ? resets_now(conn, o.chip) : 0;
   Vtrn__Api__Request req = VTRN__API__REQUEST__INIT;
   Vtrn__Api__FaultInjectRequest r = VTRN__API__FAULT_INJECT_REQUEST__INIT;
@@ -166,6 +170,9 @@ void add_inject_command(CLI::App& app, Action* action) {
       {"dma-engine", VTRN__API__FAULT_KIND__FAULT_KIND_DMA_ENGINE,
        "Make a DMA engine fail the next descriptor it takes (its chain ends with DMA engine fault), or halt it "
        "until the chip is reset"},
+      {"job-stuck", VTRN__API__FAULT_KIND__FAULT_KIND_JOB_STUCK,
+       "Make the next chunk a NeuronCore runs ignore stop and never return (once its job is cancelled or times "
+       "out, the chip panics: job stuck)"},
   };
   for (const Kind& k : kKinds) {
     auto o = std::make_shared<InjectOptions>();
@@ -182,6 +189,8 @@ void add_inject_command(CLI::App& app, Action* action) {
           ->check(CLI::Range(0, 7));
       c->add_flag("--halt", o->halt,
                   "Halt the engine before its next descriptor until the chip is reset, instead of failing one");
+    } else if (k.kind == VTRN__API__FAULT_KIND__FAULT_KIND_JOB_STUCK) {
+      // Nothing to wait for: the panic follows a job's stop, not the inject.
     } else {
       c->add_flag("--wait", o->wait,
                   k.kind == VTRN__API__FAULT_KIND__FAULT_KIND_DMA_CORRUPT

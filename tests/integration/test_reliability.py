@@ -168,6 +168,33 @@ class FaultsOnOneChip(h.BoardTestCase):
         self.assertIn("last panic", r.stdout)
         self.assertIn("panic", r.stdout.split("resets")[1].splitlines()[0])
 
+    def test_chunk_that_ignores_stop_panics_the_chip_naming_the_job_and_it_comes_back(self):
+        before = self.s.vtrn_json("info", 1)["reset_history"]
+        r = self.s.vtrn("inject", "job-stuck", 1, "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("ignores stop", json.loads(r.stdout)["detail"])
+        # 256 x 1024 f32: 8 chunks over the executors; the first one
+        # an executor core runs never returns, so the step never completes.
+        r = self.s.vtrn("run", "add", "--m", 256, "--n", 1024, "--chip", 1, "--timeout-ms", 1000, timeout=60)
+        self.assertEqual(r.returncode, h.EXIT_TIMEOUT, r.stdout + r.stderr)
+        self.assertIn("timed out after 1000 ms", r.stdout + r.stderr)
+        # Its cores never left it: 5 s after the timeout the firmware panics
+        # (job stuck) and vtrnd resets the chip.
+        h.wait_until("chip 1 reset for the stuck job and READY again",
+                     lambda: [x for x in self.s.vtrn_json("ls")["chips"] if x["id"] == 1][0],
+                     lambda c: c["resets"] > before["count"] and c["state"] == "READY" and not c["recovering"], 30)
+        hist = self.s.vtrn_json("info", 1)["reset_history"]
+        self.assertEqual(hist["count"], before["count"] + 1, hist)
+        self.assertEqual(hist["last_cause"], "panic", hist)
+        self.assertIn("firmware panic", hist["last_reason"])
+        self.assertRegex(hist["last_panic"], r"^job stuck on cpu \d+: job \d+: cores 0x[0-9a-f]+ did not stop "
+                                             r"within 5000 ms of its timeout \(step 0 of 1\)")
+        self.assertGreater(hist["last_recover_ns"], 0)
+        # The chip runs the same job again (the injection was one chunk's).
+        r = self.s.vtrn("run", "add", "--m", 256, "--n", 1024, "--chip", 1, "--timeout-ms", 20000, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.check_chip1_works()
+
     def test_killed_qemu_is_replaced_and_the_chip_comes_back(self):
         old_pid = self.s.vtrn_json("info", 1)["summary"]["qemu_pid"]
         doc, before, after = self.fault_round("qemu-kill", "qemu-exit")
