@@ -1,7 +1,7 @@
 // vtrnd's reliability requests: ChipReset (`vtrn reset`) and FaultInject
-// (`vtrn inject hang|stall|panic|dma-corrupt|qemu-kill`), plus the one place
-// that turns a chip's ResetInfo into the vtrn.api ResetHistory message for
-// Info, List and Telemetry.
+// (`vtrn inject hang|stall|panic|dma-corrupt|qemu-kill|tensor-engine|
+// dma-engine|job-stuck`), plus the one place that turns a chip's ResetInfo
+// into the vtrn.api ResetHistory message for Info, List and Telemetry.
 //
 // The watchdog, the reset itself and the re-attach live in Chip
 // (driver/lib/chip.cpp); this is only the client-facing side. Firmware faults

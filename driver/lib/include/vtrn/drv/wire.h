@@ -31,8 +31,10 @@ inline constexpr uint32_t kMaxFrame = 4u << 20;
 // DMA_ENGINE, the engines' reset-history fields. 2.2: Telemetry.wakeups.
 // 2.3: tenants' views: HbmAllocationInfo.uid, JobInfo.uid, all_tenants in
 // HbmListResponse and JobListResponse.
+// 2.4: fault kind JOB_STUCK; the HBM quota and HbmAllocResponse.client_used_bytes
+// are the tenant's.
 inline constexpr uint32_t kApiMajor = 2;
-inline constexpr uint32_t kApiMinor = 3;
+inline constexpr uint32_t kApiMinor = 4;
 inline constexpr size_t kFrameHeader = 4;
 
 // $VTRN_RUNTIME_DIR, else default_runtime_dir().
