@@ -305,6 +305,27 @@ class Jobs(h.BoardTestCase):
                 # Cancelling an ended job is not an error; it shows how it ended.
                 self.assertEqual(self.s.vtrn_json("job", "cancel", job_id)["state"], "CANCELLED")
 
+    def test_a_running_jobs_buffers_are_freed_by_no_request_only_by_its_end(self):
+        # Issue 15: an executor may be writing a running job's buffers, so no
+        # client frees them, not even a connection of the tenant that
+        # submitted the job (all test clients are one uid) naming them.
+        base = self.hbm_used(0)
+        job_id = self.submit_detached(dict(LONG_JOB, timeout_ms=120000), "long-pinned.json")
+        try:
+            self.wait_state(job_id, ("RUNNING",))
+            mine = [a for a in self.s.vtrn_json("mem", "ls", 0)["allocations"]
+                    if a["owner_kind"] == "job" and a["owner_id"] == job_id]
+            self.assertTrue(mine, f"job {job_id} holds no HBM while it runs")
+            for a in mine:
+                r = self.s.vtrn("mem", "free", 0, hex(a["addr"]))
+                self.assert_one_error_line(r, h.EXIT_PERMISSION_DENIED, f"buffer of job {job_id}",
+                                           "it is freed when the job ends")
+            self.assertEqual(self.job(job_id)["state"], "RUNNING")
+            self.assertEqual(self.hbm_used(0) - base, sum(a["bytes"] for a in mine))
+        finally:
+            self.s.vtrn_json("job", "cancel", job_id, timeout=60)
+        h.wait_until("the cancelled job's HBM freed", lambda: self.hbm_used(0), lambda used: used == base, 30)
+
     def test_job_past_its_timeout_ends_timed_out(self):
         for long_job in (LONG_JOB, h.LONG_TENSOR_JOB):
             with self.subTest(engine=long_job["engine"]):
