@@ -36,6 +36,20 @@ bool on_frame(uint32_t port, const uint8_t* data, uint32_t length, uint64_t now)
 }
 bool pump(uint64_t now) { return g_service.pump(now); }
 
+Error check_buffer(const char* field, uint64_t addr, uint64_t bytes, uint64_t owner) {
+  switch (hbm::check(addr, bytes, owner)) {
+    case hbm::Access::kOk: return Error();
+    case hbm::Access::kNotOwner:
+      return Error(Code::kInvalidArgument,
+                   "collective: %s: 0x%llx + %llu belongs to another owner, not the collective's (0x%llx)",
+                   field, (unsigned long long)addr, (unsigned long long)bytes, (unsigned long long)owner);
+    case hbm::Access::kNotAllocated:
+    case hbm::Access::kEccError: break;
+  }
+  return Error(Code::kInvalidArgument, "collective: %s: 0x%llx + %llu is not inside a live allocation", field,
+               (unsigned long long)addr, (unsigned long long)bytes);
+}
+
 const links::FrameClient kClient{coll::kFrameMagic, on_frame, pump};
 
 const Route kRoutes[] = {
@@ -137,6 +151,7 @@ Error CollectivesService::submit(const Vtrn__Ctrl__CollectiveSubmitRequest& req,
   const uint64_t job_id = r->job_id;
   const uint32_t send_port = r->send_port, recv_port = r->recv_port;
   const uint64_t in_addr = r->in_addr, out_addr = r->out_addr;
+  const uint64_t owner = r->owner;
   if (running_ || event_owed_) {
     return Error(Code::kBusy, "collective: another collective runs on this chip");
   }
@@ -151,16 +166,10 @@ Error CollectivesService::submit(const Vtrn__Ctrl__CollectiveSubmitRequest& req,
   if (why.ok()) why = links::port_runs(recv_port, &st);
   if (!why.ok()) return Error(Code::kInvalidArgument, "collective: %s", why.detail());
   const uint64_t out_bytes = coll::output_bytes(plan.op, plan.ranks, plan.bytes);
-  if (hbm::check(in_addr, plan.bytes) != hbm::Access::kOk) {
-    return Error(Code::kInvalidArgument,
-                 "collective: in_addr: 0x%llx + %llu is not inside a live allocation",
-                 (unsigned long long)in_addr, (unsigned long long)plan.bytes);
-  }
-  if (hbm::check(out_addr, out_bytes) != hbm::Access::kOk) {
-    return Error(Code::kInvalidArgument,
-                 "collective: out_addr: 0x%llx + %llu is not inside a live allocation",
-                 (unsigned long long)out_addr, (unsigned long long)out_bytes);
-  }
+  // Both buffers must be the collective's own (vtrnd allocates them as its
+  // job owner), as a job step's are.
+  VTRN_TRY(check_buffer("in_addr", in_addr, plan.bytes, owner));
+  VTRN_TRY(check_buffer("out_addr", out_addr, out_bytes, owner));
   if (in_addr < out_addr + out_bytes && out_addr < in_addr + plan.bytes) {
     return Error(Code::kInvalidArgument, "collective: in_addr and out_addr overlap");
   }

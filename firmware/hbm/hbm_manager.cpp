@@ -157,6 +157,18 @@ Access Manager::check(uint64_t addr, uint64_t len) const {
   const Status s = a_.check_range(addr, len);
   if (s == Status::kOk) return Access::kOk;
   if (s == Status::kPoisoned) return Access::kEccError;
+  return check_unallocated(addr, len);
+}
+
+Access Manager::check(uint64_t addr, uint64_t len, uint64_t owner) const {
+  if (!ready_) return Access::kNotAllocated;
+  vtrn::hbm::AllocationInfo info;
+  if (a_.lookup(addr, len, &info) != Status::kOk) return check_unallocated(addr, len);
+  if (owner_from_key(info.owner) != owner) return Access::kNotOwner;
+  return info.poisoned ? Access::kEccError : Access::kOk;
+}
+
+Access Manager::check_unallocated(uint64_t addr, uint64_t len) const {
   // Not inside one allocation. A range over a retired page is still an ECC
   // matter (the page is bad whoever asks), so say so; the scan is bounded
   // by the range's pages, and only refused accesses pay for it.
@@ -277,7 +289,8 @@ vtrn::dma::Status DmaPolicy::check(uint64_t addr, uint64_t length) const {
   switch (m_->check(addr, length)) {
     case Access::kOk: return vtrn::dma::kOk;
     case Access::kEccError: return vtrn::dma::kErrEcc;
-    case Access::kNotAllocated: break;
+    case Access::kNotAllocated:
+    case Access::kNotOwner: break;  // the owner-less check never says kNotOwner
   }
   // Unchecked DMA reaches unallocated HBM, never an unallocated part of the
   // remap window: nothing is mapped there and the copy would fault.

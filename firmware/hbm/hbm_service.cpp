@@ -95,7 +95,7 @@ void log_ecc(const EccRecord& r) {
 
 HbmService& service() { return g_service; }
 
-Access check(uint64_t addr, uint64_t len) { return g_service.check(addr, len); }
+Access check(uint64_t addr, uint64_t len, uint64_t owner) { return g_service.check(addr, len, owner); }
 
 void HbmService::init(const Boot& boot) {
   const vtrn::board::HbmGeometry& g = boot.chip->hbm;

@@ -219,7 +219,7 @@ Error check_step_buffers(const Submit& s, uint32_t i, BufferCheck& hbm) {
       return Error(Code::kInvalidArgument, "steps[%u].%s: 0x%llx + %llu wraps around the address space",
                    i, b[j].field, addr, bytes);
     }
-    switch (hbm.check(b[j].addr, b[j].bytes)) {
+    switch (hbm.check(b[j].addr, b[j].bytes, s.owner)) {
       case Access::kOk: break;
       case Access::kNotAllocated:
         return Error(Code::kInvalidArgument, "steps[%u].%s: 0x%llx + %llu is not inside a live allocation",
@@ -227,6 +227,10 @@ Error check_step_buffers(const Submit& s, uint32_t i, BufferCheck& hbm) {
       case Access::kEccError:
         return Error(Code::kInvalidArgument, "steps[%u].%s: 0x%llx + %llu has an uncorrectable ECC error",
                      i, b[j].field, addr, bytes);
+      case Access::kNotOwner:
+        return Error(Code::kInvalidArgument,
+                     "steps[%u].%s: 0x%llx + %llu belongs to another owner, not job %llu's buffers", i,
+                     b[j].field, addr, bytes, (unsigned long long)s.job_id);
     }
   }
   return Error();

@@ -72,12 +72,14 @@ void executor_main(uint32_t core) { g_service.executor(core); }
 
 std::span<const Route> JobsService::routes() const { return kRoutes; }
 
-Access JobsService::HbmCheck::do_check(uint64_t addr, uint64_t bytes) {
-  switch (hbm::check(addr, bytes)) {
+Access JobsService::HbmCheck::do_check(uint64_t addr, uint64_t bytes, uint64_t owner) {
+  switch (hbm::check(addr, bytes, owner)) {
     case hbm::Access::kOk: return Access::kOk;
     case hbm::Access::kEccError: return Access::kEccError;
-    default: return Access::kNotAllocated;
+    case hbm::Access::kNotOwner: return Access::kNotOwner;
+    case hbm::Access::kNotAllocated: break;
   }
+  return Access::kNotAllocated;
 }
 
 void JobsService::KernelRunner::do_run(uint32_t core, const Step& s, uint32_t b, uint32_t e) {

@@ -107,6 +107,33 @@ void test_check_allows_only_ranges_inside_one_live_allocation(void** state) {
   assert_int_equal(policy.check(a, 64), vtrn::dma::kErrNotAllocated);
 }
 
+void test_check_with_an_owner_allows_only_that_owners_allocations(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  uint64_t a = 0, b = 0;
+  assert_int_equal(f->m.alloc(kClient1, 0, 2 * kPage, 0, &a), Status::kOk);
+  assert_int_equal(f->m.alloc(kClient2, 0, 2 * kPage, 0, &b), Status::kOk);
+  assert_int_equal(f->m.check(a + 100, kPage, kClient1), Access::kOk);
+  assert_int_equal(f->m.check(b, 2 * kPage, kClient2), Access::kOk);
+  assert_int_equal(f->m.check(b, 64, kClient1), Access::kNotOwner);
+  assert_int_equal(f->m.check(a + kPage, 64, kClient2), Access::kNotOwner);
+  // No owner stands for another: not the firmware, not a job of the same id.
+  assert_int_equal(f->m.check(a, 64, fw::hbm::kOwnerFirmware), Access::kNotOwner);
+  assert_int_equal(f->m.check(a, 64, fw::hbm::job_owner(1)), Access::kNotOwner);
+  // Not inside one allocation stays not allocated, whoever asks.
+  const uint64_t lo = a < b ? a : b;
+  assert_int_equal(f->m.check(lo + kPage, 2 * kPage, kClient1), Access::kNotAllocated);
+  assert_int_equal(f->m.check(kBase - 4096, 16, kClient1), Access::kNotAllocated);
+  // Another owner's poisoned allocation is another owner's first; one's own
+  // is an ECC error.
+  fw::hbm::EccRecord r;
+  assert_int_equal(f->m.inject_ecc(b + kPage, true, &r), Status::kOk);
+  assert_int_equal(f->m.check(b, 64, kClient1), Access::kNotOwner);
+  assert_int_equal(f->m.check(b, 64, kClient2), Access::kEccError);
+  // Freed: nobody's, so not allocated for its former owner too.
+  assert_int_equal(f->m.free(kClient1, a), Status::kOk);
+  assert_int_equal(f->m.check(a, 64, kClient1), Access::kNotAllocated);
+}
+
 void test_unchecked_dma_allows_unallocated_ranges_but_never_retired_pages(void** state) {
   auto* f = static_cast<Fixture*>(*state);
   const fw::hbm::DmaPolicy policy(&f->m);
@@ -506,6 +533,8 @@ void test_stitched_allocation_is_listed_counted_and_retired_through_its_remap_ad
   assert_true(s >= kRemapBase && s < kRemapBase + 8 * kStack);
   assert_int_equal(shadow.mapped_bytes, 3 << 20);
   assert_int_equal(f.m.check(s + (2 << 20), 4096), Access::kOk);
+  assert_int_equal(f.m.check(s + (2 << 20), 4096, kClient2), Access::kOk);
+  assert_int_equal(f.m.check(s + (2 << 20), 4096, kClient1), Access::kNotOwner);
   // Listed as stitched; the stats show both fragmentation figures.
   Vtrn__Ctrl__HbmListRequest lr = VTRN__CTRL__HBM_LIST_REQUEST__INIT;
   lr.from_addr = kRemapBase;
@@ -580,6 +609,7 @@ int main() {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_owner_ids_map_to_allocator_keys_and_back),
       cmocka_unit_test_setup_teardown(test_check_allows_only_ranges_inside_one_live_allocation, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_check_with_an_owner_allows_only_that_owners_allocations, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unchecked_dma_allows_unallocated_ranges_but_never_retired_pages, setup, teardown),
       cmocka_unit_test_setup_teardown(test_free_by_another_owner_is_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_uncorrectable_error_retires_page_and_poisons_its_allocation, setup, teardown),

@@ -30,15 +30,22 @@ using namespace fw::jobs;
 
 namespace {
 
+// The owner of the tests' common buffers: any job may use them, so tests
+// about scheduling need not allocate per job. Owner tests add owned ranges.
+constexpr uint64_t kShared = ~0ull;
+
 struct Range {
   uint64_t addr, bytes;
   bool poisoned;
+  uint64_t owner;
 };
 
 class FakeHbm final : public BufferCheck {
  public:
   std::vector<Range> live;
-  void add(uint64_t addr, uint64_t bytes) { live.push_back({addr, bytes, false}); }
+  void add(uint64_t addr, uint64_t bytes, uint64_t owner = kShared) {
+    live.push_back({addr, bytes, false, owner});
+  }
   void poison(uint64_t addr) {
     for (Range& r : live) {
       if (addr >= r.addr && addr < r.addr + r.bytes) r.poisoned = true;
@@ -46,9 +53,10 @@ class FakeHbm final : public BufferCheck {
   }
 
  private:
-  Access do_check(uint64_t addr, uint64_t bytes) override {
+  Access do_check(uint64_t addr, uint64_t bytes, uint64_t owner) override {
     for (const Range& r : live) {
       if (addr >= r.addr && addr + bytes <= r.addr + r.bytes) {
+        if (r.owner != kShared && r.owner != owner) return Access::kNotOwner;
         return r.poisoned ? Access::kEccError : Access::kOk;
       }
     }
@@ -294,6 +302,24 @@ void test_validation_reports_ecc_poisoned_buffers(void**) {
   g_hbm->poison(buf(2));
   Submit s = job(1, 1, 0, {add_step(4, 4, 0, 1, 2)});
   expect_invalid(s, "steps[0].out_addr: 0x44200000 + 64 has an uncorrectable ECC error");
+}
+
+uint64_t job_owner(uint64_t id) { return (2ull << 32) | id; }
+
+void test_validation_refuses_buffers_of_another_owner(void**) {
+  g_hbm->add(buf(16), kMiB, job_owner(1));
+  g_hbm->add(buf(17), kMiB, job_owner(2));
+  g_hbm->add(buf(18), kMiB, (1ull << 32) | 1);  // client 1's, the jobs' client
+  Submit s = job(1, 1, 0, {add_step(4, 4, 16, 16, 16), add_step(4, 4, 16, 0, 17)});
+  expect_invalid(s, "steps[1].out_addr: 0x45100000 + 64 belongs to another owner, not job 1's buffers");
+  Submit t = job(2, 1, 0, {add_step(4, 4, 17, 17, 16)});
+  expect_invalid(t, "steps[0].out_addr: 0x45000000 + 64 belongs to another owner, not job 2's buffers");
+  s.steps[1] = add_step(4, 4, 18, 16, 16);
+  expect_invalid(s, "steps[1].a_addr: 0x45200000 + 64 belongs to another owner, not job 1's buffers");
+  s.steps[1] = add_step(4, 4, 16, 0, 16);
+  assert_true((g_err = validate(s, *g_hbm)).ok());
+  t.steps[0] = add_step(4, 4, 17, 17, 17);
+  assert_true((g_err = validate(t, *g_hbm)).ok());
 }
 
 void test_validation_rejects_mxfp4_without_its_scales(void**) {
@@ -577,6 +603,28 @@ void test_ecc_error_before_a_step_fails_the_job_naming_the_step(void**) {
   assert_string_equal(events[0].reason,
                       "steps[1].out_addr: 0x44300000 + 64 has an uncorrectable ECC error");
   // Step 1 never ran.
+  for (const Call& c : r.calls) assert_int_equal(c.m, 4);
+  assert_int_equal(r.rows.load(), 4);
+}
+
+void test_buffer_taken_by_another_owner_before_a_step_fails_the_job(void**) {
+  g_hbm->add(buf(16), kMiB, job_owner(1));
+  g_hbm->add(buf(17), kMiB, job_owner(1));
+  accept(job(1, 1, 0, {add_step(4, 4, 16, 16, 16), add_step(4, 4, 16, 16, 17)}));
+  Recorder r;
+  uint32_t wake = 0;
+  g_sched->poll(10, true, *g_hbm);
+  while (g_sched->exec(1, r, &wake) == ExecResult::kRan) {
+  }
+  // Step 1's output now lies in another owner's allocation (freed behind
+  // the job and handed out again): the step must not run.
+  g_hbm->live.back().owner = job_owner(2);
+  const auto events = drain(r, 0x2);
+  assert_int_equal(events.size(), 1);
+  assert_int_equal(events[0].state, kFailed);
+  assert_int_equal(events[0].failed_step, 1);
+  assert_string_equal(events[0].reason,
+                      "steps[1].out_addr: 0x45100000 + 64 belongs to another owner, not job 1's buffers");
   for (const Call& c : r.calls) assert_int_equal(c.m, 4);
   assert_int_equal(r.rows.load(), 4);
 }
@@ -990,6 +1038,7 @@ int main() {
       cmocka_unit_test_setup_teardown(test_validation_uses_check_gemm_for_shapes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_validation_names_a_buffer_outside_live_allocations, setup, teardown),
       cmocka_unit_test_setup_teardown(test_validation_reports_ecc_poisoned_buffers, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_validation_refuses_buffers_of_another_owner, setup, teardown),
       cmocka_unit_test_setup_teardown(test_validation_rejects_mxfp4_without_its_scales, setup, teardown),
       cmocka_unit_test_setup_teardown(test_validation_rejects_gemm_output_overlapping_an_input, setup, teardown),
       cmocka_unit_test_setup_teardown(test_submit_copies_the_proto_and_keeps_the_sent_step_count, setup, teardown),
@@ -1004,6 +1053,7 @@ int main() {
       cmocka_unit_test_setup_teardown(test_stuck_counts_from_the_cancel_and_ends_when_the_cores_leave, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stuck_counts_from_the_tick_that_timed_the_job_out, setup, teardown),
       cmocka_unit_test_setup_teardown(test_ecc_error_before_a_step_fails_the_job_naming_the_step, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_buffer_taken_by_another_owner_before_a_step_fails_the_job, setup, teardown),
       cmocka_unit_test_setup_teardown(test_every_job_ends_with_exactly_one_event, setup, teardown),
       cmocka_unit_test_setup_teardown(test_rows_of_each_step_are_split_over_the_executors_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_max_cores_and_chunk_count_bound_the_cores_given, setup, teardown),

@@ -42,6 +42,7 @@ enum class Access : uint32_t {
   kOk = 0,            // inside one live allocation with no retired page
   kNotAllocated = 1,  // not inside one live allocation (or outside HBM)
   kEccError = 2,      // the allocation holding it, or the range itself, has a retired page
+  kNotOwner = 3,      // inside one live allocation, but another owner's (check with an owner)
 };
 
 // Owner ids (session2.md): kind in the top 32 bits, id in the low 32.
@@ -131,6 +132,10 @@ class Manager : public Service {
   // kPinned (nothing freed) when the owner is pinned.
   Status free_owner(uint64_t owner, uint64_t* bytes, uint32_t* allocations = nullptr);
   [[nodiscard]] Access check(uint64_t addr, uint64_t len) const;
+  // check(), and the allocation holding the range must be `owner`'s
+  // (exactly: no owner, the firmware's included, stands for another);
+  // kNotOwner otherwise, before any ECC verdict on another owner's memory.
+  [[nodiscard]] Access check(uint64_t addr, uint64_t len, uint64_t owner) const;
   // Whether DMA may use HBM outside live allocations (vtrnd's choice per
   // boot; off after init). ECC refusals apply either way.
   void set_dma_unchecked(bool on) { dma_unchecked_ = on; }
@@ -175,6 +180,8 @@ class Manager : public Service {
   static constexpr uint32_t kEccQueue = 8;
 
   void push_ecc(const EccRecord& r);
+  // check() once the allocator found no allocation holding the range.
+  Access check_unallocated(uint64_t addr, uint64_t len) const;
   // The scrub of a new allocation at addr; its granted size in *bytes.
   void scrub_new(uint64_t addr, uint64_t* bytes) const;
 

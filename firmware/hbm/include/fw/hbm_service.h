@@ -8,8 +8,9 @@
 // last requests produced and sends each to the host as Event{hbm_ecc}.
 //
 // The cross-service API is check(): the job executors and the collectives
-// call it before touching HBM. Firmware only (logging, panics, fw::mmu);
-// the request handling is the Manager's and is tested on the host.
+// call it, with the owner they act for, before touching HBM. Firmware only
+// (logging, panics, fw::mmu); the request handling is the Manager's and is
+// tested on the host.
 #pragma once
 
 #include <stddef.h>
@@ -50,9 +51,9 @@ class HbmService final : public Manager {
 
 HbmService& service();
 
-// Whether [addr, addr + len) lies inside one live allocation with no
-// retired page (any core: reads only what core 0 publishes at boot and in
-// requests between job steps).
-Access check(uint64_t addr, uint64_t len);
+// Whether [addr, addr + len) lies inside one live allocation of `owner`
+// with no retired page (kNotOwner: another owner's); any core: reads only
+// what core 0 publishes at boot and in requests between job steps.
+Access check(uint64_t addr, uint64_t len, uint64_t owner);
 
 }  // namespace fw::hbm

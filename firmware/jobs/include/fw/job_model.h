@@ -5,7 +5,10 @@
 // copies every field into a fixed-size Submit (no pointer into the decode
 // arena survives), validate() checks the copy and writes one line naming the
 // first bad field ("steps[1].b_addr: 0x... + 4096 is not inside a live
-// allocation"). Shapes go through vtrn::num::check_gemm and the buffer sizes
+// allocation"). A step touches only its own job's buffers: each must lie in
+// one allocation of Submit::owner, so a job can never be pointed at another
+// tenant's memory even if the host's checks were bypassed. Shapes go
+// through vtrn::num::check_gemm and the buffer sizes
 // through num::operand_bytes / scale_bytes, the same functions the host
 // uses to size the buffers. The HBM allocator is reached through the
 // BufferCheck hook so host tests can fake it.
@@ -87,18 +90,21 @@ uint64_t step_row_cost(const Step& s);
 // How hard a kernel drives a core, for the power model (0..1000).
 uint32_t kernel_intensity(uint32_t kernel, uint32_t dtype);
 
-enum class Access : uint8_t { kOk, kNotAllocated, kEccError };
+// kNotOwner: inside one live allocation, but not one of `owner`'s.
+enum class Access : uint8_t { kOk, kNotAllocated, kEccError, kNotOwner };
 
-// The HBM allocator as validation sees it (fw::hbm::check in the firmware).
+// The HBM allocator as validation sees it (fw::hbm::check with the job's
+// owner in the firmware): is [addr, addr + bytes) inside one live
+// allocation owned by `owner`, with no retired page?
 class BufferCheck {
  public:
-  Access check(uint64_t addr, uint64_t bytes) { return do_check(addr, bytes); }
+  Access check(uint64_t addr, uint64_t bytes, uint64_t owner) { return do_check(addr, bytes, owner); }
 
  protected:
   ~BufferCheck() = default;
 
  private:
-  virtual Access do_check(uint64_t addr, uint64_t bytes) = 0;
+  virtual Access do_check(uint64_t addr, uint64_t bytes, uint64_t owner) = 0;
 };
 
 // The engine a job runs its GEMM steps on: DEFAULT becomes tensor when the
@@ -121,13 +127,14 @@ void submit_from_proto(const Vtrn__Ctrl__JobSubmitRequest& req, Submit* out);
 
 // Everything a job needs before it may be queued: 1..kMaxSteps steps, known
 // kernel and dtype, a shape check_gemm accepts (elementwise kernels: m, n
-// >= 1 and m*n within limits), every buffer inside a live allocation, no
-// ECC-poisoned buffer. Fails (kInvalidArgument) with one line naming the
-// field.
+// >= 1 and m*n within limits), every buffer inside a live allocation of
+// the job's owner (Submit::owner), no ECC-poisoned buffer. Fails
+// (kInvalidArgument) with one line naming the field.
 vtrn::Error validate(const Submit& s, BufferCheck& hbm);
 
-// The first buffer of step `i` that is not usable now (ECC error or freed),
-// checked before the step runs (kInvalidArgument, one line).
+// The first buffer of step `i` that is not usable now (ECC error, freed, or
+// not the job owner's), checked before the step runs (kInvalidArgument,
+// one line).
 vtrn::Error check_step_buffers(const Submit& s, uint32_t i, BufferCheck& hbm);
 
 }  // namespace fw::jobs

@@ -82,7 +82,7 @@ class JobsService final : public Service {
 
  private:
   class HbmCheck final : public BufferCheck {
-    Access do_check(uint64_t addr, uint64_t bytes) override;
+    Access do_check(uint64_t addr, uint64_t bytes, uint64_t owner) override;
   };
   class KernelRunner final : public ChunkRunner {
     void do_run(uint32_t core, const Step& s, uint32_t b, uint32_t e) override;
