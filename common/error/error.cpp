@@ -33,6 +33,8 @@ const char* code_name(Code c) {
     case Code::kClosed: return "closed";
     case Code::kSystem: return "system";
     case Code::kUntrusted: return "untrusted";
+    case Code::kChipError: return "chip_error";
+    case Code::kStopping: return "stopping";
   }
   return "unknown";
 }

@@ -140,8 +140,7 @@ void Chip::set_state(ChipState s, const std::string& error) {
   if (s != ChipState::kReady) {
     // What is pending learns why the chip left READY: a reset in progress
     // names itself (not_ready_reason), otherwise the error that moved it.
-    ctrl_.fail_all(VTRN__API__STATUS__STATUS_CHIP_NOT_READY,
-                 leaving_reason_.empty() && !error.empty() ? error : not_ready_reason());
+    ctrl_.fail_all(Error(Code::kNotReady, leaving_reason_.empty() && !error.empty() ? error : not_ready_reason()));
     if (dma_.attached()) {
       dma_.detach();
       if (on_dma_event) on_dma_event();
@@ -398,7 +397,7 @@ void Chip::on_ready() {
   fw_call(*this, &Vtrn__Ctrl__Request::info, info, &Vtrn__Ctrl__Response::info, 2000,
           [this](const FwReply<Vtrn__Ctrl__InfoResponse>& r) {
     if (!r.ok()) {
-      DRV_LOGW("%s: firmware Info after boot failed: %s", label_.c_str(), r.error.c_str());
+      DRV_LOGW("%s: firmware Info after boot failed: %s", label_.c_str(), r.error.detail().c_str());
       return;
     }
     const Vtrn__Ctrl__InfoResponse* i = r.body;
@@ -799,8 +798,7 @@ void Chip::finish_reset(bool ok, const std::string& why) {
 void Chip::submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool spin, CtrlDone done) {
   if (state_ != ChipState::kReady || stopping_) {
     CtrlResult r;
-    r.status = VTRN__API__STATUS__STATUS_CHIP_NOT_READY;
-    r.error = not_ready_reason();
+    r.error = Error(Code::kNotReady, not_ready_reason());
     done(r);
     return;
   }
@@ -983,7 +981,7 @@ void Chip::stop(std::function<void()> done) {
     ctrl_.submit(fw_request(&Vtrn__Ctrl__Request::shutdown, sd), uint32_t(kStopGraceNs / kMs), false,
                  fw_answer(id(), sd.base.descriptor, &Vtrn__Ctrl__Response::shutdown,
                            FwDone<Vtrn__Ctrl__ShutdownResponse>([this](const FwReply<Vtrn__Ctrl__ShutdownResponse>& r) {
-                             if (!r.ok()) DRV_LOGW("%s: firmware shutdown: %s", label_.c_str(), r.error.c_str());
+                             if (!r.ok()) DRV_LOGW("%s: firmware shutdown: %s", label_.c_str(), r.error.detail().c_str());
                            })),
                  true);
     stop_timer_ = loop_->add_timer_in(kStopGraceNs, quit_phase);
@@ -999,7 +997,7 @@ void Chip::finish_stop() {
   poll_timer_ = 0;
   if (boot_timer_ != 0) loop_->cancel_timer(boot_timer_);
   boot_timer_ = 0;
-  ctrl_.fail_all(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, label_ + " is stopping");
+  ctrl_.fail_all(Error(Code::kStopping, label_ + " is stopping"));
   if (recovering_) finish_reset(false, label_ + " stopped while being reset");
   auto done = std::move(stop_done_);
   stop_done_.clear();

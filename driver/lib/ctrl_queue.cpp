@@ -27,8 +27,8 @@ void CtrlQueue::submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool
   protobuf_c_message_pack(&req.base, op.payload.data());
   if (op.payload.size() > kCtrlMaxPayload) {
     CtrlResult r;
-    r.status = VTRN__API__STATUS__STATUS_BAD_REQUEST;
-    r.error = "request of " + std::to_string(op.payload.size()) + " bytes exceeds a control slot";
+    r.error = Error(Code::kInvalidArgument,
+                    "request of " + std::to_string(op.payload.size()) + " bytes exceeds a control slot");
     done(r);
     return;
   }
@@ -79,8 +79,7 @@ void CtrlQueue::issue_front() {
     inflight_ = true;
     if (s == RingStatus::kFull) {
       CtrlResult r;
-      r.status = VTRN__API__STATUS__STATUS_TIMEOUT;
-      r.error = label_ + ": control request ring full (firmware not consuming)";
+      r.error = Error(Code::kTimeout, label_ + ": control request ring full (firmware not consuming)");
       complete_inflight(r);
     } else {
       ring_broken(std::string("control request ring broken: ") + ring_error_name(hif_->request_ring_error()));
@@ -98,12 +97,12 @@ void CtrlQueue::issue_front() {
     pump();  // a response may be sitting there with its doorbell coalesced
     if (!inflight_ || current_seq_ != seq) return;
     CtrlResult r;
-    r.status = VTRN__API__STATUS__STATUS_TIMEOUT;
-    r.error = label_ + ": no response to control request " + std::to_string(seq) + " within " +
-              std::to_string(current_.timeout_ms) + " ms";
+    std::string why = label_ + ": no response to control request " + std::to_string(seq) + " within " +
+                      std::to_string(current_.timeout_ms) + " ms";
     if (uint32_t e = hif_->fw_ring_error(); e != kCtrlOk)
-      r.error += std::string(" (firmware latched: ") + ring_error_name(e) + ")";
-    DRV_LOGW("%s", r.error.c_str());
+      why += std::string(" (firmware latched: ") + ring_error_name(e) + ")";
+    DRV_LOGW("%s", why.c_str());
+    r.error = Error(Code::kTimeout, std::move(why));
     complete_inflight(r);
     pump();
   });
@@ -125,8 +124,7 @@ void CtrlQueue::complete_inflight(const CtrlResult& r) {
 
 void CtrlQueue::ring_broken(const std::string& reason) {
   CtrlResult r;
-  r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
-  r.error = label_ + ": " + reason;
+  r.error = Error(Code::kChipError, label_ + ": " + reason);
   complete_inflight(r);
   if (hooks_.broken) hooks_.broken(reason);
 }
@@ -162,12 +160,11 @@ bool CtrlQueue::process_responses(uint32_t* budget) {
     r.rtt_ns = t1 - current_t0_;
     Vtrn__Ctrl__Response* resp = vtrn__ctrl__response__unpack(nullptr, payload.size(), payload.data());
     if (resp == nullptr) {
-      r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
-      r.error = label_ + ": firmware response does not decode";
+      r.error = Error(Code::kChipError, label_ + ": firmware response does not decode");
     } else if (resp->status != VTRN__CTRL__STATUS__STATUS_OK) {
-      r.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
-      r.error = label_ + ": firmware status " + std::to_string(int(resp->status)) +
-                (resp->error && resp->error[0] ? std::string(": ") + printable(resp->error) : "");
+      std::string why = label_ + ": firmware status " + std::to_string(int(resp->status));
+      if (resp->error && resp->error[0]) why += std::string(": ") + printable(resp->error);
+      r.error = Error(Code::kChipError, std::move(why));
       r.response = resp;
     } else {
       r.response = resp;
@@ -177,9 +174,8 @@ bool CtrlQueue::process_responses(uint32_t* budget) {
   }
 }
 
-void CtrlQueue::fail_all(Vtrn__Api__Status status, const std::string& why) {
+void CtrlQueue::fail_all(const Error& why) {
   CtrlResult r;
-  r.status = status;
   r.error = why;
   if (inflight_) complete_inflight(r);
   auto ops = std::move(ops_);

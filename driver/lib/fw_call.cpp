@@ -22,17 +22,12 @@ const ProtobufCFieldDescriptor* response_field(const ProtobufCFieldDescriptor* i
   return f;
 }
 
-const ProtobufCMessage* answer_body(const CtrlResult& r, const ProtobufCFieldDescriptor* in,
-                                    const ProtobufCFieldDescriptor* out, uint32_t chip, Vtrn__Api__Status* status,
-                                    std::string* error) {
-  *status = r.status;
-  *error = r.error;
-  if (r.status != VTRN__API__STATUS__STATUS_OK) return nullptr;
-  if (out == nullptr) {
-    *status = VTRN__API__STATUS__STATUS_INTERNAL;
-    *error = std::string("vtrnd: no answer of that type to control request ") + (in ? in->name : "(not a request)");
-    return nullptr;
-  }
+Result<const ProtobufCMessage*> answer_body(const CtrlResult& r, const ProtobufCFieldDescriptor* in,
+                                            const ProtobufCFieldDescriptor* out, uint32_t chip) {
+  if (!r.ok()) return r.error;
+  if (out == nullptr)
+    return Error(Code::kInternal, std::string("vtrnd: no answer of that type to control request ") +
+                                      (in ? in->name : "(not a request)"));
   const Vtrn__Ctrl__Response* resp = r.response;
   const ProtobufCMessage* body = nullptr;
   if (resp != nullptr && uint32_t(resp->body_case) == out->id)
@@ -43,9 +38,8 @@ const ProtobufCMessage* answer_body(const CtrlResult& r, const ProtobufCFieldDes
       resp == nullptr || uint32_t(resp->body_case) == out->id
           ? nullptr
           : protobuf_c_message_descriptor_get_field(&vtrn__ctrl__response__descriptor, int(resp->body_case));
-  *status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
-  *error = "chip " + std::to_string(chip) + ": firmware answered " + in->name + " with " + (got ? got->name : "no body");
-  return nullptr;
+  return Error(Code::kChipError, "chip " + std::to_string(chip) + ": firmware answered " + in->name + " with " +
+                                     (got ? got->name : "no body"));
 }
 
 }  // namespace drv::fw_detail

@@ -121,7 +121,7 @@ void test_requests_go_one_at_a_time_in_order_with_seq_from_one(void**) {
   assert_int_equal(rig.fw.seqs[0], 1);
   assert_int_equal(rig.fw.seqs[1], 2);
   assert_int_equal(rig.fw.seqs[2], 3);
-  assert_int_equal(a.r.status, VTRN__API__STATUS__STATUS_OK);
+  assert_int_equal(int(a.r.error.code()), int(drv::Code::kOk));
   assert_true(a.r.rtt_ns > 0);
 }
 
@@ -149,13 +149,13 @@ void test_timeout_fails_the_request_and_its_late_answer_is_dropped(void**) {
   // Nobody serves: the loop's timer ends the request.
   for (int i = 0; i < 200 && !slow.done; ++i) assert_true(rig.loop.run_once(10).ok());
   assert_true(slow.done);
-  assert_int_equal(slow.r.status, VTRN__API__STATUS__STATUS_TIMEOUT);
-  assert_string_equal(slow.r.error.c_str(), "chip 0: no response to control request 1 within 20 ms");
+  assert_int_equal(int(slow.r.error.code()), int(drv::Code::kTimeout));
+  assert_string_equal(slow.r.error.detail().c_str(), "chip 0: no response to control request 1 within 20 ms");
   // The firmware now answers both: seq 1 is late and dropped, seq 2 is next's.
   rig.fw.serve();
   rig.q->pump();
   assert_true(next.done);
-  assert_int_equal(next.r.status, VTRN__API__STATUS__STATUS_OK);
+  assert_int_equal(int(next.r.error.code()), int(drv::Code::kOk));
   assert_int_equal(next.echoed, 2);
   assert_true(rig.q->idle());
 }
@@ -201,10 +201,10 @@ void test_fail_all_ends_the_one_in_flight_and_the_queued(void**) {
   Answer a, b;
   ping(rig, 1, 1000, &a);
   ping(rig, 2, 1000, &b);
-  rig.q->fail_all(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, "chip 0 was reset: test");
+  rig.q->fail_all(drv::Error(drv::Code::kNotReady, "chip 0 was reset: test"));
   assert_true(a.done && b.done);
-  assert_int_equal(a.r.status, VTRN__API__STATUS__STATUS_CHIP_NOT_READY);
-  assert_string_equal(b.r.error.c_str(), "chip 0 was reset: test");
+  assert_int_equal(int(a.r.error.code()), int(drv::Code::kNotReady));
+  assert_string_equal(b.r.error.detail().c_str(), "chip 0 was reset: test");
   assert_true(rig.q->idle());
 }
 
@@ -217,10 +217,10 @@ void test_broken_response_ring_fails_the_request_and_tells_the_owner(void**) {
   rig.bar2[kCtrlRespOffset + kCtrlSlotHeader] ^= 0xff;  // after the CRC was taken
   rig.q->pump();
   assert_true(a.done);
-  assert_int_equal(a.r.status, VTRN__API__STATUS__STATUS_CHIP_ERROR);
+  assert_int_equal(int(a.r.error.code()), int(drv::Code::kChipError));
   assert_int_equal(rig.broken.size(), 1);
   assert_non_null(strstr(rig.broken[0].c_str(), "response ring broken"));
-  assert_string_equal(a.r.error.c_str(), ("chip 0: " + rig.broken[0]).c_str());
+  assert_string_equal(a.r.error.detail().c_str(), ("chip 0: " + rig.broken[0]).c_str());
 }
 
 void test_firmware_error_status_is_chip_error_with_its_text(void**) {
@@ -237,8 +237,8 @@ void test_firmware_error_status_is_chip_error_with_its_text(void**) {
   });
   serve_all(rig);
   assert_true(a.done);
-  assert_int_equal(a.r.status, VTRN__API__STATUS__STATUS_CHIP_ERROR);
-  assert_string_equal(a.r.error.c_str(), "chip 0: firmware status 2");
+  assert_int_equal(int(a.r.error.code()), int(drv::Code::kChipError));
+  assert_string_equal(a.r.error.detail().c_str(), "chip 0: firmware status 2");
 }
 
 void test_a_firmware_that_never_stops_producing_cannot_hold_one_pump(void**) {

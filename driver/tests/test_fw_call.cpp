@@ -1,8 +1,8 @@
 // Unit tests of fw_call (fw_call.h) over a fake port: the envelope carries
 // the body in the member the caller named, the answer is handed over typed
 // only when it is the expected Response member, a wrong member or a missing
-// body is STATUS_CHIP_ERROR with the one text, and a failed request keeps
-// its status and line. The power requests, several Request members answered
+// body is kChipError with the one text, and a failed request keeps its
+// code and line. The power requests, several Request members answered
 // by one message type in members of their own names, are the case where a
 // check by message type alone would let a wrong answer through.
 #include <setjmp.h>
@@ -38,7 +38,7 @@ struct FakePort {
     vtrn__ctrl__request__pack(&req, sent.data());
     timeout_ms = t;
     spin = s;
-    if (fail.status != VTRN__API__STATUS__STATUS_OK) return done(fail);
+    if (!fail.ok()) return done(fail);
     drv::CtrlResult r;
     r.response = no_response ? nullptr : &answer;
     r.rtt_ns = 1234;
@@ -96,9 +96,9 @@ void test_another_member_is_chip_error_naming_both(void**) {
   drv::fw_call(port, &Vtrn__Ctrl__Request::hbm_alloc, ar, &Vtrn__Ctrl__Response::hbm_alloc, 100,
                [&](const drv::FwReply<Vtrn__Ctrl__HbmAllocResponse>& r) {
                  ++calls;
-                 assert_int_equal(r.status, VTRN__API__STATUS__STATUS_CHIP_ERROR);
+                 assert_int_equal(int(r.error.code()), int(drv::Code::kChipError));
                  assert_null(r.body);
-                 assert_string_equal(r.error.c_str(), "chip 3: firmware answered hbm_alloc with hbm_free");
+                 assert_string_equal(r.error.detail().c_str(), "chip 3: firmware answered hbm_alloc with hbm_free");
                });
   assert_int_equal(calls, 1);
 }
@@ -113,7 +113,7 @@ void test_same_type_in_another_member_is_refused(void**) {
   drv::fw_call(port, &Vtrn__Ctrl__Request::power_set_cap, cap, &Vtrn__Ctrl__Response::power_set_cap, 100,
                [&](const drv::FwReply<Vtrn__Ctrl__PowerStatusResponse>& r) {
                  assert_null(r.body);
-                 error = r.error;
+                 error = r.error.detail();
                });
   assert_string_equal(error.c_str(), "chip 3: firmware answered power_set_cap with power_status");
   port.answer.body_case = VTRN__CTRL__RESPONSE__BODY_POWER_SET_CAP;
@@ -129,9 +129,9 @@ void test_missing_response_or_body_is_chip_error(void**) {
   Vtrn__Ctrl__InfoRequest ir = VTRN__CTRL__INFO_REQUEST__INIT;
   std::vector<std::string> errors;
   auto record = [&](const drv::FwReply<Vtrn__Ctrl__InfoResponse>& r) {
-    assert_int_equal(r.status, VTRN__API__STATUS__STATUS_CHIP_ERROR);
+    assert_int_equal(int(r.error.code()), int(drv::Code::kChipError));
     assert_null(r.body);
-    errors.push_back(r.error);
+    errors.push_back(r.error.detail());
   };
   drv::fw_call(port, &Vtrn__Ctrl__Request::info, ir, &Vtrn__Ctrl__Response::info, 100, record);
   port.no_response = true;
@@ -149,16 +149,15 @@ void test_missing_response_or_body_is_chip_error(void**) {
 
 void test_failed_request_keeps_status_and_line(void**) {
   FakePort port;
-  port.fail.status = VTRN__API__STATUS__STATUS_TIMEOUT;
-  port.fail.error = "chip 3: no response to control request 9 within 100 ms";
+  port.fail.error = drv::Error(drv::Code::kTimeout, "chip 3: no response to control request 9 within 100 ms");
   Vtrn__Ctrl__PingRequest pr = VTRN__CTRL__PING_REQUEST__INIT;
   int calls = 0;
   drv::fw_call(port, &Vtrn__Ctrl__Request::ping, pr, &Vtrn__Ctrl__Response::ping, 100,
                [&](const drv::FwReply<Vtrn__Ctrl__PingResponse>& r) {
                  ++calls;
                  assert_false(r.ok());
-                 assert_int_equal(r.status, VTRN__API__STATUS__STATUS_TIMEOUT);
-                 assert_string_equal(r.error.c_str(), "chip 3: no response to control request 9 within 100 ms");
+                 assert_int_equal(int(r.error.code()), int(drv::Code::kTimeout));
+                 assert_string_equal(r.error.detail().c_str(), "chip 3: no response to control request 9 within 100 ms");
                  assert_null(r.body);
                });
   assert_int_equal(calls, 1);
@@ -186,12 +185,12 @@ void test_caller_mistakes_are_internal_not_chip_errors(void**) {
   const Vtrn__Ctrl__Request req = drv::fw_request(&Vtrn__Ctrl__Request::hbm_alloc, wrong);
   assert_int_equal(req.body_case, VTRN__CTRL__REQUEST__BODY__NOT_SET);
   Vtrn__Ctrl__PingRequest pr = VTRN__CTRL__PING_REQUEST__INIT;
-  Vtrn__Api__Status st = VTRN__API__STATUS__STATUS_OK;
+  drv::Code code = drv::Code::kOk;
   // Ping expecting an InfoResponse, not the type of the member of its
-  // name: the caller's fault, answered STATUS_INTERNAL, whatever came back.
+  // name: the caller's fault, answered kInternal, whatever came back.
   drv::fw_call(port, &Vtrn__Ctrl__Request::ping, pr, &Vtrn__Ctrl__Response::info, 100,
-               [&](const drv::FwReply<Vtrn__Ctrl__InfoResponse>& r) { st = r.status; });
-  assert_int_equal(st, VTRN__API__STATUS__STATUS_INTERNAL);
+               [&](const drv::FwReply<Vtrn__Ctrl__InfoResponse>& r) { code = r.error.code(); });
+  assert_int_equal(int(code), int(drv::Code::kInternal));
 }
 
 }  // namespace

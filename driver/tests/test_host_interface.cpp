@@ -256,7 +256,7 @@ void test_chip_ping_matches_response_and_measures_rtt(void** state) {
   f->fw.serve();
   chip.poll_for_test();
   assert_true(done);
-  assert_int_equal(r.status, VTRN__API__STATUS__STATUS_OK);
+  assert_int_equal(int(r.error.code()), int(drv::Code::kOk));
   assert_true(r.rtt_ns > 0);
 }
 
@@ -274,7 +274,7 @@ void test_chip_times_out_and_drops_the_late_response(void** state) {
   bool done1 = false;
   submit_ping(chip, 20, &r1, &done1);
   while (!done1) assert_true(loop.run_once(100).ok());  // nobody serves: the timer fires
-  assert_int_equal(r1.status, VTRN__API__STATUS__STATUS_TIMEOUT);
+  assert_int_equal(int(r1.error.code()), int(drv::Code::kTimeout));
 
   drv::CtrlResult r2;
   bool done2 = false;
@@ -283,7 +283,7 @@ void test_chip_times_out_and_drops_the_late_response(void** state) {
   assert_int_equal(f->fw.served, 3);
   chip.poll_for_test();
   assert_true(done2);
-  assert_int_equal(r2.status, VTRN__API__STATUS__STATUS_OK);
+  assert_int_equal(int(r2.error.code()), int(drv::Code::kOk));
   assert_int_equal(int(chip.state()), int(drv::ChipState::kReady));
 }
 
@@ -296,8 +296,8 @@ void test_chip_refuses_requests_before_ready(void** state) {
   bool done = false;
   submit_ping(chip, 1000, &r, &done);
   assert_true(done);
-  assert_int_equal(r.status, VTRN__API__STATUS__STATUS_CHIP_NOT_READY);
-  assert_string_equal(r.error.c_str(), "chip 0 is BOOTING");
+  assert_int_equal(int(r.error.code()), int(drv::Code::kNotReady));
+  assert_string_equal(r.error.detail().c_str(), "chip 0 is BOOTING");
   assert_string_equal(chip.not_ready_reason().c_str(), "chip 0 is BOOTING");
 }
 
@@ -320,9 +320,9 @@ void test_chip_panic_fails_pending_request_with_reason(void** state) {
   __atomic_store_n(&f->fw.hdr->state, uint32_t(kStatePanic), __ATOMIC_RELEASE);
   chip.poll_for_test();
   assert_true(done);
-  assert_int_equal(r.status, VTRN__API__STATUS__STATUS_CHIP_NOT_READY);
+  assert_int_equal(int(r.error.code()), int(drv::Code::kNotReady));
   // The pending request is told why: the panic and its reason.
-  assert_string_equal(r.error.c_str(), "chip 0: firmware panic: assert: ring index");
+  assert_string_equal(r.error.detail().c_str(), "chip 0: firmware panic: assert: ring index");
   assert_int_equal(int(chip.state()), int(drv::ChipState::kPanic));
   drv::ChipStatus s = chip.status();
   assert_true(s.has_panic);
@@ -331,9 +331,9 @@ void test_chip_panic_fails_pending_request_with_reason(void** state) {
   done = false;
   submit_ping(chip, 1000, &r, &done);
   assert_true(done);
-  assert_int_equal(r.status, VTRN__API__STATUS__STATUS_CHIP_NOT_READY);
-  assert_string_equal(r.error.c_str(), "chip 0 is PANIC (chip 0: firmware panic: assert: ring index)");
-  assert_string_equal(chip.not_ready_reason().c_str(), r.error.c_str());
+  assert_int_equal(int(r.error.code()), int(drv::Code::kNotReady));
+  assert_string_equal(r.error.detail().c_str(), "chip 0 is PANIC (chip 0: firmware panic: assert: ring index)");
+  assert_string_equal(chip.not_ready_reason().c_str(), r.error.detail().c_str());
 }
 
 void test_chip_fails_on_corrupted_response(void** state) {
@@ -353,7 +353,7 @@ void test_chip_fails_on_corrupted_response(void** state) {
   f->bar2[kCtrlRespOffset + slot * kCtrlSlotSize + kCtrlSlotHeader] ^= 0x1;
   chip.poll_for_test();
   assert_true(done);
-  assert_int_equal(r.status, VTRN__API__STATUS__STATUS_CHIP_ERROR);
+  assert_int_equal(int(r.error.code()), int(drv::Code::kChipError));
   assert_int_equal(int(chip.state()), int(drv::ChipState::kFailed));
   assert_non_null(strstr(chip.status().error.c_str(), "CRC"));
 }

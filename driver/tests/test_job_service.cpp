@@ -110,7 +110,7 @@ struct FakeJobChip final : drv::JobBackend {
   }
   void ctrl(uint32_t, const Vtrn__Ctrl__Request& req, uint32_t, drv::CtrlDone done) override {
     if (!ready) {
-      later([done] { done(drv::CtrlResult{VTRN__API__STATUS__STATUS_CHIP_NOT_READY, "chip 0 is BOOTING", nullptr, 0}); });
+      later([done] { done(drv::CtrlResult{drv::Error(drv::Code::kNotReady, "chip 0 is BOOTING"), nullptr, 0}); });
       return;
     }
     if (req.body_case == VTRN__CTRL__REQUEST__BODY_JOB_SUBMIT) {
@@ -123,7 +123,7 @@ struct FakeJobChip final : drv::JobBackend {
         Vtrn__Ctrl__Response r = VTRN__CTRL__RESPONSE__INIT;
         r.body_case = VTRN__CTRL__RESPONSE__BODY_JOB_SUBMIT;
         r.job_submit = &sr;
-        done(drv::CtrlResult{VTRN__API__STATUS__STATUS_OK, "", &r, 0});
+        done(drv::CtrlResult{drv::Error(), &r, 0});
       });
       return;
     }
@@ -139,11 +139,11 @@ struct FakeJobChip final : drv::JobBackend {
         Vtrn__Ctrl__Response r = VTRN__CTRL__RESPONSE__INIT;
         r.body_case = VTRN__CTRL__RESPONSE__BODY_JOB_CANCEL;
         r.job_cancel = &cr;
-        done(drv::CtrlResult{VTRN__API__STATUS__STATUS_OK, "", &r, 0});
+        done(drv::CtrlResult{drv::Error(), &r, 0});
       });
       return;
     }
-    later([done] { done(drv::CtrlResult{VTRN__API__STATUS__STATUS_CHIP_ERROR, "unsupported", nullptr, 0}); });
+    later([done] { done(drv::CtrlResult{drv::Error(drv::Code::kChipError, "unsupported"), nullptr, 0}); });
   }
 };
 

@@ -170,7 +170,9 @@ void ChipService::info(uint64_t cid, uint64_t id, Chip* chip) {
   }
   Vtrn__Ctrl__InfoRequest ireq = VTRN__CTRL__INFO_REQUEST__INIT;
   fw_call(*chip, &Vtrn__Ctrl__Request::info, ireq, &Vtrn__Ctrl__Response::info, kInfoTimeoutMs,
-          [answer](const FwReply<Vtrn__Ctrl__InfoResponse>& res) { answer(res.status, res.error, res.body); });
+          [answer](const FwReply<Vtrn__Ctrl__InfoResponse>& res) {
+            answer(to_api(res.error), res.error.detail(), res.body);
+          });
 }
 
 
@@ -203,11 +205,11 @@ struct PingJob : std::enable_shared_from_this<PingJob> {
   }
 
   void done(const FwReply<Vtrn__Ctrl__PingResponse>& res) {
-    if (res.status == VTRN__API__STATUS__STATUS_TIMEOUT) {
+    if (res.error.code() == Code::kTimeout) {
       ++lost;
-      if (++lost_in_row >= 3) return finish(*this, VTRN__API__STATUS__STATUS_TIMEOUT, res.error);
-    } else if (res.status != VTRN__API__STATUS__STATUS_OK) {
-      return finish(*this, res.status, res.error);
+      if (++lost_in_row >= 3) return finish(*this, to_api(res.error), res.error.detail());
+    } else if (!res.ok()) {
+      return finish(*this, to_api(res.error), res.error.detail());
     } else {
       const Vtrn__Ctrl__PingResponse& r = *res.body;
       if (r.payload.len != payload.size() ||

@@ -284,7 +284,7 @@ void CollectiveService::submit_all() {
                      if (!r.ok()) {
                        rank_ended(k, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED,
                                   "chip " + std::to_string(k.m.chip) + " refused the collective: " +
-                                      (r.error.empty() ? "no collective support" : r.error));
+                                      (r.error.detail().empty() ? "no collective support" : r.error.detail()));
                        return;
                      }
                      k.submitted = true;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include "api_enums.h"
 #include "retired_store.h"
 #include "vtrn/drv/log.h"
 #include "vtrn/hbm.h"
@@ -237,7 +238,7 @@ void HbmService::sync_retired(ChipHbm& ch) {
     if (!r.ok()) {
       // HBM requests still go through and fail on their own merits; a
       // firmware without the HBM service answers each one UNSUPPORTED.
-      DRV_LOGW("chip %u: retired-page list not pushed: %s", chip_id, r.error.c_str());
+      DRV_LOGW("chip %u: retired-page list not pushed: %s", chip_id, r.error.detail().c_str());
     } else if (r.body->result != 0) {
       DRV_LOGW("chip %u: firmware refused the retired-page list: %s", chip_id,
                vtrn::hbm::error_name(vtrn::hbm::Error(r.body->result)));
@@ -421,7 +422,7 @@ void HbmService::alloc(Chip* chip, uint64_t owner, uint32_t category, uint64_t b
                    const FwReply<Vtrn__Ctrl__HbmAllocResponse>& r) {
                  if (auto a = alive.lock(); !a || !*a) return done(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, 0, "vtrnd is shutting down");
                  if (charged_here && ch->epoch == epoch) drop_pending(*ch, owner, rounded);
-                 if (!r.ok()) return done(r.status, 0, r.error);
+                 if (!r.ok()) return done(to_api(r.error), 0, r.error.detail());
                  const Vtrn__Ctrl__HbmAllocResponse& b = *r.body;
                  if (b.result != 0)
                    return done(b.result == uint32_t(vtrn::hbm::Error::kBadArgument) ? VTRN__API__STATUS__STATUS_BAD_REQUEST
@@ -448,7 +449,7 @@ void HbmService::free(Chip* chip, uint64_t owner, uint64_t addr, FreeDone done) 
     fw_call(*ch->chip, &Vtrn__Ctrl__Request::hbm_free, fr, &Vtrn__Ctrl__Response::hbm_free, kCtrlTimeoutMs,
             [this, ch, addr, done, alive, epoch](const FwReply<Vtrn__Ctrl__HbmFreeResponse>& r) {
       if (auto a = alive.lock(); !a || !*a) return done(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, "vtrnd is shutting down");
-      if (!r.ok()) return done(r.status, r.error);
+      if (!r.ok()) return done(to_api(r.error), r.error.detail());
       const uint32_t res = r.body->result;
       if (res == uint32_t(vtrn::hbm::Error::kPinned))
         return done(VTRN__API__STATUS__STATUS_BUSY, "chip " + std::to_string(ch->chip->id()) + ": cannot free " +
@@ -485,7 +486,7 @@ void HbmService::free_owner(Chip* chip, uint64_t owner, FreeOwnerDone done) {
     fw_call(*ch->chip, &Vtrn__Ctrl__Request::hbm_free_owner, fr, &Vtrn__Ctrl__Response::hbm_free_owner,
             kCtrlTimeoutMs, [this, ch, owner, done, alive, epoch](const FwReply<Vtrn__Ctrl__HbmFreeOwnerResponse>& r) {
       if (auto a = alive.lock(); !a || !*a) return done(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, 0, "vtrnd is shutting down");
-      if (!r.ok()) return done(r.status, 0, r.error);
+      if (!r.ok()) return done(to_api(r.error), 0, r.error.detail());
       // Pinned: a job of this owner still runs on the chip; nothing was
       // freed, so the book keeps it.
       if (r.body->result == uint32_t(vtrn::hbm::Error::kPinned))
@@ -580,7 +581,7 @@ void HbmService::do_alloc(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Ap
                [this, p, cid, id, owner, bytes, align, rounded, t0, alive, epoch, set_quota](const FwReply<Vtrn__Ctrl__HbmAllocResponse>& r) {
                  if (auto a = alive.lock(); !a || !*a) return;
                  if (p->epoch == epoch) drop_pending(*p, owner, rounded);
-                 if (!r.ok()) return reply_error(cid, id, r.status, r.error);
+                 if (!r.ok()) return reply_error(cid, id, to_api(r.error), r.error.detail());
                  const Vtrn__Ctrl__HbmAllocResponse& b = *r.body;
                  if (set_quota && p->epoch == epoch) p->quota_set.insert(owner);
                  if (b.result != 0) {
@@ -640,7 +641,7 @@ void HbmService::do_free(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Api
     fw_call(*p->chip, &Vtrn__Ctrl__Request::hbm_free, fr, &Vtrn__Ctrl__Response::hbm_free, kCtrlTimeoutMs,
             [this, p, cid, id, addr, t0, alive, epoch](const FwReply<Vtrn__Ctrl__HbmFreeResponse>& r) {
       if (auto a = alive.lock(); !a || !*a) return;
-      if (!r.ok()) return reply_error(cid, id, r.status, r.error);
+      if (!r.ok()) return reply_error(cid, id, to_api(r.error), r.error.detail());
       const Vtrn__Ctrl__HbmFreeResponse& b = *r.body;
       if (b.result != 0)
         return reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
@@ -664,7 +665,7 @@ void HbmService::do_stats(uint64_t cid, uint64_t id, ChipHbm& ch) {
     fw_call(*p->chip, &Vtrn__Ctrl__Request::hbm_stats, sr, &Vtrn__Ctrl__Response::hbm_stats, kCtrlTimeoutMs,
             [this, p, cid, id, alive](const FwReply<Vtrn__Ctrl__HbmStatsResponse>& r) {
       if (auto a = alive.lock(); !a || !*a) return;
-      if (!r.ok()) return reply_error(cid, id, r.status, r.error);
+      if (!r.ok()) return reply_error(cid, id, to_api(r.error), r.error.detail());
       // Copied now: the ctrl response is valid during this callback only,
       // and the retired list needs a second round trip.
       auto s = std::make_shared<Vtrn__Api__HbmStatsResponse>();
@@ -714,7 +715,7 @@ void HbmService::do_stats(uint64_t cid, uint64_t id, ChipHbm& ch) {
       fw_call(*p->chip, &Vtrn__Ctrl__Request::hbm_retired, rr, &Vtrn__Ctrl__Response::hbm_retired, kCtrlTimeoutMs,
               [this, p, cid, id, alive, s, keep, keep32](const FwReply<Vtrn__Ctrl__HbmRetiredResponse>& r2) {
         if (auto a = alive.lock(); !a || !*a) return;
-        if (!r2.ok()) return reply_error(cid, id, r2.status, r2.error);
+        if (!r2.ok()) return reply_error(cid, id, to_api(r2.error), r2.error.detail());
         const Vtrn__Ctrl__HbmRetiredResponse& rb = *r2.body;
         std::vector<uint64_t>& addrs = (*keep)[2];
         for (size_t i = 0; i < rb.n_offsets && i < kStoreMaxPages; ++i) addrs.push_back(s->hbm_base + rb.offsets[i]);
@@ -753,7 +754,7 @@ void HbmService::list_page(uint64_t cid, uint64_t id, ChipHbm& ch, uint64_t epoc
   fw_call(*ch.chip, &Vtrn__Ctrl__Request::hbm_list, lr, &Vtrn__Ctrl__Response::hbm_list, kCtrlTimeoutMs,
           [this, p, cid, id, epoch, from, acc, alive](const FwReply<Vtrn__Ctrl__HbmListResponse>& r) {
     if (auto a = alive.lock(); !a || !*a) return;
-    if (!r.ok()) return reply_error(cid, id, r.status, r.error);
+    if (!r.ok()) return reply_error(cid, id, to_api(r.error), r.error.detail());
     if (p->epoch != epoch)
       return reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, "chip was reset while listing");
     const Vtrn__Ctrl__HbmListResponse& b = *r.body;
@@ -805,7 +806,7 @@ void HbmService::do_inject(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__A
     fw_call(*p->chip, &Vtrn__Ctrl__Request::hbm_inject_ecc, ir, &Vtrn__Ctrl__Response::hbm_inject_ecc, kCtrlTimeoutMs,
             [this, p, cid, id, addr, alive](const FwReply<Vtrn__Ctrl__HbmInjectEccResponse>& r) {
       if (auto a = alive.lock(); !a || !*a) return;
-      if (!r.ok()) return reply_error(cid, id, r.status, r.error);
+      if (!r.ok()) return reply_error(cid, id, to_api(r.error), r.error.detail());
       if (r.body->event == nullptr)
         return reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_ERROR,
                            "chip " + std::to_string(p->chip->id()) + ": firmware answered hbm_inject_ecc without its event");

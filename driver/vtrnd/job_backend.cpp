@@ -123,7 +123,7 @@ void DaemonJobBackend::ctrl(uint32_t chip, const Vtrn__Ctrl__Request& req, uint3
   Chip* c = find(chip);
   ++in_call_;
   if (c == nullptr) {
-    deliver([done, chip] { done(CtrlResult{VTRN__API__STATUS__STATUS_UNKNOWN_CHIP, no_chip_text(chip), nullptr, 0}); });
+    deliver([done, chip] { done(CtrlResult{Error(Code::kNoSuchChip, no_chip_text(chip)), nullptr, 0}); });
   } else {
     c->submit(req, timeout_ms, false, [this, done](const CtrlResult& r) {
       if (in_call_ == 0) {
@@ -134,7 +134,7 @@ void DaemonJobBackend::ctrl(uint32_t chip, const Vtrn__Ctrl__Request& req, uint3
       // enough for Chip's pump to read the answer before submit returned):
       // the response lives only as long as this callback, so keep a packed
       // copy for the next loop turn.
-      CtrlResult later{r.status, r.error, nullptr, r.rtt_ns};
+      CtrlResult later{r.error, nullptr, r.rtt_ns};
       std::vector<uint8_t> packed;
       if (r.response != nullptr) {
         packed.resize(vtrn__ctrl__response__get_packed_size(r.response));
@@ -145,7 +145,7 @@ void DaemonJobBackend::ctrl(uint32_t chip, const Vtrn__Ctrl__Request& req, uint3
         Vtrn__Ctrl__Response* resp =
             had ? vtrn__ctrl__response__unpack(nullptr, packed.size(), packed.data()) : nullptr;
         if (had && resp == nullptr) {
-          done(CtrlResult{VTRN__API__STATUS__STATUS_INTERNAL, "response copy does not decode", nullptr, 0});
+          done(CtrlResult{Error(Code::kInternal, "response copy does not decode"), nullptr, 0});
           return;
         }
         later.response = resp;

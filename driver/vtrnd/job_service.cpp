@@ -438,7 +438,7 @@ void JobService::submit_to_chip(Job& j) {
                    }
                    if (!r.ok())
                      return end(*jp, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED,
-                                "firmware refused the job: " + (r.error.empty() ? "no answer" : r.error));
+                                "firmware refused the job: " + (r.error.detail().empty() ? "no answer" : r.error.detail()));
                    // A JobEvent may have overtaken the answer: keep what it set.
                    if (jp->phase == Phase::kSubmitting) jp->phase = Phase::kChipQueued;
                    if (jp->stop_pending) {
@@ -622,7 +622,7 @@ void JobService::stop(Job& j, Vtrn__Types__JobState st, const std::string& reaso
                        if (jp->phase == Phase::kEnded) return op_returned(*jp);
                        if (!r.ok()) {
                          DRV_LOGW("chip %u: JobCancel of job %llu not confirmed (%s); waiting for its event",
-                                  jp->chip, (unsigned long long)jid, r.error.c_str());
+                                  jp->chip, (unsigned long long)jid, r.error.detail().c_str());
                          return;
                        }
                        // CANCELLED in the answer: the cores have let go of

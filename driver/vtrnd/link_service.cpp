@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "api_enums.h"
 #include "vtrn/drv/log.h"
 #include "vtrn/hostif.h"
 
@@ -509,7 +510,7 @@ void LinkService::control(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api
   fw_call(*chip, &Vtrn__Ctrl__Request::link_control, body, &Vtrn__Ctrl__Response::link_control, kControlTimeoutMs,
           [this, cid, id](const FwReply<Vtrn__Ctrl__LinkControlResponse>& res) {
     if (!res.ok()) {
-      reply_error(cid, id, res.status, res.error);
+      reply_error(cid, id, to_api(res.error), res.error.detail());
       return;
     }
     Vtrn__Api__LinkControlResponse lr = VTRN__API__LINK_CONTROL_RESPONSE__INIT;

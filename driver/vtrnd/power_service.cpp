@@ -1,6 +1,7 @@
 // vtrnd's power service (see power_service.h).
 #include "power_service.h"
 
+#include "api_enums.h"
 #include "vtrn/power.h"
 #include "vtrn_ctrl.pb-c.h"
 
@@ -182,7 +183,7 @@ void PowerService::set(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__P
   // Response member of its own name.
   FwDone<Vtrn__Ctrl__PowerStatusResponse> answer = [this, cid, id](const FwReply<Vtrn__Ctrl__PowerStatusResponse>& res) {
     if (!res.ok()) {
-      reply_error(cid, id, res.status, res.error);
+      reply_error(cid, id, to_api(res.error), res.error.detail());
       return;
     }
     const Vtrn__Ctrl__PowerStatusResponse* ps = res.body;

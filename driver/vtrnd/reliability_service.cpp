@@ -102,7 +102,7 @@ void ReliabilityService::fault_inject(uint64_t cid, uint64_t id, Chip* chip,
               kInjectTimeoutMs,
                    [this, cid, id, chip, label, kind](const FwReply<Vtrn__Ctrl__ReliabilityInjectResponse>& res) {
                      if (!res.ok()) {
-                       reply_error(cid, id, res.status, label + ": inject " + kind + " not acknowledged: " + res.error);
+                       reply_error(cid, id, to_api(res.error), label + ": inject " + kind + " not acknowledged: " + res.error.detail());
                        return;
                      }
                      chip->note_fault_injected();
@@ -131,7 +131,7 @@ void ReliabilityService::fault_inject(uint64_t cid, uint64_t id, Chip* chip,
               kInjectTimeoutMs,
               [this, cid, id, label, engine](const FwReply<Vtrn__Ctrl__ReliabilityInjectResponse>& res) {
         if (!res.ok()) {
-          reply_error(cid, id, res.status, label + ": tensor engine fault not taken: " + res.error);
+          reply_error(cid, id, to_api(res.error), label + ": tensor engine fault not taken: " + res.error.detail());
           return;
         }
         reply_inject(cid, id,
@@ -156,7 +156,7 @@ void ReliabilityService::fault_inject(uint64_t cid, uint64_t id, Chip* chip,
               kInjectTimeoutMs,
               [this, cid, id, label, engine, halt](const FwReply<Vtrn__Ctrl__ReliabilityInjectResponse>& res) {
         if (!res.ok()) {
-          reply_error(cid, id, res.status, label + ": DMA engine fault not taken: " + res.error);
+          reply_error(cid, id, to_api(res.error), label + ": DMA engine fault not taken: " + res.error.detail());
           return;
         }
         reply_inject(cid, id,
@@ -176,7 +176,7 @@ void ReliabilityService::fault_inject(uint64_t cid, uint64_t id, Chip* chip,
       fw_call(*chip, &Vtrn__Ctrl__Request::reliability_inject, ir, &Vtrn__Ctrl__Response::reliability_inject,
               kInjectTimeoutMs, [this, cid, id, label](const FwReply<Vtrn__Ctrl__ReliabilityInjectResponse>& res) {
         if (!res.ok()) {
-          reply_error(cid, id, res.status, label + ": inject job-stuck not acknowledged: " + res.error);
+          reply_error(cid, id, to_api(res.error), label + ": inject job-stuck not acknowledged: " + res.error.detail());
           return;
         }
         reply_inject(cid, id,

@@ -80,6 +80,12 @@ enum class Code : uint32_t {
   // directory belongs to someone else or others can write it, or the
   // process serving the socket runs as another user.
   kUntrusted = 35,
+  // The chip failed a control request: the firmware answered with an error
+  // status, an answer that does not decode or is not the one asked for, or
+  // a control ring broke its protocol.
+  kChipError = 36,
+  // The chip is being stopped; what was queued for it will not be served.
+  kStopping = 37,
 };
 
 // "invalid_argument", "missing_property", ...; "unknown" outside the list.

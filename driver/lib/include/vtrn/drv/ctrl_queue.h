@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "vtrn/drv/error.h"
 #include "vtrn/drv/event_loop.h"
 #include "vtrn/drv/host_interface.h"
-#include "vtrn_api.pb-c.h"
 #include "vtrn_ctrl.pb-c.h"
 
 namespace drv {
@@ -34,11 +34,16 @@ inline constexpr uint64_t kSpinNs = 50'000;
 // it cannot hold vtrnd inside one call (issue 15: bounded work per call).
 inline constexpr uint32_t kPopsPerPump = 64;
 
+// A failure's code says what went wrong: kInvalidArgument (a request too
+// large for a slot), kTimeout (no answer in time, or a request ring the
+// firmware does not drain), kChipError (an error status from the firmware,
+// an answer that does not decode, a ring that broke its protocol), or what
+// the owner fails the queue with (fail_all).
 struct CtrlResult {
-  Vtrn__Api__Status status = VTRN__API__STATUS__STATUS_OK;
-  std::string error;
+  Error error;
   const Vtrn__Ctrl__Response* response = nullptr;  // valid during the callback only
   uint64_t rtt_ns = 0;
+  [[nodiscard]] bool ok() const { return error.ok(); }
 };
 using CtrlDone = std::function<void(const CtrlResult&)>;
 
@@ -58,14 +63,14 @@ class CtrlQueue {
 
   // Packs `req` and queues it (behind everything queued, or ahead of it with
   // `front`), then pumps. A request too large for a slot is answered
-  // STATUS_BAD_REQUEST at once.
+  // kInvalidArgument at once.
   void submit(const Vtrn__Ctrl__Request& req, uint32_t timeout_ms, bool spin, CtrlDone done, bool front = false);
   // Reaps responses and events (at most kPopsPerPump; more left in the
   // ring are reaped on a later loop turn), and issues the next request
   // while open.
   void pump();
-  // Ends the request in flight and every queued one with `status`/`why`.
-  void fail_all(Vtrn__Api__Status status, const std::string& why);
+  // Ends the request in flight and every queued one with `why`.
+  void fail_all(const Error& why);
   [[nodiscard]] bool idle() const { return !inflight_ && ops_.empty(); }
 
  private:

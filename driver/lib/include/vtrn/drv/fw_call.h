@@ -4,9 +4,9 @@
 // compiler checks both message types; the answer is the Response member of
 // the request's name, see vtrn_ctrl.proto); fw_call builds the envelope,
 // sends it through the chip's control queue, and hands the callback either
-// the typed answer or a status with one line. A wrong answer (another
-// Response member, or none) is STATUS_CHIP_ERROR with the same text for
-// every call: "chip N: firmware answered <request> with <member>".
+// the typed answer or a drv::Error. A wrong answer (another Response
+// member, or none) is kChipError with the same text for every call:
+// "chip N: firmware answered <request> with <member>".
 //
 // What it is not: a transport. Any port with id() and submit(request,
 // timeout_ms, spin, CtrlDone) carries it (Chip; the job service's backend);
@@ -21,17 +21,17 @@
 #include <utility>
 
 #include "vtrn/drv/ctrl_queue.h"
+#include "vtrn/drv/error.h"
 #include "vtrn_ctrl.pb-c.h"
 
 namespace drv {
 
 template <typename Resp>
 struct FwReply {
-  Vtrn__Api__Status status = VTRN__API__STATUS__STATUS_OK;
-  std::string error;          // one line when status is not OK
-  const Resp* body = nullptr;  // the answer when status is OK, else null
+  Error error;                 // the control result's, or kChipError / kInternal (fw_detail::answer_body)
+  const Resp* body = nullptr;  // the answer when ok(), else null
   uint64_t rtt_ns = 0;
-  [[nodiscard]] bool ok() const { return status == VTRN__API__STATUS__STATUS_OK; }
+  [[nodiscard]] bool ok() const { return error.ok(); }
 };
 template <typename Resp>
 using FwDone = std::function<void(const FwReply<Resp>&)>;
@@ -47,11 +47,10 @@ const ProtobufCFieldDescriptor* request_field(const ProtobufCMessageDescriptor* 
 const ProtobufCFieldDescriptor* response_field(const ProtobufCFieldDescriptor* in, size_t resp_bytes);
 
 // The mapping of one control result onto the member `out` (null: a fault
-// of the caller, STATUS_INTERNAL): status and error kept when not OK, else
-// the body when it is that member, else STATUS_CHIP_ERROR.
-const ProtobufCMessage* answer_body(const CtrlResult& r, const ProtobufCFieldDescriptor* in,
-                                    const ProtobufCFieldDescriptor* out, uint32_t chip, Vtrn__Api__Status* status,
-                                    std::string* error);
+// of the caller, kInternal): the result's error kept when it failed, else
+// the body when it is that member (never null), else kChipError.
+Result<const ProtobufCMessage*> answer_body(const CtrlResult& r, const ProtobufCFieldDescriptor* in,
+                                            const ProtobufCFieldDescriptor* out, uint32_t chip);
 
 }  // namespace fw_detail
 
@@ -80,7 +79,12 @@ CtrlDone fw_answer(uint32_t chip, const ProtobufCMessageDescriptor* req, Resp* V
   return [chip, in, out, done = std::move(done)](const CtrlResult& r) {
     FwReply<Resp> a;
     a.rtt_ns = r.rtt_ns;
-    a.body = reinterpret_cast<const Resp*>(fw_detail::answer_body(r, in, out, chip, &a.status, &a.error));
+    Result<const ProtobufCMessage*> body = fw_detail::answer_body(r, in, out, chip);
+    if (body.ok()) {
+      a.body = reinterpret_cast<const Resp*>(*body);
+    } else {
+      a.error = body.error();
+    }
     done(a);
   };
 }
