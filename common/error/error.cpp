@@ -35,6 +35,7 @@ const char* code_name(Code c) {
     case Code::kUntrusted: return "untrusted";
     case Code::kChipError: return "chip_error";
     case Code::kStopping: return "stopping";
+    case Code::kPermissionDenied: return "permission_denied";
   }
   return "unknown";
 }

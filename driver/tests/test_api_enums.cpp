@@ -54,7 +54,7 @@ void test_every_error_code_maps_to_an_api_status(void**) {
     assert_non_null(protobuf_c_enum_descriptor_get_value(&vtrn__api__status__descriptor, int(drv::to_api(c))));
     assert_int_equal(drv::to_api(drv::Error(c, "x")), drv::to_api(c));
   }
-  assert_int_equal(codes, 26);  // every code vtrn/error.h lists was reached
+  assert_int_equal(codes, 27);  // every code vtrn/error.h lists was reached
   assert_int_equal(drv::to_api(drv::Error()), VTRN__API__STATUS__STATUS_OK);
 }
 
@@ -71,6 +71,7 @@ void test_control_result_codes_keep_the_status_clients_saw(void**) {
       {Code::kStopping, VTRN__API__STATUS__STATUS_SHUTTING_DOWN},       // chip stopping
       {Code::kInternal, VTRN__API__STATUS__STATUS_INTERNAL},            // a caller's wrong answer type
       {Code::kNoSuchChip, VTRN__API__STATUS__STATUS_UNKNOWN_CHIP},      // the job backend's unknown chip
+      {Code::kPermissionDenied, VTRN__API__STATUS__STATUS_PERMISSION_DENIED},  // HbmService::claim_dma
   };
   for (const auto& s : kSeen) assert_int_equal(drv::to_api(s.code), s.status);
 }

@@ -9,6 +9,7 @@
 
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,15 +45,24 @@ struct Fixture {
   std::vector<Reply> replies;
 };
 
-// The daemon's hbm_access (HbmService::dma_access_problem) in miniature:
+// The daemon's hbm_claim (HbmService::claim_dma) in miniature:
 // [kHbmBase + 4 MiB, + 1 MiB) is tenant 2's (connections 20..29); every
-// range asked about is recorded.
+// range asked about is recorded, and every claim handed out is live until
+// released.
 const uint64_t kTheirs = FakeDmaChip::kHbmBase + (4u << 20);
 std::vector<std::string>* g_asked = nullptr;
-std::string theirs_problem(uint64_t cid, drv::Chip*, uint64_t addr, uint64_t len, const std::string& what) {
+std::set<uint64_t> g_live_claims;
+uint64_t g_next_claim = 1, g_bad_releases = 0;
+drv::Result<uint64_t> theirs_claim(uint64_t cid, drv::Chip*, uint64_t addr, uint64_t len, const std::string& what) {
   if (g_asked) g_asked->push_back(what);
-  if (cid / 10 == 2 || addr >= kTheirs + (1u << 20) || addr + len <= kTheirs) return "";
-  return what + " reaches the allocation at kTheirs, which belongs to another tenant";
+  if (cid / 10 == 2 || addr >= kTheirs + (1u << 20) || addr + len <= kTheirs) {
+    g_live_claims.insert(g_next_claim);
+    return g_next_claim++;
+  }
+  return drv::Error(drv::Code::kPermissionDenied, what + " reaches the allocation at kTheirs, which belongs to another tenant");
+}
+void release_claim(drv::Chip*, uint64_t claim) {
+  if (g_live_claims.erase(claim) != 1) ++g_bad_releases;
 }
 
 int setup_with(void** state, bool hbm_access) {
@@ -69,7 +79,12 @@ int setup_with(void** state, bool hbm_access) {
   so.tenant_of = [](uint64_t cid) { return uint32_t(cid / 10); };
   so.max_queued_requests = 8;
   so.max_queued_bytes = 6u << 20;
-  if (hbm_access) so.hbm_access = theirs_problem;
+  if (hbm_access) {
+    g_live_claims.clear();
+    g_bad_releases = 0;
+    so.hbm_claim = theirs_claim;
+    so.hbm_release = release_claim;
+  }
   f->svc = std::make_unique<drv::DmaService>(&f->loop, so, [f](uint64_t cid, Vtrn__Api__Response* r) {
     Reply x;
     x.cid = cid;
@@ -362,6 +377,51 @@ void test_another_tenants_hbm_is_refused_before_any_dma(void** state) {
   g_asked = nullptr;
 }
 
+// What a client's request claims is held while any of it can still reach
+// HBM and let go exactly once when its job ends: answered, refused half-way
+// (a copy whose second side is another tenant's), or drained after its
+// client left with chunks in flight.
+void test_claims_are_held_until_the_job_ends_and_released_once(void** state) {
+  auto* f = static_cast<Fixture*>(*state);
+  std::vector<uint8_t> big(1u << 20, 0x33);  // 16 chunks of 64 KiB
+  write_req(f, 21, 1, kTheirs, big);
+  read_req(f, 21, 2, kTheirs, 256 * 1024);
+  Vtrn__Api__DmaBenchRequest b = VTRN__API__DMA_BENCH_REQUEST__INIT;
+  b.direction = VTRN__API__DMA_DIRECTION__DMA_DIR_H2D;
+  b.transfer_bytes = 4096;
+  b.total_bytes = 1u << 20;
+  b.hbm_addr = kTheirs;
+  b.hbm_bytes = 1u << 20;
+  f->svc->bench(21, 3, f->chip.get(), b);
+  assert_int_equal(g_live_claims.size(), 3);  // queued or running: all held
+  run_until(f, 3);
+  for (uint64_t id = 1; id <= 3; ++id) assert_int_equal(find(f, 21, id)->status, VTRN__API__STATUS__STATUS_OK);
+  assert_int_equal(g_live_claims.size(), 0);
+  // The source side is claimed, the destination refused: nothing stays held.
+  Vtrn__Api__DmaCopyRequest c = VTRN__API__DMA_COPY_REQUEST__INIT;
+  c.queue = -1;
+  c.src_addr = FakeDmaChip::kHbmBase;
+  c.dst_addr = kTheirs;
+  c.length = 4096;
+  f->svc->copy(11, 4, f->chip.get(), c);
+  assert_int_equal(find(f, 11, 4)->status, VTRN__API__STATUS__STATUS_PERMISSION_DENIED);
+  assert_int_equal(g_live_claims.size(), 0);
+  // A bench refused for an argument after its span was claimed.
+  b.depth = 1u << 20;
+  f->svc->bench(21, 5, f->chip.get(), b);
+  assert_int_equal(find(f, 21, 5)->status, VTRN__API__STATUS__STATUS_BAD_REQUEST);
+  assert_int_equal(g_live_claims.size(), 0);
+  // The client leaves with chunks in flight: held until they drained.
+  write_req(f, 22, 6, kTheirs, big);
+  assert_true(f->chip->dma().in_flight_all() != 0);
+  f->svc->client_gone(22);
+  assert_int_equal(g_live_claims.size(), 1);
+  const uint64_t until = drv::monotonic_ns() + 5'000'000'000ull;
+  while (!g_live_claims.empty() && drv::monotonic_ns() < until) assert_true(f->loop.run_once(5).ok());
+  assert_int_equal(g_live_claims.size(), 0);
+  assert_int_equal(g_bad_releases, 0);
+}
+
 }  // namespace
 
 int main() {
@@ -376,6 +436,8 @@ int main() {
       cmocka_unit_test_setup_teardown(test_queued_bytes_past_the_tenant_cap_are_busy_before_any_allocation, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bench_with_a_total_near_two_to_the_64_runs_and_is_released, setup, teardown),
       cmocka_unit_test_setup_teardown(test_another_tenants_hbm_is_refused_before_any_dma, setup_tenants, teardown),
+      cmocka_unit_test_setup_teardown(test_claims_are_held_until_the_job_ends_and_released_once, setup_tenants,
+                                      teardown),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

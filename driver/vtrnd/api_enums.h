@@ -54,6 +54,7 @@ inline Vtrn__Api__Status to_api(Code c) {
     case Code::kChipError:
     case Code::kBadHardware: return VTRN__API__STATUS__STATUS_CHIP_ERROR;
     case Code::kStopping: return VTRN__API__STATUS__STATUS_SHUTTING_DOWN;
+    case Code::kPermissionDenied: return VTRN__API__STATUS__STATUS_PERMISSION_DENIED;
     case Code::kBusy:
     case Code::kCapacity: return VTRN__API__STATUS__STATUS_BUSY;
     case Code::kNoSpace:

@@ -1,6 +1,8 @@
 // vtrnd's DMA service (see dma_service.h).
 #include "dma_service.h"
 
+#include "api_enums.h"
+
 #include <string.h>
 
 #include <algorithm>
@@ -121,6 +123,25 @@ void DmaService::uncharge(Job& j) {
   if (l.requests == 0 && l.bytes == 0) load_.erase(it);
 }
 
+bool DmaService::claim(Chip* chip, uint64_t cid, uint64_t id, Job& j, uint64_t addr, uint64_t len,
+                       const std::string& what) {
+  if (!opts_.hbm_claim) return true;
+  Result<uint64_t> c = opts_.hbm_claim(cid, chip, addr, len, what);
+  if (!c.ok()) {
+    release_claims(chip, j);
+    reply_error(cid, id, to_api(c.error()), c.error().detail());
+    return false;
+  }
+  if (c.value() != 0) j.claims.push_back(c.value());
+  return true;
+}
+
+void DmaService::release_claims(Chip* chip, Job& j) {
+  if (opts_.hbm_release)
+    for (uint64_t c : j.claims) opts_.hbm_release(chip, c);
+  j.claims.clear();
+}
+
 // Requests.
 
 std::span<const Route> DmaService::bodies() const {
@@ -186,14 +207,12 @@ void DmaService::start_transfer(Origin from, Kind kind, Chip* chip, uint64_t hbm
                       hex(hbm_addr) + " is outside HBM [" + hex(e.hbm_base()) + ", " +
                       hex(e.hbm_base() + e.hbm_size()) + ")");
   }
-  if (!from.done && opts_.hbm_access) {
-    const std::string why = opts_.hbm_access(from.cid, chip, hbm_addr, len, write ? "DMA write to" : "DMA read of");
-    if (!why.empty()) return refuse(VTRN__API__STATUS__STATUS_PERMISSION_DENIED, why);
-  }
   auto j = std::make_unique<Job>();
+  if (!from.done && !claim(chip, from.cid, from.id, *j, hbm_addr, len, write ? "DMA write to" : "DMA read of"))
+    return;
   // A client's request is charged before anything is allocated for it; a
   // service's transfer (a job's buffers) is bounded by that service.
-  if (!from.done && !charge(from.cid, from.id, *j, len)) return;
+  if (!from.done && !charge(from.cid, from.id, *j, len)) return release_claims(chip, *j);
   j->kind = kind;
   j->hbm_addr = hbm_addr;
   j->length = len;
@@ -262,15 +281,11 @@ void DmaService::copy(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__Dm
   }
   // Raw chains too: their HBM sides may not reach another tenant's memory
   // (out-of-range and wrapping addresses are the device's to refuse).
-  if (opts_.hbm_access) {
-    for (const DmaSegment& s : j->segs) {
-      std::string why;
-      if (!s.src_host) why = opts_.hbm_access(cid, chip, s.src, s.length, "DMA copy from");
-      if (why.empty() && !s.dst_host) why = opts_.hbm_access(cid, chip, s.dst, s.length, "DMA copy to");
-      if (!why.empty()) return reply_error(cid, id, VTRN__API__STATUS__STATUS_PERMISSION_DENIED, why);
-    }
+  for (const DmaSegment& s : j->segs) {
+    if (!s.src_host && !claim(chip, cid, id, *j, s.src, s.length, "DMA copy from")) return;
+    if (!s.dst_host && !claim(chip, cid, id, *j, s.dst, s.length, "DMA copy to")) return;
   }
-  if (!charge(cid, id, *j, 0)) return;
+  if (!charge(cid, id, *j, 0)) return release_claims(chip, *j);
   start_job(*cd, std::move(j), 1, 1);
 }
 
@@ -278,7 +293,9 @@ void DmaService::bench(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__D
   ChipDma* cd = ready_chip(cid, id, chip);
   if (cd == nullptr) return;
   DmaEngine& e = chip->dma();
+  auto j = std::make_unique<Job>();
   auto bad = [&](const std::string& why) {
+    release_claims(chip, *j);
     reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "DMA bench: " + why);
   };
   // The span defaults to all of HBM (a chip started with --hbm-dma-unchecked);
@@ -288,10 +305,7 @@ void DmaService::bench(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__D
   if (!e.hbm_contains(span_base, span_bytes))
     return bad("HBM span " + hex(span_base) + " + " + std::to_string(span_bytes) + " is outside HBM [" +
                hex(e.hbm_base()) + ", " + hex(e.hbm_base() + e.hbm_size()) + ")");
-  if (opts_.hbm_access) {
-    const std::string why = opts_.hbm_access(cid, chip, span_base, span_bytes, "DMA bench span");
-    if (!why.empty()) return reply_error(cid, id, VTRN__API__STATUS__STATUS_PERMISSION_DENIED, why);
-  }
+  if (!claim(chip, cid, id, *j, span_base, span_bytes, "DMA bench span")) return;
   const uint64_t max_transfer =
       std::min<uint64_t>({e.max_desc_bytes(), e.window_size() / 2, span_bytes / 2 > kBenchSkew ? span_bytes / 2 - kBenchSkew : 0});
   if (r.transfer_bytes == 0 || r.transfer_bytes > max_transfer)
@@ -313,8 +327,8 @@ void DmaService::bench(uint64_t cid, uint64_t id, Chip* chip, const Vtrn__Api__D
   // chunks (a bench that never runs and never ends).
   const uint64_t chunks = r.total_bytes ? r.total_bytes / per_chunk + (r.total_bytes % per_chunk != 0)
                                         : DmaScheduler::kUnbounded;
-  auto j = std::make_unique<Job>();
-  if (!charge(cid, id, *j, r.direction == VTRN__API__DMA_DIRECTION__DMA_DIR_D2D ? 0 : r.transfer_bytes)) return;
+  if (!charge(cid, id, *j, r.direction == VTRN__API__DMA_DIRECTION__DMA_DIR_D2D ? 0 : r.transfer_bytes))
+    return release_claims(chip, *j);
   j->kind = Kind::kBench;
   j->cid = cid;
   j->req_id = id;
@@ -808,6 +822,7 @@ void DmaService::finish_job(ChipDma& cd, uint64_t job_id) {
   std::unique_ptr<Job> j = std::move(it->second);
   cd.jobs.erase(it);
   uncharge(*j);
+  release_claims(cd.chip, *j);
   cd.sched.remove(j->cid, j->id);
   if (j->timer != 0) loop_->cancel_timer(j->timer);
   if (j->has_buf && cd.chip->dma().attached()) (void)cd.chip->dma().free(j->buf);

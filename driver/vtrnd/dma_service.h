@@ -49,13 +49,18 @@ struct DmaServiceOptions {
   // allocated for it. The byte cap is a connection's unread-output limit
   // (16 MiB, server.cpp): the answers of everything a tenant may have
   // queued fit it, so a client that pipelines reads gets BUSY, not dropped.
-  // Tenants reach only their own HBM: "" when client `cid` may DMA
-  // [addr, addr + len) of `chip`, else one line (PERMISSION_DENIED, before
-  // anything is queued). `what` names the side ("DMA write to", ...). Asked
-  // for every HBM range of a client's write, read, copy and bench span;
-  // never for a service's transfers (a job's buffers). Unset: no check.
-  std::function<std::string(uint64_t cid, Chip* chip, uint64_t addr, uint64_t len, const std::string& what)>
-      hbm_access;
+  // Tenants reach only their own HBM, and hold it while they use it. Asked
+  // for every HBM range of a client's write, read, copy and bench span,
+  // never for a service's transfers (a job's buffers): a claim id (0:
+  // nothing held) when client `cid` may DMA [addr, addr + len) of `chip`,
+  // else the refusal (answered PERMISSION_DENIED before anything is
+  // queued). `what` names the side ("DMA write to", ...). What a claim
+  // holds cannot be freed until hbm_release(chip, claim), which runs when
+  // the request's job ends (answered, failed, or drained after its client
+  // left). Unset: no check, nothing held.
+  std::function<Result<uint64_t>(uint64_t cid, Chip* chip, uint64_t addr, uint64_t len, const std::string& what)>
+      hbm_claim;
+  std::function<void(Chip* chip, uint64_t claim)> hbm_release;
   uint32_t max_queued_requests = 256;
   uint64_t max_queued_bytes = 16ull << 20;
 };
@@ -124,6 +129,7 @@ class DmaService final : public Service {
     bool charged = false;
     uint64_t tenant = 0;  // uid, or 2^32 + cid without tenant_of
     uint64_t charged_bytes = 0;
+    std::vector<uint64_t> claims;  // HBM held for a client's request (hbm_claim)
     uint64_t t0 = 0;
     bool orphan = false;
     uint32_t chunks_in_flight = 0;
@@ -199,6 +205,10 @@ class DmaService final : public Service {
   // answers STATUS_BUSY and returns false.
   bool charge(uint64_t cid, uint64_t id, Job& j, uint64_t bytes);
   void uncharge(Job& j);
+  // Claims [addr, addr + len) of `chip` for client request `j`, or answers
+  // PERMISSION_DENIED, lets go of what `j` already claimed and returns false.
+  bool claim(Chip* chip, uint64_t cid, uint64_t id, Job& j, uint64_t addr, uint64_t len, const std::string& what);
+  void release_claims(Chip* chip, Job& j);
 
   ChipDma* ready_chip(uint64_t cid, uint64_t id, Chip* chip);
   ChipDma* ready_chip(Chip* chip, const Refuse& refuse);

@@ -121,26 +121,30 @@ bool HbmService::may_use(uint64_t cid, uint64_t owner) const {
   return t != kNoTenant && owner_tenant(owner) == t;
 }
 
-std::string HbmService::dma_access_problem(uint64_t cid, Chip* chip, uint64_t addr, uint64_t len,
-                                           const std::string& what) const {
-  if (opts_.is_admin && opts_.is_admin(cid)) return "";
-  const ChipHbm* ch = find(chip);
-  if (ch == nullptr || ch->allocs.empty()) return "";
+Result<uint64_t> HbmService::claim_dma(uint64_t cid, Chip* chip, uint64_t addr, uint64_t len,
+                                       const std::string& what) {
+  ChipHbm* ch = find(chip);
+  if (ch == nullptr) return uint64_t(0);
+  const bool admin = opts_.is_admin && opts_.is_admin(cid);
   // Saturated: a range that wraps is the firmware's to refuse (address +
   // length overflows), but it must not slip past this check by wrapping.
   const uint64_t end = len > UINT64_MAX - addr ? UINT64_MAX : addr + std::max<uint64_t>(len, 1);
+  const std::string range = "chip " + std::to_string(chip->id()) + ": " + what + " " + hex(addr) + " + " +
+                            std::to_string(len);
+  std::vector<uint64_t> held;
   auto it = ch->allocs.upper_bound(addr);
   if (it != ch->allocs.begin()) {
     auto prev = std::prev(it);
     if (prev->second.bytes > addr - prev->first) it = prev;  // starts before addr, reaches into it
   }
   for (; it != ch->allocs.end() && it->first < end; ++it) {
-    if (may_use(cid, it->second.owner)) continue;
     // Not whether it is a job's buffer: that is the other tenant's business.
-    return "chip " + std::to_string(chip->id()) + ": " + what + " " + hex(addr) + " + " + std::to_string(len) +
-           " reaches the allocation at " + hex(it->first) + ", which belongs to another tenant";
+    if (!may_use(cid, it->second.owner))
+      return Error(Code::kPermissionDenied,
+                   range + " reaches the allocation at " + hex(it->first) + ", which belongs to another tenant");
+    held.push_back(it->first);
   }
-  // The physical pages behind another tenant's stitched allocation.
+  // The physical pages behind stitched allocations.
   auto e = ch->extents.upper_bound(addr);
   if (e != ch->extents.begin()) {
     auto prev = std::prev(e);
@@ -148,12 +152,88 @@ std::string HbmService::dma_access_problem(uint64_t cid, Chip* chip, uint64_t ad
   }
   for (; e != ch->extents.end() && e->first < end; ++e) {
     auto owner = ch->allocs.find(e->second.second);
-    if (owner == ch->allocs.end() || may_use(cid, owner->second.owner)) continue;
-    return "chip " + std::to_string(chip->id()) + ": " + what + " " + hex(addr) + " + " + std::to_string(len) +
-           " reaches HBM behind the stitched allocation at " + hex(e->second.second) +
-           ", which belongs to another tenant";
+    if (owner == ch->allocs.end()) continue;
+    if (!may_use(cid, owner->second.owner))
+      return Error(Code::kPermissionDenied, range + " reaches HBM behind the stitched allocation at " +
+                                                hex(e->second.second) + ", which belongs to another tenant");
+    held.push_back(owner->first);
   }
-  return "";
+  // A tenant's range lies wholly in memory it holds: what no allocation
+  // covers when the request arrives may be another tenant's when its last
+  // chunk runs.
+  if (!admin && !opts_.dma_unchecked) {
+    uint64_t pos = addr;
+    while (pos < end) {
+      uint64_t next = pos;
+      if (auto a = ch->allocs.upper_bound(pos); a != ch->allocs.begin()) {
+        auto p = std::prev(a);
+        if (p->second.bytes > pos - p->first) next = p->first + p->second.bytes;
+      }
+      if (next == pos) {
+        if (auto x = ch->extents.upper_bound(pos); x != ch->extents.begin()) {
+          auto p = std::prev(x);
+          if (p->second.first > pos - p->first && ch->allocs.count(p->second.second) != 0)
+            next = p->first + p->second.first;
+        }
+      }
+      if (next == pos)
+        return Error(Code::kPermissionDenied, range + " reaches HBM at " + hex(pos) +
+                                                  " that no allocation of this tenant covers");
+      pos = next;
+    }
+  }
+  if (held.empty()) return uint64_t(0);
+  std::sort(held.begin(), held.end());
+  held.erase(std::unique(held.begin(), held.end()), held.end());
+  for (uint64_t a : held) ++ch->allocs[a].dma_claims;
+  const uint64_t claim = next_claim_++;
+  ch->claims[claim] = std::move(held);
+  return claim;
+}
+
+void HbmService::release_dma(Chip* chip, uint64_t claim) {
+  ChipHbm* ch = find(chip);
+  if (ch == nullptr || claim == 0) return;
+  auto c = ch->claims.find(claim);
+  if (c == ch->claims.end()) return;  // dropped with its epoch
+  for (uint64_t a : c->second) {
+    auto it = ch->allocs.find(a);
+    if (it != ch->allocs.end() && it->second.dma_claims > 0) --it->second.dma_claims;
+  }
+  ch->claims.erase(c);
+  run_after_dma(*ch);
+}
+
+bool HbmService::claimed_addr(const ChipHbm& ch, uint64_t addr) {
+  auto it = ch.allocs.find(addr);
+  return it != ch.allocs.end() && it->second.dma_claims != 0;
+}
+
+bool HbmService::claimed_owner(const ChipHbm& ch, uint64_t owner) {
+  for (const auto& [addr, a] : ch.allocs)
+    if (a.owner == owner && a.dma_claims != 0) return true;
+  return false;
+}
+
+void HbmService::run_after_dma(ChipHbm& ch) {
+  if (ch.after_dma.empty()) return;
+  // Taken out before any runs: a free that runs may queue another wait.
+  std::vector<AfterDma> ready;
+  for (auto it = ch.after_dma.begin(); it != ch.after_dma.end();) {
+    const bool waits = it->addr != 0 ? claimed_addr(ch, it->addr) : claimed_owner(ch, it->owner);
+    if (waits) {
+      ++it;
+      continue;
+    }
+    ready.push_back(std::move(*it));
+    it = ch.after_dma.erase(it);
+  }
+  for (AfterDma& r : ready) r.run();
+}
+
+void HbmService::drop_claims(ChipHbm& ch) {
+  ch.claims.clear();
+  run_after_dma(ch);  // nothing is claimed any more: each fails or goes on by itself
 }
 
 void HbmService::add_chip(Chip* chip) {
@@ -185,7 +265,7 @@ void HbmService::on_state(ChipHbm& ch) {
     sync_retired(ch);
     return;
   }
-  if (!ch.ready && !ch.syncing && ch.waiting.empty() && ch.allocs.empty()) return;
+  if (!ch.ready && !ch.syncing && ch.waiting.empty() && ch.allocs.empty() && ch.after_dma.empty()) return;
   // The chip's memory (and the firmware's allocator) is gone with it.
   ++ch.epoch;
   ch.ready = false;
@@ -199,6 +279,7 @@ void HbmService::on_state(ChipHbm& ch) {
   w.swap(ch.waiting);
   const std::string why = ch.chip->not_ready_reason();
   for (Waiter& x : w) x.fail(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, why);
+  drop_claims(ch);
 }
 
 void HbmService::sync_retired(ChipHbm& ch) {
@@ -209,6 +290,7 @@ void HbmService::sync_retired(ChipHbm& ch) {
   ch.owner_used.clear();
   ch.owner_pending.clear();
   ch.quota_set.clear();
+  ch.claims.clear();  // frees still waiting run once the chip is in sync
   const uint32_t chip_id = ch.chip->id();
   std::vector<uint64_t> offs;
   const std::string path = store_path(ch.chip);
@@ -250,6 +332,7 @@ void HbmService::sync_retired(ChipHbm& ch) {
     w.swap(p->waiting);
     for (Waiter& x : w) x.run();
   });
+  run_after_dma(ch);
 }
 
 void HbmService::when_ready(ChipHbm& ch, std::function<void()> run,
@@ -440,6 +523,10 @@ void HbmService::free(Chip* chip, uint64_t owner, uint64_t addr, FreeDone done) 
   if (ch == nullptr) return done(VTRN__API__STATUS__STATUS_INTERNAL, "chip has no HBM service");
   if (!valid_owner(owner))
     return done(VTRN__API__STATUS__STATUS_BAD_REQUEST, "HBM owner " + hex(owner) + " is outside the owner scheme");
+  if (claimed_addr(*ch, addr)) {
+    ch->after_dma.push_back(AfterDma{addr, 0, [this, chip, owner, addr, done] { free(chip, owner, addr, done); }});
+    return;
+  }
   std::weak_ptr<bool> alive = alive_;
   when_ready(*ch, [this, ch, owner, addr, done, alive] {
     Vtrn__Ctrl__HbmFreeRequest fr = VTRN__CTRL__HBM_FREE_REQUEST__INIT;
@@ -476,6 +563,10 @@ void HbmService::free_owner(Chip* chip, uint64_t owner, FreeOwnerDone done) {
   if (ch->chip->state() != ChipState::kReady) {
     ch->owner_used.erase(owner);
     return done(VTRN__API__STATUS__STATUS_OK, 0, "");
+  }
+  if (claimed_owner(*ch, owner)) {
+    ch->after_dma.push_back(AfterDma{0, owner, [this, chip, owner, done] { free_owner(chip, owner, done); }});
+    return;
   }
   std::weak_ptr<bool> alive = alive_;
   auto fail = [done](Vtrn__Api__Status st, const std::string& e) { done(st, 0, e); };
@@ -536,7 +627,7 @@ void HbmService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip)
   if (ch == nullptr) return reply_error(cid, req.id, VTRN__API__STATUS__STATUS_INTERNAL, "chip has no HBM service");
   switch (req.body_case) {
     case VTRN__API__REQUEST__BODY_HBM_ALLOC: return do_alloc(cid, req.id, *ch, *req.hbm_alloc);
-    case VTRN__API__REQUEST__BODY_HBM_FREE: return do_free(cid, req.id, *ch, *req.hbm_free);
+    case VTRN__API__REQUEST__BODY_HBM_FREE: return do_free(cid, req.id, *ch, req.hbm_free->addr);
     case VTRN__API__REQUEST__BODY_HBM_STATS: return do_stats(cid, req.id, *ch);
     case VTRN__API__REQUEST__BODY_HBM_LIST: return do_list(cid, req.id, *ch);
     case VTRN__API__REQUEST__BODY_HBM_INJECT_ECC: return do_inject(cid, req.id, *ch, *req.hbm_inject_ecc);
@@ -611,11 +702,10 @@ void HbmService::do_alloc(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Ap
   }, [this, cid, id](Vtrn__Api__Status st, const std::string& e) { reply_error(cid, id, st, e); });
 }
 
-void HbmService::do_free(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Api__HbmFreeRequest& r) {
+void HbmService::do_free(uint64_t cid, uint64_t id, ChipHbm& ch, uint64_t addr) {
   const uint64_t t0 = monotonic_ns();
   std::weak_ptr<bool> alive = alive_;
   ChipHbm* p = &ch;
-  const uint64_t addr = r.addr;
   // Whose it is, from vtrnd's own book of what it allocated: a job's buffer
   // is freed by the job's end alone (an executor may be writing it); a
   // client's by a connection of the same tenant, or the admin. One the book
@@ -630,6 +720,11 @@ void HbmService::do_free(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Api
       return reply_error(cid, id, VTRN__API__STATUS__STATUS_PERMISSION_DENIED,
                          what + " is a buffer of job " + std::to_string(oid) + "; it is freed when the job ends");
     any_owner = true;
+    // DMA this tenant queued to it runs first (the answer waits for it).
+    if (a->second.dma_claims != 0) {
+      ch.after_dma.push_back(AfterDma{addr, 0, [this, cid, id, p, addr] { do_free(cid, id, *p, addr); }});
+      return;
+    }
   }
   const uint64_t own = client_owner(cid);
   when_ready(ch, [this, p, cid, id, addr, t0, alive, any_owner, own] {

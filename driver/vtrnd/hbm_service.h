@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "vtrn/drv/chip.h"
+#include "vtrn/drv/error.h"
 #include "vtrn/drv/event_loop.h"
 #include "vtrn/drv/fw_call.h"
 #include "vtrn_api.pb-c.h"
@@ -113,13 +114,22 @@ class HbmService final : public Service {
   // always; otherwise a connection of the owner's tenant (without
   // tenant_of: the owning connection itself).
   [[nodiscard]] bool may_use(uint64_t cid, uint64_t owner) const;
-  // "" when client connection `cid` may DMA [addr, addr + len) on `chip`:
-  // no live allocation of another tenant overlaps it. A range in no
-  // allocation at all passes: the firmware refuses it (NOT_ALLOCATED), as
-  // it refuses one partly outside the tenant's own. Otherwise one line
-  // naming `what` and the first such allocation (PERMISSION_DENIED).
-  [[nodiscard]] std::string dma_access_problem(uint64_t cid, Chip* chip, uint64_t addr, uint64_t len,
-                                               const std::string& what) const;
+  // A client's DMA to [addr, addr + len) of `chip`, checked and held.
+  // Checked: a tenant reaches only memory it may use (may_use): every live
+  // allocation the range overlaps, the physical pages behind stitched ones,
+  // and, unless vtrnd runs with --hbm-dma-unchecked, the range lies wholly
+  // in such allocations (HBM no allocation covers now may be another
+  // tenant's by the time a queued chunk runs). The admin reaches any
+  // range. A refusal is kPermissionDenied naming `what` ("DMA write to",
+  // ...) and the first allocation or address at fault.
+  // Held: the allocations the range reaches are pinned for DMA under the
+  // returned claim (0: nothing to hold) until release_dma. A free of a
+  // pinned allocation (HbmFree, free, free_owner, a departing client's)
+  // waits until its last claim is released, so no chunk still queued can
+  // land in memory the chip has meanwhile handed to someone else.
+  [[nodiscard]] Result<uint64_t> claim_dma(uint64_t cid, Chip* chip, uint64_t addr, uint64_t len,
+                                           const std::string& what);
+  void release_dma(Chip* chip, uint64_t claim);
 
  private:
   struct Waiter {
@@ -129,6 +139,14 @@ class HbmService final : public Service {
   struct Allocation {
     uint64_t owner = 0;
     uint64_t bytes = 0;
+    uint32_t dma_claims = 0;  // DMA requests holding it (claim_dma)
+  };
+  // A free that waits for DMA claims on what it frees: of the allocation at
+  // `addr`, or (addr unused) of everything `owner` holds.
+  struct AfterDma {
+    uint64_t addr = 0;
+    uint64_t owner = 0;
+    std::function<void()> run;
   };
   struct ChipHbm {
     Chip* chip = nullptr;
@@ -145,6 +163,8 @@ class HbmService final : public Service {
     std::set<uint64_t> quota_set;              // owners whose firmware quota is set
     std::set<uint64_t> clients;                // client owners that asked for memory here
     std::set<uint64_t> retired;                // offsets, as persisted
+    std::map<uint64_t, std::vector<uint64_t>> claims;  // DMA claim -> the allocations it holds
+    std::vector<AfterDma> after_dma;
     uint64_t quota_refusals = 0;
     int event_sub = 0;
   };
@@ -159,6 +179,12 @@ class HbmService final : public Service {
   void note_alloc(ChipHbm& ch, uint64_t owner, const Vtrn__Ctrl__HbmAllocResponse& b);
   void note_free(ChipHbm& ch, uint64_t addr);
   void forget_extents(ChipHbm& ch, uint64_t addr);
+  // DMA claims: whether a free of `addr` / of all of `owner` must wait;
+  // frees whose wait is over run; a new epoch drops every claim.
+  [[nodiscard]] static bool claimed_addr(const ChipHbm& ch, uint64_t addr);
+  [[nodiscard]] static bool claimed_owner(const ChipHbm& ch, uint64_t owner);
+  void run_after_dma(ChipHbm& ch);
+  void drop_claims(ChipHbm& ch);
   void ctrl_alloc(ChipHbm& ch, uint64_t owner, uint32_t category, uint64_t bytes, uint64_t align,
                   bool set_quota, uint64_t quota, FwDone<Vtrn__Ctrl__HbmAllocResponse> done);
   // `who` holds `used` of `quota` (the quota refusal's text).
@@ -176,7 +202,7 @@ class HbmService final : public Service {
   static void drop_pending(ChipHbm& ch, uint64_t owner, uint64_t bytes);
 
   void do_alloc(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Api__HbmAllocRequest& r);
-  void do_free(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Api__HbmFreeRequest& r);
+  void do_free(uint64_t cid, uint64_t id, ChipHbm& ch, uint64_t addr);
   void do_stats(uint64_t cid, uint64_t id, ChipHbm& ch);
   void do_list(uint64_t cid, uint64_t id, ChipHbm& ch);
   void list_page(uint64_t cid, uint64_t id, ChipHbm& ch, uint64_t epoch, uint64_t from,
@@ -188,6 +214,7 @@ class HbmService final : public Service {
   HbmServiceOptions opts_;
   ReplyFn reply_;
   std::map<Chip*, std::unique_ptr<ChipHbm>> chips_;
+  uint64_t next_claim_ = 1;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

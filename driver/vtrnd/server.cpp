@@ -152,8 +152,13 @@ Error Daemon::start() {
   DmaServiceOptions dopts;
   dopts.allow_raw = opts_.allow_raw_dma;
   dopts.tenant_of = [this](uint64_t cid) { return client_uid(cid); };
-  dopts.hbm_access = [this](uint64_t cid, Chip* chip, uint64_t addr, uint64_t len, const std::string& what) {
-    return hbm_ != nullptr ? hbm_->dma_access_problem(cid, chip, addr, len, what) : std::string();
+  dopts.hbm_claim = [this](uint64_t cid, Chip* chip, uint64_t addr, uint64_t len,
+                           const std::string& what) -> Result<uint64_t> {
+    if (hbm_ == nullptr) return uint64_t(0);
+    return hbm_->claim_dma(cid, chip, addr, len, what);
+  };
+  dopts.hbm_release = [this](Chip* chip, uint64_t claim) {
+    if (hbm_ != nullptr) hbm_->release_dma(chip, claim);
   };
   DmaService* dma = services_.add(std::make_unique<DmaService>(&loop_, dopts, to_client));
   for (auto& c : chips_) dma->add_chip(c.get());

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -633,7 +634,9 @@ class ApiClient:
     raising ApiError for a non-OK status."""
 
     def __init__(self, session, timeout=60):
-        import socket
+        # socket is imported with the module: a connection made with another
+        # user's ids (test_tenants) may not be able to read the interpreter's
+        # library directory.
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
         self.sock.connect(os.path.join(session.runtime_dir, "vtrnd.sock"))
@@ -657,20 +660,29 @@ class ApiClient:
             buf += chunk
         return bytes(buf)
 
-    def call_raw(self, body_field, body):
+    def send(self, body_field, body):
+        """Sends one request without waiting for its answer; returns its id."""
         rid = self.next_id
         self.next_id += 1
         frame = pb_encode([(1, rid), (body_field, body)])
         self.sock.sendall(len(frame).to_bytes(4, "little") + frame)
-        while True:
-            n = int.from_bytes(self._recv_exact(4), "little")
-            resp = pb_decode(self._recv_exact(n))
-            if pb_uint(resp, 1) == rid:
-                break
-        status = pb_uint(resp, 2)
+        return rid
+
+    def receive(self):
+        """The next response on the connection, whichever request it answers:
+        (id, status, error text, {body field number: decoded body})."""
+        n = int.from_bytes(self._recv_exact(4), "little")
+        resp = pb_decode(self._recv_exact(n))
         error = resp.get(3, [b""])[-1].decode(errors="replace")
-        body_bytes = resp.get(body_field, [None])[-1]
-        return status, error, (pb_decode(body_bytes) if body_bytes is not None else None)
+        bodies = {k: pb_decode(v[-1]) for k, v in resp.items() if k > 3 and isinstance(v[-1], bytes)}
+        return pb_uint(resp, 1), pb_uint(resp, 2), error, bodies
+
+    def call_raw(self, body_field, body):
+        rid = self.send(body_field, body)
+        while True:
+            got, status, error, bodies = self.receive()
+            if got == rid:
+                return status, error, bodies.get(body_field)
 
     def call(self, body_field, body):
         status, error, decoded = self.call_raw(body_field, body)

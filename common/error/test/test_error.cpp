@@ -87,7 +87,8 @@ void test_every_code_has_a_distinct_name(void**) {
                       Code::kMissingProperty, Code::kBadProperty, Code::kTooMany,
                       Code::kDuplicate,   Code::kNoSuchChip,      Code::kNotRunning,
                       Code::kClosed,      Code::kSystem,          Code::kUntrusted,
-                      Code::kChipError,   Code::kStopping};
+                      Code::kChipError,   Code::kStopping,
+                      Code::kPermissionDenied};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
     assert_string_not_equal(vtrn::code_name(all[i]), "unknown");
     for (size_t j = 0; j < i; ++j) assert_string_not_equal(vtrn::code_name(all[i]), vtrn::code_name(all[j]));

@@ -86,6 +86,8 @@ enum class Code : uint32_t {
   kChipError = 36,
   // The chip is being stopped; what was queued for it will not be served.
   kStopping = 37,
+  // The caller may not act on what it named (another tenant's memory).
+  kPermissionDenied = 38,
 };
 
 // "invalid_argument", "missing_property", ...; "unknown" outside the list.
