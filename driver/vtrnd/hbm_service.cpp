@@ -761,72 +761,40 @@ void HbmService::do_stats(uint64_t cid, uint64_t id, ChipHbm& ch) {
             [this, p, cid, id, alive](const FwReply<Vtrn__Ctrl__HbmStatsResponse>& r) {
       if (auto a = alive.lock(); !a || !*a) return;
       if (!r.ok()) return reply_error(cid, id, to_api(r.error), r.error.detail());
-      // Copied now: the ctrl response is valid during this callback only,
-      // and the retired list needs a second round trip.
-      auto s = std::make_shared<Vtrn__Api__HbmStatsResponse>();
-      *s = VTRN__API__HBM_STATS_RESPONSE__INIT;
-      const Vtrn__Ctrl__HbmStatsResponse& b = *r.body;
-      auto keep = std::make_shared<std::vector<std::vector<uint64_t>>>(3);
-      auto keep32 = std::make_shared<std::vector<std::vector<uint32_t>>>(2);
-      s->hbm_base = b.hbm_base;
-      s->page_bytes = b.page_bytes;
-      s->stacks = b.stacks;
-      s->bytes_per_stack = b.bytes_per_stack;
-      s->channels = b.channels;
-      s->total_bytes = b.total_bytes;
-      s->used_bytes = b.used_bytes;
-      s->free_bytes = b.free_bytes;
-      s->retired_bytes = b.retired_bytes;
-      s->largest_free_bytes = b.largest_free_bytes;
-      s->fragmentation = b.fragmentation;
-      s->live_allocations = b.live_allocations;
-      s->free_blocks = b.free_blocks;
-      s->owners = b.owners;
-      s->retired_pages = b.retired_pages;
-      s->poisoned_allocations = b.poisoned_allocations;
-      s->allocs = b.allocs;
-      s->frees = b.frees;
-      s->fail_no_memory = b.fail_no_memory;
-      s->fail_quota = b.fail_quota;
-      s->fail_bad_argument = b.fail_bad_argument;
-      s->fail_no_metadata = b.fail_no_metadata;
-      s->ecc_uncorrectable = b.ecc_uncorrectable;
-      s->largest_contiguous_free_bytes = b.largest_contiguous_free_bytes;
-      s->contiguous_fragmentation = b.contiguous_fragmentation;
-      s->remap_base = b.remap_base;
-      s->remap_bytes = b.remap_bytes;
-      s->remap_used_bytes = b.remap_used_bytes;
-      s->stitched_allocations = b.stitched_allocations;
-      s->stitched_extents = b.stitched_extents;
-      s->stitches = b.stitches;
-      s->stitch_extents_max = b.stitch_extents_max;
-      (*keep)[0].assign(b.category_bytes, b.category_bytes + std::min<size_t>(b.n_category_bytes, 16));
-      (*keep32)[0].assign(b.category_allocations, b.category_allocations + std::min<size_t>(b.n_category_allocations, 16));
-      (*keep)[1].assign(b.correctable_per_stack, b.correctable_per_stack + std::min<size_t>(b.n_correctable_per_stack, 16));
-      (*keep32)[1].assign(b.retired_per_stack, b.retired_per_stack + std::min<size_t>(b.n_retired_per_stack, 16));
-      s->client_quota_bytes = opts_.client_quota_bytes;
-      s->vtrnd_quota_refusals = p->quota_refusals;
+      // Checked, then copied whole (packed and unpacked: the ctrl response
+      // is valid during this callback only, and the retired list needs a
+      // second round trip). The firmware's repeated fields are bounded by
+      // its answer's frame; a chip has at most 16 stacks and categories.
+      if (r.body->stats == nullptr)
+        return reply_error(cid, id, VTRN__API__STATUS__STATUS_CHIP_ERROR,
+                           "chip " + std::to_string(p->chip->id()) + ": HbmStats answer without statistics");
+      std::vector<uint8_t> packed(protobuf_c_message_get_packed_size(&r.body->stats->base));
+      protobuf_c_message_pack(&r.body->stats->base, packed.data());
+      std::shared_ptr<Vtrn__Types__HbmStats> stats(
+          vtrn__types__hbm_stats__unpack(nullptr, packed.size(), packed.data()),
+          [](Vtrn__Types__HbmStats* m) { vtrn__types__hbm_stats__free_unpacked(m, nullptr); });
+      if (!stats) return reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, "HbmStats copy failed");
+      stats->n_category_bytes = std::min<size_t>(stats->n_category_bytes, 16);
+      stats->n_category_allocations = std::min<size_t>(stats->n_category_allocations, 16);
+      stats->n_correctable_per_stack = std::min<size_t>(stats->n_correctable_per_stack, 16);
+      stats->n_retired_per_stack = std::min<size_t>(stats->n_retired_per_stack, 16);
       Vtrn__Ctrl__HbmRetiredRequest rr = VTRN__CTRL__HBM_RETIRED_REQUEST__INIT;
       fw_call(*p->chip, &Vtrn__Ctrl__Request::hbm_retired, rr, &Vtrn__Ctrl__Response::hbm_retired, kCtrlTimeoutMs,
-              [this, p, cid, id, alive, s, keep, keep32](const FwReply<Vtrn__Ctrl__HbmRetiredResponse>& r2) {
+              [this, p, cid, id, alive, stats](const FwReply<Vtrn__Ctrl__HbmRetiredResponse>& r2) {
         if (auto a = alive.lock(); !a || !*a) return;
         if (!r2.ok()) return reply_error(cid, id, to_api(r2.error), r2.error.detail());
         const Vtrn__Ctrl__HbmRetiredResponse& rb = *r2.body;
-        std::vector<uint64_t>& addrs = (*keep)[2];
-        for (size_t i = 0; i < rb.n_offsets && i < kStoreMaxPages; ++i) addrs.push_back(s->hbm_base + rb.offsets[i]);
-        s->n_category_bytes = (*keep)[0].size();
-        s->category_bytes = (*keep)[0].data();
-        s->n_category_allocations = (*keep32)[0].size();
-        s->category_allocations = (*keep32)[0].data();
-        s->n_correctable_per_stack = (*keep)[1].size();
-        s->correctable_per_stack = (*keep)[1].data();
-        s->n_retired_per_stack = (*keep32)[1].size();
-        s->retired_per_stack = (*keep32)[1].data();
-        s->n_retired_addrs = addrs.size();
-        s->retired_addrs = addrs.data();
+        std::vector<uint64_t> addrs;
+        for (size_t i = 0; i < rb.n_offsets && i < kStoreMaxPages; ++i) addrs.push_back(stats->hbm_base + rb.offsets[i]);
+        Vtrn__Api__HbmStatsResponse out = VTRN__API__HBM_STATS_RESPONSE__INIT;
+        out.stats = stats.get();
+        out.client_quota_bytes = opts_.client_quota_bytes;
+        out.vtrnd_quota_refusals = p->quota_refusals;
+        out.n_retired_addrs = addrs.size();
+        out.retired_addrs = addrs.data();
         std::string path = store_path(p->chip);
-        s->store_path = path.data();
-        reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_HBM_STATS, &s.get()->base);
+        out.store_path = path.data();
+        reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_HBM_STATS, &out.base);
       });
     });
   }, [this, cid, id](Vtrn__Api__Status st, const std::string& e) { reply_error(cid, id, st, e); });

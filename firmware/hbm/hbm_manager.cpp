@@ -371,15 +371,16 @@ Error Manager::serve_free_owner(const Vtrn__Ctrl__HbmFreeOwnerRequest& r,
 
 Error Manager::serve_stats(const Vtrn__Ctrl__HbmStatsRequest&, Vtrn__Ctrl__HbmStatsResponse& body,
                            Call& c) {
-  Vtrn__Ctrl__HbmStatsResponse* b = &body;
+  Vtrn__Types__HbmStats* b = c.make(vtrn__types__hbm_stats__init);
   const uint32_t stacks = geometry_.stacks < vtrn::hbm::kMaxStacks ? geometry_.stacks
                                                                     : vtrn::hbm::kMaxStacks;
   uint64_t* cat_bytes = c.make_array<uint64_t>(vtrn::hbm::kCategoryCount);
   uint32_t* cat_count = c.make_array<uint32_t>(vtrn::hbm::kCategoryCount);
   uint64_t* corr = c.make_array<uint64_t>(stacks);
   uint32_t* ret = c.make_array<uint32_t>(stacks);
-  if (cat_bytes == nullptr || cat_count == nullptr || corr == nullptr || ret == nullptr)
+  if (b == nullptr || cat_bytes == nullptr || cat_count == nullptr || corr == nullptr || ret == nullptr)
     return c.no_memory("hbm_stats");
+  body.stats = b;
   vtrn::hbm::Stats st;
   a_.stats(&st);
   b->hbm_base = base_;

@@ -64,7 +64,9 @@ void run_mem_stats(const MemChipOptions& o) {
   req.body_case = VTRN__API__REQUEST__BODY_HBM_STATS;
   req.hbm_stats = &r;
   drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_HBM_STATS);
-  const Vtrn__Api__HbmStatsResponse& s = *resp->hbm_stats;
+  const Vtrn__Api__HbmStatsResponse& out = *resp->hbm_stats;
+  if (out.stats == nullptr) throw CliError(Exit::kFailed, "vtrnd answered HbmStats without statistics");
+  const Vtrn__Types__HbmStats& s = *out.stats;
   nlohmann::json cats = nlohmann::json::array();
   Table ct({"category", "allocations", "bytes"});
   for (size_t c = 0; c < s.n_category_bytes && c < 5; ++c) {
@@ -112,15 +114,15 @@ void run_mem_stats(const MemChipOptions& o) {
       {"fail_quota", s.fail_quota},
       {"fail_bad_argument", s.fail_bad_argument},
       {"fail_no_metadata", s.fail_no_metadata},
-      {"vtrnd_quota_refusals", s.vtrnd_quota_refusals},
-      {"client_quota_bytes", s.client_quota_bytes},
+      {"vtrnd_quota_refusals", out.vtrnd_quota_refusals},
+      {"client_quota_bytes", out.client_quota_bytes},
       {"retired_pages", s.retired_pages},
-      {"retired_addrs", std::vector<uint64_t>(s.retired_addrs, s.retired_addrs + s.n_retired_addrs)},
+      {"retired_addrs", std::vector<uint64_t>(out.retired_addrs, out.retired_addrs + out.n_retired_addrs)},
       {"poisoned_allocations", s.poisoned_allocations},
       {"ecc_uncorrectable", s.ecc_uncorrectable},
       {"categories", cats},
       {"per_stack", stacks},
-      {"store", s.store_path ? s.store_path : ""}};
+      {"store", out.store_path ? out.store_path : ""}};
   if (o.json) {
     print_json(doc);
     return;
@@ -140,7 +142,7 @@ void run_mem_stats(const MemChipOptions& o) {
          std::to_string(s.live_allocations), std::to_string(failures), std::to_string(s.retired_pages)});
   std::cout << t.render() << "\n" << ct.render() << "\n" << st.render();
   std::cout << "failures: " << s.fail_no_memory << " no memory, " << s.fail_quota << " quota (firmware), "
-            << s.vtrnd_quota_refusals << " quota (vtrnd), " << s.fail_bad_argument << " bad argument, "
+            << out.vtrnd_quota_refusals << " quota (vtrnd), " << s.fail_bad_argument << " bad argument, "
             << s.fail_no_metadata << " table full\n";
   if (s.remap_bytes)
     std::cout << "stitching: remap window " << hex(s.remap_base) << " + " << format_bytes(s.remap_bytes) << ", "
@@ -149,15 +151,15 @@ void run_mem_stats(const MemChipOptions& o) {
               << s.stitch_extents_max << " extents\n";
   else
     std::cout << "stitching: off (the firmware has no remap window)\n";
-  std::cout << "tenant quota: " << (s.client_quota_bytes ? format_bytes(s.client_quota_bytes) : "none")
+  std::cout << "tenant quota: " << (out.client_quota_bytes ? format_bytes(out.client_quota_bytes) : "none")
             << "; poisoned allocations: " << s.poisoned_allocations << "; uncorrectable ECC since boot: "
             << s.ecc_uncorrectable << "\n";
-  if (s.n_retired_addrs) {
+  if (out.n_retired_addrs) {
     std::cout << "retired:";
-    for (size_t i = 0; i < s.n_retired_addrs; ++i) std::cout << " " << hex(s.retired_addrs[i]);
+    for (size_t i = 0; i < out.n_retired_addrs; ++i) std::cout << " " << hex(out.retired_addrs[i]);
     std::cout << "\n";
   }
-  if (s.store_path && s.store_path[0]) std::cout << "retired-page store: " << s.store_path << "\n";
+  if (out.store_path && out.store_path[0]) std::cout << "retired-page store: " << out.store_path << "\n";
 }
 
 // Ls.

@@ -498,11 +498,11 @@ void test_largest_stats_and_retired_answers_fit_one_control_slot(void** state) {
   req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_STATS;
   req.hbm_stats = &sr;
   resp = serve(f, req);
-  assert_int_equal(resp.hbm_stats->retired_pages, fw::hbm::kLimits.max_retired_pages);
-  assert_int_equal(resp.hbm_stats->n_retired_per_stack, 2);
-  assert_int_equal(resp.hbm_stats->retired_per_stack[1], fw::hbm::kLimits.max_retired_pages);
-  assert_int_equal(resp.hbm_stats->total_bytes, 2 * kStack);
-  assert_int_equal(resp.hbm_stats->hbm_base, kBase);
+  assert_int_equal(resp.hbm_stats->stats->retired_pages, fw::hbm::kLimits.max_retired_pages);
+  assert_int_equal(resp.hbm_stats->stats->n_retired_per_stack, 2);
+  assert_int_equal(resp.hbm_stats->stats->retired_per_stack[1], fw::hbm::kLimits.max_retired_pages);
+  assert_int_equal(resp.hbm_stats->stats->total_bytes, 2 * kStack);
+  assert_int_equal(resp.hbm_stats->stats->hbm_base, kBase);
   assert_true(vtrn__ctrl__response__get_packed_size(&resp) <= vtrn::hostif::kCtrlMaxPayload);
 }
 
@@ -552,13 +552,13 @@ void test_stitched_allocation_is_listed_counted_and_retired_through_its_remap_ad
   req.body_case = VTRN__CTRL__REQUEST__BODY_HBM_STATS;
   req.hbm_stats = &sr;
   resp = serve(&f, req);
-  assert_int_equal(resp.hbm_stats->remap_base, kRemapBase);
-  assert_int_equal(resp.hbm_stats->remap_bytes, 8 * kStack);
-  assert_int_equal(resp.hbm_stats->stitched_allocations, 1);
-  assert_int_equal(resp.hbm_stats->stitched_extents, 3);
-  assert_int_equal(resp.hbm_stats->largest_contiguous_free_bytes, 1 << 20);
-  assert_true(resp.hbm_stats->largest_free_bytes > resp.hbm_stats->largest_contiguous_free_bytes);
-  assert_true(resp.hbm_stats->fragmentation < resp.hbm_stats->contiguous_fragmentation);
+  assert_int_equal(resp.hbm_stats->stats->remap_base, kRemapBase);
+  assert_int_equal(resp.hbm_stats->stats->remap_bytes, 8 * kStack);
+  assert_int_equal(resp.hbm_stats->stats->stitched_allocations, 1);
+  assert_int_equal(resp.hbm_stats->stats->stitched_extents, 3);
+  assert_int_equal(resp.hbm_stats->stats->largest_contiguous_free_bytes, 1 << 20);
+  assert_true(resp.hbm_stats->stats->largest_free_bytes > resp.hbm_stats->stats->largest_contiguous_free_bytes);
+  assert_true(resp.hbm_stats->stats->fragmentation < resp.hbm_stats->stats->contiguous_fragmentation);
   // ECC at the remap address: the physical page behind it is retired.
   fw::hbm::EccRecord r;
   assert_int_equal(f.m.inject_ecc(s + (2 << 20) + 100, true, &r), Status::kOk);

@@ -33,8 +33,10 @@ inline constexpr uint32_t kMaxFrame = 4u << 20;
 // HbmListResponse and JobListResponse.
 // 2.4: fault kind JOB_STUCK; the HBM quota and HbmAllocResponse.client_used_bytes
 // are the tenant's.
-inline constexpr uint32_t kApiMajor = 2;
-inline constexpr uint32_t kApiMinor = 4;
+// 3.0: HbmStatsResponse carries the chip's figures as one vtrn.types.HbmStats
+// (`stats`, the message the firmware sends), its own fields renumbered 2..5.
+inline constexpr uint32_t kApiMajor = 3;
+inline constexpr uint32_t kApiMinor = 0;
 inline constexpr size_t kFrameHeader = 4;
 
 // $VTRN_RUNTIME_DIR, else default_runtime_dir().
