@@ -45,7 +45,10 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+sys.path.insert(0, HERE)
+import hostile_tenant as ht  # noqa: E402
 import vtrn_harness as h  # noqa: E402
 
 MiB = 1 << 20
@@ -59,7 +62,9 @@ FAULT_KIND = {"hang": 1, "panic": 2, "dma-corrupt": 3, "qemu-kill": 4}
 # vtrn.api Request oneof numbers.
 REQ_PING, REQ_DMA_WRITE, REQ_DMA_READ, REQ_DMA_STATS, REQ_DMA_RESET = 12, 30, 31, 34, 35
 REQ_FAULT_INJECT = 121
-REQ_HBM_ALLOC, REQ_HBM_FREE = 40, 41
+REQ_HBM_ALLOC, REQ_HBM_FREE, REQ_HBM_LIST = 40, 41, 43
+REQ_JOB_LIST = 62
+SHARE_GROUP = "nogroup"  # the hostile tenant's (nobody's) group
 
 
 class Counters:
@@ -70,7 +75,7 @@ class Counters:
         self.job_mismatches = []
         self.failed = {}
         self.failures = []  # (time, chip, reason) of every failed request
-        self.mismatches = []  # (chip, write start, read end) of read-backs that differed
+        self.mismatches = []  # (chip, write start, read end, addr, hostile tag offset or -1) of read-backs that differed
 
     def fail(self, chip, status, error):
         reason = f"status {status}: " + re.sub(r"0x[0-9a-f]+|\d+", "N", error)[:160]
@@ -156,7 +161,7 @@ def client_loop(s, idx, chips, stop, counters, timeout, seed):
                 with counters.lock:
                     counters.completed += 1
                 addr = h.pb_uint(body, 1)
-                data = rng.randbytes(size)
+                data = ht.honest_pattern(rng, size, idx)
                 t_write = time.monotonic()
                 with counters.lock:
                     counters.submitted += 1
@@ -174,8 +179,10 @@ def client_loop(s, idx, chips, stop, counters, timeout, seed):
                 else:
                     with counters.lock:
                         counters.completed += 1
-                        if body.get(1, [b""])[-1] != data:
-                            counters.mismatches.append((chip, t_write, time.monotonic()))
+                        got = body.get(1, [b""])[-1]
+                        if got != data:
+                            counters.mismatches.append((chip, t_write, time.monotonic(), addr,
+                                                        got.find(ht.HOSTILE_TAG)))
                 free_block(conn, counters, chip, addr)
         except (TimeoutError, OSError, ConnectionError):
             with counters.lock:
@@ -267,6 +274,122 @@ def fault_loop(s, chips, stop, interval, rng, faults, log):
             entry["resets_before"] = before
 
 
+def oracle_loop(s, chips, stop, path):
+    """Keeps `path` naming what the admin sees: every allocation and job
+    with its tenant, for the hostile tenant to aim at (what it could learn
+    by guessing, given time)."""
+    with h.ApiClient(s, timeout=30) as c:
+        while not stop.is_set():
+            doc = {"allocs": [], "jobs": []}
+            try:
+                for chip in chips:
+                    status, _, r = c.call_raw(REQ_HBM_LIST, [(1, chip)])
+                    for raw in (r or {}).get(1, []) if status == 0 else []:
+                        a = h.pb_decode(raw)
+                        doc["allocs"].append({"chip": chip, "addr": h.pb_uint(a, 1), "bytes": h.pb_uint(a, 2),
+                                              "owner_kind": h.pb_uint(a, 4), "uid": ht.signed64(h.pb_uint(a, 10))})
+                status, _, r = c.call_raw(REQ_JOB_LIST, [])
+                for raw in (r or {}).get(1, []) if status == 0 else []:
+                    j = h.pb_decode(raw)
+                    doc["jobs"].append({"id": h.pb_uint(j, 1), "chip": h.pb_uint(j, 2),
+                                        "uid": ht.signed64(h.pb_uint(j, 28))})
+            except (OSError, ConnectionError):
+                return
+            doc["jobs"].sort(key=lambda j: j["id"])
+            with open(path + ".tmp", "w") as f:
+                json.dump(doc, f)
+            os.chmod(path + ".tmp", 0o644)
+            os.replace(path + ".tmp", path)
+            stop.wait(0.25)
+
+
+def start_hostile(s, chips, seed, oracle, timeout, *extra):
+    """The hostile tenant's process, as nobody (hostile_tenant.py); it stops
+    when its stdin closes."""
+    env = dict(s.env)
+    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
+    argv = ["setpriv", f"--reuid={ht.UID}", f"--regid={ht.UID}", "--clear-groups", sys.executable,
+            os.path.join(HERE, "hostile_tenant.py"), "--runtime-dir", s.runtime_dir, "--chips", str(len(chips)),
+            "--seed", str(seed), "--oracle", oracle, "--request-timeout", str(timeout), *extra]
+    return subprocess.Popen(argv, env=env, cwd="/", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def finish_hostile(p, timeout, problems):
+    """Stops the hostile tenant and returns its report ({} when it gave none)."""
+    try:
+        out, err = p.communicate(b"", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        problems.append(f"the hostile tenant did not stop within {timeout:.0f} s")
+    try:
+        return json.loads(out)
+    except ValueError:
+        problems.append(f"the hostile tenant exited {p.returncode} without a report: "
+                        f"{err.decode(errors='replace').strip()[-400:]}")
+        return {}
+
+
+def merge_hostile(docs):
+    """One report of several runs of the hostile tenant (warm-up, soak)."""
+    out = {"kinds": {}, "breaches": [], "lost": 0, "dropped": 0, "free_before_dma": 0, "quota": {},
+           "rounds": 0, "own_jobs": 0, "notes": []}
+    for d in docs:
+        for kind, counts in d.get("kinds", {}).items():
+            k = out["kinds"].setdefault(kind, {})
+            for outcome, n in counts.items():
+                k[outcome] = k.get(outcome, 0) + n
+        for chip, q in d.get("quota", {}).items():
+            o = out["quota"].setdefault(chip, {"rounds": 0, "reached": 0, "refused_early": 0})
+            for key in ("rounds", "reached", "refused_early"):
+                o[key] += q.get(key, 0)
+            o.update({k: v for k, v in q.items() if k not in ("rounds", "reached", "refused_early")})
+        for key in ("lost", "dropped", "free_before_dma", "rounds", "own_jobs"):
+            out[key] += d.get(key, 0)
+        out["breaches"] += d.get("breaches", [])
+        out["notes"] += d.get("notes", [])
+    return out
+
+
+def hostile_problems(hostile, quota_mib):
+    problems = []
+    if hostile["breaches"]:
+        b = hostile["breaches"][0]
+        problems.append(f"hostile tenant: {len(hostile['breaches'])} BREACH(es), first: {b['kind']}: "
+                        f"{b['what']} at {b['where']}")
+    if hostile["lost"]:
+        problems.append(f"hostile tenant: {hostile['lost']} request(s) never answered")
+    refused = sum(k.get("refused", 0) for k in hostile["kinds"].values())
+    if not refused:
+        problems.append("hostile tenant: nothing was refused to it (did it run?)")
+    if quota_mib and hostile["quota"] and not any(q["reached"] for q in hostile["quota"].values()):
+        problems.append(f"hostile tenant: never refused at its {quota_mib} MiB HBM quota: {hostile['quota']}")
+    return problems
+
+
+def hostile_lines(hostile):
+    lines = [f"  hostile tenant (uid {ht.UID}): {hostile['rounds']} rounds, {hostile['own_jobs']} jobs of its own, "
+             f"{hostile['lost']} requests unanswered, {hostile['dropped']} connections dropped by vtrnd, "
+             f"{hostile['free_before_dma']} frees answered before their DMA",
+             f"    {'kind':<44} {'sent':>6} {'ok':>6} {'refused':>7} {'bad_req':>7} {'busy':>6}  other"]
+    for kind, k in sorted(hostile["kinds"].items()):
+        other = ", ".join(f"{o} {n}" for o, n in sorted(k.items())
+                          if o not in ("sent", "ok", "refused", "bad_request", "busy"))
+        lines.append(f"    {kind:<44} {k['sent']:>6} {k.get('ok', 0):>6} {k.get('refused', 0):>7} "
+                     f"{k.get('bad_request', 0):>7} {k.get('busy', 0):>6}  {other}")
+    for chip, q in sorted(hostile["quota"].items()):
+        lines.append(f"    quota on chip {chip}: reached in {q['reached']} of {q['rounds']} round(s) "
+                     f"({q.get('quota_bytes', 0) >> 20} MiB)" + (f", refused early {q['refused_early']}: "
+                                                                  f"{q.get('last_refusal')}" if q["refused_early"] else ""))
+    lines.append(f"    honest read-backs holding its tag after a reset (not judged): "
+                 f"{hostile.get('honest_read_backs_with_its_tag_after_a_reset', 0)}")
+    lines.append(f"    breaches: {len(hostile['breaches'])}")
+    for b in hostile["breaches"][:20]:
+        lines.append(f"      BREACH {b['kind']}: {b['what']} at {b['where']}")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=25)
@@ -277,6 +400,10 @@ def main():
     ap.add_argument("--faults", default=",".join(FAULTS))
     ap.add_argument("--request-timeout", type=float, default=30)
     ap.add_argument("--seed", type=int, default=1, help="the schedule's random seed (default 1: every run the same)")
+    ap.add_argument("--hostile", type=int, choices=(0, 1), default=1,
+                    help="1 (default): a hostile second tenant (uid nobody, hostile_tenant.py) shares the board")
+    ap.add_argument("--hbm-quota-mib", type=int, default=64,
+                    help="vtrnd's HBM quota per tenant per chip (VTRN_HBM_QUOTA_MIB; 0 = none; default 64)")
     ap.add_argument("--max-rss-growth-mib", type=int,
                     default=int(os.environ.get("VTRN_SOAK_MAX_RSS_GROWTH_MIB", "64")),
                     help="vtrnd RSS growth that counts as a leak (default 64, or $VTRN_SOAK_MAX_RSS_GROWTH_MIB)")
@@ -286,22 +413,43 @@ def main():
 
     s = h.standalone_session("soak")
     problems = []
-    report = {"seed": args.seed, "seconds": args.seconds, "clients": args.clients, "chips": args.chips}
+    report = {"seed": args.seed, "seconds": args.seconds, "clients": args.clients, "chips": args.chips,
+              "hostile_tenant": bool(args.hostile), "hbm_quota_mib": args.hbm_quota_mib}
+    hostile_docs = []
     print(f"soak: seed {args.seed} (replay with --seed {args.seed})", file=sys.stderr)
     try:
-        r = s.vtrn("up", "--chips", args.chips, env={"VTRN_RESET_LIMIT": "1000"})
+        up = ["up", "--chips", args.chips]
+        if args.hostile:
+            # The hostile tenant reaches the runtime directory inside the session's.
+            os.chmod(s.tmp, 0o711)
+            up += ["--group", SHARE_GROUP]
+        r = s.vtrn(*up, env={"VTRN_RESET_LIMIT": "1000", "VTRN_HBM_QUOTA_MIB": str(args.hbm_quota_mib)})
         if r.returncode != 0:
             raise SystemExit(f"soak: vtrn up exited {r.returncode}: {r.stderr}")
         s.remember_pids()
         chips = list(range(args.chips))
         vtrnd = s.vtrnd_pid()
-        # Warm-up: every code path once, so lazily grown buffers are not
-        # counted as growth.
+        oracle = os.path.join(s.tmp, "oracle.json")
+        oracle_stop = threading.Event()
+        oracle_thread = threading.Thread(target=oracle_loop, args=(s, chips, oracle_stop, oracle))
+        if args.hostile:
+            oracle_thread.start()
+        # Warm-up: every code path once (the hostile tenant's rounds too: its
+        # floods fill vtrnd's per-tenant queues once), so lazily grown
+        # buffers are not counted as growth.
         warm = Counters()
         stop = threading.Event()
         t = threading.Thread(target=client_loop, args=(s, 99, chips, stop, warm, args.request_timeout, 1))
         t.start()
-        time.sleep(1.0)
+        if args.hostile:
+            hp = start_hostile(s, chips, args.seed + 2000, oracle, args.request_timeout, "--once")
+            try:
+                hp.wait(args.request_timeout + 60)
+            except subprocess.TimeoutExpired:
+                pass
+            hostile_docs.append(finish_hostile(hp, 30, problems))
+        else:
+            time.sleep(1.0)
         stop.set()
         t.join()
         before = {"vtrnd": vtrnd_resources(vtrnd), "window_free": window_free(s, chips),
@@ -320,12 +468,18 @@ def main():
         ft = threading.Thread(target=fault_loop, args=(s, chips, stop, args.fault_interval, rng, faults, fault_log))
         for th in threads + [ft]:
             th.start()
+        hp = start_hostile(s, chips, args.seed + 3000, oracle, args.request_timeout) if args.hostile else None
         time.sleep(args.seconds)
         stop.set()
+        if hp is not None:
+            hostile_docs.append(finish_hostile(hp, args.request_timeout + 60, problems))
         for th in threads + [ft]:
             th.join(args.request_timeout + 60)
             if th.is_alive():
                 problems.append(f"{th.name} did not finish: a request is hanging")
+        oracle_stop.set()
+        if oracle_thread.is_alive():
+            oracle_thread.join()
 
         # Every chip must come back.
         deadline = time.monotonic() + 60
@@ -391,6 +545,19 @@ def main():
         report["corrupt"] = len(corrupt)
         if corrupt:
             problems.append(f"{len(corrupt)} DMA read-back(s) differ with no reset of their chip in between")
+        if args.hostile:
+            hostile = merge_hostile(hostile_docs)
+            # A page the hostile tenant wrote, read back from an honest
+            # allocation that no reset explains (after a reset the admin's
+            # stale address may be anyone's: such a read-back is counted,
+            # not judged).
+            hostile["breaches"] += [
+                {"kind": "honest read-back", "what": "the hostile tenant's page tag in an honest allocation",
+                 "where": f"chip {m[0]} {hex(m[3])} + {m[4]}"} for m in corrupt if m[4] >= 0]
+            hostile["honest_read_backs_with_its_tag_after_a_reset"] = sum(
+                1 for m in counters.mismatches if m[4] >= 0 and m not in corrupt)
+            report["hostile"] = hostile
+            problems += hostile_problems(hostile, args.hbm_quota_mib)
         bad_faults = [e for e in fault_log if e["status"] != 0]
         if bad_faults:
             problems.append(f"{len(bad_faults)} injection(s) refused: {bad_faults[0]['error']}")
@@ -427,6 +594,8 @@ def main():
         kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
     lines.append("  faults injected: " + (", ".join(f"{k} x{n}" for k, n in sorted(kinds.items())) or "none"))
     lines.append(f"  resets per chip: {report.get('resets', {})}")
+    if "hostile" in report:
+        lines += hostile_lines(report["hostile"])
     for chip, hist in report.get("last_reset", {}).items():
         if hist["count"]:
             lines.append(f"  chip {chip} last reset: {hist['last_cause']}, detected in "
