@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -53,6 +54,10 @@ const uint64_t kTheirs = FakeDmaChip::kHbmBase + (4u << 20);
 std::vector<std::string>* g_asked = nullptr;
 std::set<uint64_t> g_live_claims;
 uint64_t g_next_claim = 1, g_bad_releases = 0;
+// What a release sets off in the daemon: a free that waited for the claim
+// may be answered before release_dma returns (its firmware answer can be
+// in the ring already).
+std::function<void(uint64_t claim)> g_on_release;
 drv::Result<uint64_t> theirs_claim(uint64_t cid, drv::Chip*, uint64_t addr, uint64_t len, const std::string& what) {
   if (g_asked) g_asked->push_back(what);
   if (cid / 10 == 2 || addr >= kTheirs + (1u << 20) || addr + len <= kTheirs) {
@@ -63,6 +68,7 @@ drv::Result<uint64_t> theirs_claim(uint64_t cid, drv::Chip*, uint64_t addr, uint
 }
 void release_claim(drv::Chip*, uint64_t claim) {
   if (g_live_claims.erase(claim) != 1) ++g_bad_releases;
+  if (g_on_release) g_on_release(claim);
 }
 
 int setup_with(void** state, bool hbm_access) {
@@ -82,6 +88,7 @@ int setup_with(void** state, bool hbm_access) {
   if (hbm_access) {
     g_live_claims.clear();
     g_bad_releases = 0;
+    g_on_release = nullptr;
     so.hbm_claim = theirs_claim;
     so.hbm_release = release_claim;
   }
@@ -123,6 +130,7 @@ int setup_tenants(void** state) { return setup_with(state, true); }
 
 int teardown(void** state) {
   auto* f = static_cast<Fixture*>(*state);
+  g_on_release = nullptr;
   f->fake.stop();
   f->svc.reset();
   f->chip.reset();
@@ -422,6 +430,35 @@ void test_claims_are_held_until_the_job_ends_and_released_once(void** state) {
   assert_int_equal(g_bad_releases, 0);
 }
 
+void test_a_transfer_is_answered_before_its_claims_are_released(void** state) {
+  // A free that waited for the transfer's claim is answered once the claim
+  // is released, possibly at once; the client must have the transfer's
+  // answer first (a free answered before the DMA queued ahead of it would
+  // say the DMA may still be moving the freed memory).
+  auto* f = static_cast<Fixture*>(*state);
+  std::vector<std::pair<uint64_t, size_t>> released;  // claim, replies by then
+  g_on_release = [f, &released](uint64_t claim) { released.emplace_back(claim, f->replies.size()); };
+  std::vector<uint8_t> big(512 * 1024, 0x5c);  // 8 chunks
+  const uint64_t first = g_next_claim;
+  write_req(f, 21, 1, kTheirs, big);
+  read_req(f, 21, 2, kTheirs, 256 * 1024);
+  Vtrn__Api__DmaBenchRequest b = VTRN__API__DMA_BENCH_REQUEST__INIT;
+  b.direction = VTRN__API__DMA_DIRECTION__DMA_DIR_D2H;
+  b.transfer_bytes = 4096;
+  b.total_bytes = 256 * 1024;
+  b.hbm_addr = kTheirs;
+  b.hbm_bytes = 1u << 20;
+  f->svc->bench(21, 3, f->chip.get(), b);
+  run_until(f, 3);
+  // One client's jobs end in order, one claim each.
+  assert_int_equal(released.size(), 3);
+  for (size_t k = 0; k < released.size(); ++k) {
+    assert_int_equal(released[k].first, first + k);
+    assert_int_equal(find(f, 21, k + 1)->status, VTRN__API__STATUS__STATUS_OK);
+    assert_true(released[k].second >= k + 1);  // job k + 1 was answered before its claim went
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -437,6 +474,8 @@ int main() {
       cmocka_unit_test_setup_teardown(test_bench_with_a_total_near_two_to_the_64_runs_and_is_released, setup, teardown),
       cmocka_unit_test_setup_teardown(test_another_tenants_hbm_is_refused_before_any_dma, setup_tenants, teardown),
       cmocka_unit_test_setup_teardown(test_claims_are_held_until_the_job_ends_and_released_once, setup_tenants,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_transfer_is_answered_before_its_claims_are_released, setup_tenants,
                                       teardown),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);

@@ -822,11 +822,14 @@ void DmaService::finish_job(ChipDma& cd, uint64_t job_id) {
   std::unique_ptr<Job> j = std::move(it->second);
   cd.jobs.erase(it);
   uncharge(*j);
-  release_claims(cd.chip, *j);
   cd.sched.remove(j->cid, j->id);
   if (j->timer != 0) loop_->cancel_timer(j->timer);
   if (j->has_buf && cd.chip->dma().attached()) (void)cd.chip->dma().free(j->buf);
   if (!j->orphan) answer(*j);
+  // Answered first: a free that waited for these claims may be answered as
+  // soon as they go (its firmware answer can be in the ring already), and
+  // the client must see the DMA queued before it end first.
+  release_claims(cd.chip, *j);
 }
 
 void DmaService::answer(Job& j) {
