@@ -22,10 +22,17 @@ stop) or --seconds pass:
          breach, as is a listing that shows another tenant's object.
   race   allocates, queues a DMA write, read or bench to the allocation and
          frees it (on the same connection without waiting, from another of
-         its connections, or by closing the connection), while the honest
-         clients allocate: what a read returns must never hold the honest
-         clients' page tag (honest_pattern), and a free must not be answered
-         before the DMA queued to its memory.
+         its connections, or by closing the connection); mostly behind a
+         plug, a slow bench over another allocation of its own queued first
+         on the same connection, so that the DMA has not started when the
+         free arrives. A free answered is told to the soak's race partner
+         (--partner-notify), an honest connection that allocates the same
+         size at once, checks it is zero, fills it and reads it back once
+         this tenant has its DMA's answer (--partner-ack says it is done):
+         a free that did not wait for its DMA lets the DMA run in the
+         partner's pages. What a read returns must never hold an honest
+         page tag (honest_pattern), and a free must not be answered before
+         the DMA queued ahead of it on the same connection.
   flood  pipelines thousands of small DMA requests and pings and a burst of
          near-frame-sized reads (the per-tenant caps answer STATUS_BUSY),
          and allocates until the tenant HBM quota refuses.
@@ -35,14 +42,15 @@ sends the admin-only requests (test_tenants.py covers their refusal).
 
 The report, one JSON document on stdout: requests per kind by outcome, the
 breaches (each with what and where), requests never answered, connections
-vtrnd dropped, frees answered before their DMA, and the quota reached per
-chip. Exit status 0 whatever it found (the soak judges); 2 on a usage error.
+vtrnd dropped, frees answered before the DMA queued ahead of them, and the
+quota reached per chip. Exit status 0 whatever it found (the soak judges); 2 on a usage error.
 """
 
 import argparse
 import json
 import os
 import random
+import select
 import socket
 import subprocess
 import sys
@@ -177,6 +185,8 @@ class Hostile:
         self.own_jobs = set()
         self.stats = {}
         self.conn = None
+        self.race_seq = 0
+        self.ack_buf = b""
 
     # Connections and requests.
 
@@ -481,79 +491,150 @@ class Hostile:
 
     # Round 2: free what a DMA of its own is still moving.
 
+    def tell_partner(self, line):
+        """A line to the soak's honest race partner (nothing without one)."""
+        if self.args.partner_notify is None:
+            return
+        try:
+            os.write(self.args.partner_notify, (line + "\n").encode())
+        except OSError:
+            self.args.partner_notify = None
+
+    def partner_ack(self, seq):
+        """Waits until the partner has checked race seq (bounded: a partner
+        that does not answer is noted, and the round goes on)."""
+        if self.args.partner_ack is None:
+            return
+        deadline = time.monotonic() + self.args.request_timeout + 10
+        while time.monotonic() < deadline:
+            while b"\n" in self.ack_buf:
+                line, self.ack_buf = self.ack_buf.split(b"\n", 1)
+                if line.strip() == str(seq).encode():
+                    return
+            r, _, _ = select.select([self.args.partner_ack], [], [], 0.5)
+            if r:
+                chunk = os.read(self.args.partner_ack, 4096)
+                if not chunk:
+                    break
+                self.ack_buf += chunk
+        with self.tally.lock:
+            self.tally.notes.append(f"race {seq}: the partner did not answer")
+        self.args.partner_ack = None
+
     def race_round(self):
         for _ in range(self.args.races):
             if self.stop.is_set():
                 return
-            chip = self.rng.choice(self.chips)
-            how = self.rng.choice(("same", "same", "other", "close"))
-            conn = self.connect() if how == "close" else self.main_conn()
-            size = self.rng.choice((256 * 1024, MiB, MAX_READ))
-            got = self.alloc(conn, "race alloc", chip, size)
-            if got is None:
-                if how == "close":
-                    conn.close()
-                continue
-            addr, size = got
-            op = self.rng.choice(("write", "read", "read", "bench"))
-            length = min(size, MAX_READ)
-            if op == "write":
-                field, body = REQ_DMA_WRITE, [(1, chip), (2, addr), (3, hostile_pattern(length))]
-            elif op == "read":
-                field, body = REQ_DMA_READ, [(1, chip), (2, addr), (3, length)]
-            else:
-                field, body = REQ_DMA_BENCH, [(1, chip), (2, self.rng.choice((DMA_DIR_H2D, DMA_DIR_D2H))),
-                                              (3, 64 * 1024), (7, self.rng.choice((50, 150, 300))),
-                                              (9, addr), (10, size)]
-            kind = f"race dma_{op}"
-            try:
-                rid = conn.send(field, body)
-                if how == "close":
-                    # The connection's end frees its allocations; its DMA
-                    # answer goes nowhere.
-                    conn.close()
+            self.race_once()
+
+    def race_once(self):
+        """Alloc, queue DMA to it, free it. With a plug (a bench over
+        another allocation of its own, queued first on the same connection)
+        the DMA waits in the connection's FIFO: a free that does not wait
+        for it is answered while the DMA has not started, the partner is
+        handed the freed pages, and the DMA then runs in them."""
+        chip = self.rng.choice(self.chips)
+        how = self.rng.choice(("same", "same", "other", "close"))
+        plug = how != "close" and self.rng.random() < 0.75
+        conn = self.connect() if how == "close" else self.main_conn()
+        size = self.rng.choice((256 * 1024, MiB, MAX_READ))
+        plug_at = None
+        if plug:
+            plug_at = self.alloc(conn, "race plug alloc", chip, MiB)
+            if plug_at is None:
+                return
+        got = self.alloc(conn, "race alloc", chip, size)
+        if got is None:
+            if how == "close":
+                conn.close()
+            elif plug_at is not None and self.conn is conn:
+                self.free(conn, "race plug free", chip, plug_at[0])
+            return
+        addr, size = got
+        op = self.rng.choice(("write", "read", "read", "bench"))
+        length = min(size, MAX_READ)
+        if op == "write":
+            field, body = REQ_DMA_WRITE, [(1, chip), (2, addr), (3, hostile_pattern(length))]
+        elif op == "read":
+            field, body = REQ_DMA_READ, [(1, chip), (2, addr), (3, length)]
+        else:
+            field, body = REQ_DMA_BENCH, [(1, chip), (2, DMA_DIR_H2D), (3, min(64 * 1024, size // 8)),
+                                          (7, self.rng.choice((50, 150))), (9, addr), (10, size)]
+        kind = f"race dma_{op}"
+        self.race_seq += 1
+        seq = self.race_seq
+        told = False
+        pending = {}  # request id -> what it is
+        try:
+            if plug:
+                pid = conn.send(REQ_DMA_BENCH, [(1, chip), (2, DMA_DIR_D2H), (3, PAGE), (4, 1), (8, 1),
+                                                (7, self.rng.choice((150, 300))), (9, plug_at[0]),
+                                                (10, plug_at[1])])
+                pending[pid] = "plug"
+            rid = conn.send(field, body)
+            pending[rid] = "dma"
+            if how == "close":
+                # The connection's end frees its allocations; its DMA
+                # answer goes nowhere.
+                conn.close()
+                self.own.drop(chip, addr)
+                with self.tally.lock:
+                    k = self.tally.kinds.setdefault("race close after dma", {"sent": 0})
+                    k["sent"] += 1
+                return
+            free_label = f"race hbm_free ({op}{', plugged' if plug else ''}"
+            if how == "other":
+                with self.connect() as other:
+                    fr = self.call(free_label + ", other connection)", REQ_HBM_FREE, [(1, chip), (2, addr)], other)
+                if fr is not None and fr[0] == OK:
                     self.own.drop(chip, addr)
-                    with self.tally.lock:
-                        k = self.tally.kinds.setdefault("race close after dma", {"sent": 0})
-                        k["sent"] += 1
+                    self.tell_partner(f"race {seq} {chip} {addr} {size}")
+                    told = True
+            else:
+                pending[conn.send(REQ_HBM_FREE, [(1, chip), (2, addr)])] = "free"
+            order = []
+            while pending:
+                got_id, status, error, bodies = conn.receive()
+                what = pending.pop(got_id, None)
+                if what is None:
                     continue
-                if how == "other":
-                    with self.connect() as other:
-                        fr = self.call(f"race hbm_free ({op}, other connection)", REQ_HBM_FREE,
-                                       [(1, chip), (2, addr)], other)
-                    answers = [conn.receive()]
-                    if fr is not None and fr[0] == OK:
-                        self.own.drop(chip, addr)
-                    fid = None
-                else:
-                    fid = conn.send(REQ_HBM_FREE, [(1, chip), (2, addr)])
-                    answers = [conn.receive(), conn.receive()]
-            except (TimeoutError, socket.timeout):
-                self.lose(conn, 2 if how == "same" else 1, kind)
-                continue
-            except (ConnectionError, OSError) as e:
-                self.lose(conn, (2, str(e)), kind)
-                continue
-            for got_id, status, error, bodies in answers:
-                if got_id == rid:
+                order.append((what, status))
+                if what == "dma":
                     self.tally.count(kind, status)
                     if op == "read" and status == OK:
                         self.check_read(kind, chip, addr, bodies.get(field, {}).get(1, [b""])[-1])
-                elif got_id == fid:
-                    self.tally.count(f"race hbm_free ({op})", status)
+                elif what == "free":
+                    self.tally.count(free_label + ")", status)
                     if status == OK:
                         self.own.drop(chip, addr)
-            if fid is not None and [a[0] for a in answers] == [fid, rid] and answers[1][1] == OK:
-                # The DMA went on after its memory was given back.
-                with self.tally.lock:
-                    self.tally.free_before_dma += 1
-                    dma_ns = h.pb_uint(answers[1][3].get(field, {}), 3 if op == "bench" else 2)
-                    free_ns = h.pb_uint(answers[0][3].get(REQ_HBM_FREE, {}), 3)
-                    self.tally.notes.append(f"chip {chip}: free of {hex(addr)} + {size} answered before its "
-                                            f"dma_{op} of {length} bytes (dma {dma_ns / 1e6:.1f} ms, "
-                                            f"free {free_ns / 1e6:.1f} ms)")
-            if self.own.touches(chip, addr, 1):
-                self.free(conn, "race hbm_free (retry)", chip, addr)
+                        self.tell_partner(f"race {seq} {chip} {addr} {size}")
+                        told = True
+                        if "dma" in pending.values():
+                            # Answered while the DMA queued before it on this
+                            # connection had no answer: the free did not wait.
+                            with self.tally.lock:
+                                self.tally.free_before_dma += 1
+                                free_ns = h.pb_uint(bodies.get(REQ_HBM_FREE, {}), 3)
+                                self.tally.notes.append(
+                                    f"chip {chip}: free of {hex(addr)} + {size} answered before its "
+                                    f"dma_{op} of {length} bytes{' (plugged)' if plug else ''} "
+                                    f"(free {free_ns / 1e6:.1f} ms)")
+                else:
+                    self.tally.count("race plug bench", status)
+        except (TimeoutError, socket.timeout):
+            self.lose(conn, len(pending), kind)
+        except (ConnectionError, OSError) as e:
+            self.lose(conn, (len(pending), str(e)), kind)
+        finally:
+            if told:
+                self.tell_partner(f"end {seq}")
+                self.partner_ack(seq)
+        if self.conn is not conn:
+            return  # lost with its allocations
+        if self.own.touches(chip, addr, 1):
+            self.free(conn, "race hbm_free (retry)", chip, addr)
+        if plug_at is not None:
+            self.free(conn, "race plug free", chip, plug_at[0])
 
     # Round 3: floods and the quota.
 
@@ -649,6 +730,8 @@ def main():
     ap.add_argument("--races", type=int, default=16, help="alloc-DMA-free races per race round")
     ap.add_argument("--flood", type=int, default=2000, help="small requests per flood round")
     ap.add_argument("--once", action="store_true", help="one round of each kind (the soak's warm-up)")
+    ap.add_argument("--partner-notify", type=int, help="fd: each race's freed range goes to the honest partner")
+    ap.add_argument("--partner-ack", type=int, help="fd: the partner's answer once it checked a race")
     args = ap.parse_args()
     if os.getuid() != UID:
         ap.error(f"runs as uid {UID} (the soak starts it under setpriv), not {os.getuid()}")

@@ -303,16 +303,177 @@ def oracle_loop(s, chips, stop, path):
             stop.wait(0.25)
 
 
-def start_hostile(s, chips, seed, oracle, timeout, *extra):
-    """The hostile tenant's process, as nobody (hostile_tenant.py); it stops
-    when its stdin closes."""
+class RacePartner:
+    """The honest side of the hostile tenant's free race: an honest
+    connection that, each time the hostile tenant says it was answered a
+    free of memory its DMA was queued to, allocates the same size on that
+    chip at once (TLSF hands the freed block out again when nothing took it
+    first: the race is "armed" when the new allocation overlaps it), checks
+    the allocation is zero (the firmware zeroes HBM before handing it out),
+    fills it with an honest page pattern, waits until the hostile tenant has
+    its DMA's answer, reads it back and frees it, then acks. A free that did
+    not wait for the DMA queued before it lets that DMA run in the partner's
+    pages: a fresh allocation that is not zero or a read-back that differs
+    is a breach (unless a reset of the chip explains it), as is the partner's
+    page tag in what the hostile tenant reads (its own check)."""
+
+    CLIENT = 90  # the page tag's client number
+
+    def __init__(self, s, counters, timeout, seed):
+        self.s, self.counters, self.timeout = s, counters, timeout
+        self.rng = random.Random(seed)
+        self.notify_r, self.notify_w = os.pipe()
+        self.ack_r, self.ack_w = os.pipe()
+        self.races = self.armed = 0
+        self.mismatches = []  # (chip, t_start, t_end, addr, what)
+        self.thread = threading.Thread(target=self.run, name="race partner")
+
+    def fds_for_hostile(self):
+        return self.notify_w, self.ack_r
+
+    def started(self):
+        """The hostile process has its ends: ours are closed here, so its
+        exit ends the partner's reads."""
+        os.close(self.notify_w)
+        os.close(self.ack_r)
+        self.thread.start()
+
+    def lines(self):
+        buf = b""
+        while True:
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                yield line.decode().split()
+            chunk = os.read(self.notify_r, 4096)
+            if not chunk:
+                return
+            buf += chunk
+
+    def request(self, conn, chip, field, body):
+        """(status, body) of one counted honest request; None when lost."""
+        c = self.counters
+        with c.lock:
+            c.submitted += 1
+        try:
+            status, error, r = conn.call_raw(field, body)
+        except (TimeoutError, OSError, ConnectionError):
+            with c.lock:
+                c.lost += 1
+            return None
+        if status != 0:
+            c.fail(chip, status, error)
+            return status, None
+        with c.lock:
+            c.completed += 1
+        return status, r
+
+    def run(self):
+        conn = None
+        lines = self.lines()
+        try:
+            for words in lines:
+                if not words or words[0] != "race":
+                    continue
+                seq, chip, addr, size = words[1], int(words[2]), int(words[3]), int(words[4])
+                self.races += 1
+                if conn is None:
+                    conn = h.ApiClient(self.s, timeout=self.timeout)
+                if not self.check(conn, chip, addr, size, lines, seq):
+                    try:
+                        conn.close()
+                    except OSError:
+                        pass
+                    conn = None
+                os.write(self.ack_w, f"{seq}\n".encode())
+        except OSError:
+            pass
+        finally:
+            if conn is not None:
+                conn.close()
+            os.close(self.ack_w)
+            os.close(self.notify_r)
+
+    def wait_end(self, lines, seq):
+        for words in lines:
+            if words[:2] == ["end", seq]:
+                return
+
+    def check(self, conn, chip, freed, size, lines, seq):
+        """One race; False when the connection is lost."""
+        t0 = time.monotonic()
+        r = self.request(conn, chip, REQ_HBM_ALLOC, [(1, chip), (2, size), (3, 0), (4, 0)])
+        if r is None:
+            self.wait_end(lines, seq)
+            return False
+        if r[0] != 0:
+            self.wait_end(lines, seq)
+            return True
+        addr, got = h.pb_uint(r[1], 1), h.pb_uint(r[1], 2)
+        if addr < freed + size and freed < addr + got:
+            self.armed += 1
+        n = min(got, ht.MAX_READ)
+        ok = True
+        r = self.request(conn, chip, REQ_DMA_READ, [(1, chip), (2, addr), (3, n)])
+        if r is None:
+            ok = False
+        elif r[0] == 0:
+            fresh = r[1].get(1, [b""])[-1]
+            if fresh.count(0) != len(fresh):
+                self.mismatches.append((chip, t0, time.monotonic(), addr, self.what(fresh, None)))
+        data = ht.honest_pattern(self.rng, n, self.CLIENT)
+        wrote = False
+        if ok:
+            r = self.request(conn, chip, REQ_DMA_WRITE, [(1, chip), (2, addr), (3, data)])
+            ok, wrote = r is not None, r is not None and r[0] == 0
+        self.wait_end(lines, seq)
+        if ok and wrote:
+            r = self.request(conn, chip, REQ_DMA_READ, [(1, chip), (2, addr), (3, n)])
+            if r is None:
+                ok = False
+            elif r[0] == 0 and r[1].get(1, [b""])[-1] != data:
+                self.mismatches.append((chip, t0, time.monotonic(), addr,
+                                        self.what(r[1].get(1, [b""])[-1], data)))
+        if ok:
+            ok = self.request(conn, chip, REQ_HBM_FREE, [(1, chip), (2, addr)]) is not None
+        return ok
+
+    @staticmethod
+    def what(got, want):
+        """The breach in words: whose bytes are where."""
+        i = got.find(ht.HOSTILE_TAG)
+        if want is None:
+            where = f"a fresh allocation was not zero (first byte set at +{next(k for k, b in enumerate(got) if b)})"
+        else:
+            k = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+            where = f"its read-back differs from what it wrote (first at +{k})"
+        return where + (f", the hostile tenant's page tag at +{i}" if i >= 0 else "")
+
+    def finish(self, timeout, problems):
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            problems.append(f"the race partner did not finish within {timeout:.0f} s")
+
+
+def hostile_python():
+    """The interpreter the hostile tenant runs under: nobody may not read
+    the caller's (a pyenv under /root), so Debian's, or $VTRN_PYTHON."""
+    return os.environ.get("VTRN_PYTHON", "/usr/bin/python3")
+
+
+def start_hostile(s, chips, seed, oracle, timeout, partner, *extra):
+    """The hostile tenant's process, as nobody (hostile_tenant.py), with the
+    race partner's pipes; it stops when its stdin closes."""
     env = dict(s.env)
     env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
-    argv = ["setpriv", f"--reuid={ht.UID}", f"--regid={ht.UID}", "--clear-groups", sys.executable,
+    notify, ack = partner.fds_for_hostile()
+    argv = ["setpriv", f"--reuid={ht.UID}", f"--regid={ht.UID}", "--clear-groups", hostile_python(),
             os.path.join(HERE, "hostile_tenant.py"), "--runtime-dir", s.runtime_dir, "--chips", str(len(chips)),
-            "--seed", str(seed), "--oracle", oracle, "--request-timeout", str(timeout), *extra]
-    return subprocess.Popen(argv, env=env, cwd="/", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+            "--seed", str(seed), "--oracle", oracle, "--request-timeout", str(timeout),
+            "--partner-notify", str(notify), "--partner-ack", str(ack), *extra]
+    p = subprocess.Popen(argv, env=env, cwd="/", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, pass_fds=(notify, ack))
+    partner.started()
+    return p
 
 
 def finish_hostile(p, timeout, problems):
@@ -360,6 +521,13 @@ def hostile_problems(hostile, quota_mib):
                         f"{b['what']} at {b['where']}")
     if hostile["lost"]:
         problems.append(f"hostile tenant: {hostile['lost']} request(s) never answered")
+    if hostile["free_before_dma"]:
+        problems.append(f"hostile tenant: {hostile['free_before_dma']} free(s) answered before the DMA queued "
+                        f"ahead of them on the same connection (a free that did not wait for its DMA)")
+    rp = hostile.get("race_partner", {})
+    if not rp.get("armed"):
+        problems.append(f"hostile tenant: no free race was armed ({rp.get('races', 0)} raced): the race partner "
+                        f"was never handed the freed memory, so a free that does not wait could not show")
     refused = sum(k.get("refused", 0) for k in hostile["kinds"].values())
     if not refused:
         problems.append("hostile tenant: nothing was refused to it (did it run?)")
@@ -384,6 +552,9 @@ def hostile_lines(hostile):
                                                                   f"{q.get('last_refusal')}" if q["refused_early"] else ""))
     lines.append(f"    honest read-backs holding its tag after a reset (not judged): "
                  f"{hostile.get('honest_read_backs_with_its_tag_after_a_reset', 0)}")
+    rp = hostile.get("race_partner", {})
+    lines.append(f"    race partner: {rp.get('races', 0)} frees raced, {rp.get('armed', 0)} armed (it was handed "
+                 f"the freed memory), {rp.get('differed_after_a_reset', 0)} differed after a reset (not judged)")
     lines.append(f"    breaches: {len(hostile['breaches'])}")
     for b in hostile["breaches"][:20]:
         lines.append(f"      BREACH {b['kind']}: {b['what']} at {b['where']}")
@@ -416,6 +587,7 @@ def main():
     report = {"seed": args.seed, "seconds": args.seconds, "clients": args.clients, "chips": args.chips,
               "hostile_tenant": bool(args.hostile), "hbm_quota_mib": args.hbm_quota_mib}
     hostile_docs = []
+    partners = []
     print(f"soak: seed {args.seed} (replay with --seed {args.seed})", file=sys.stderr)
     try:
         up = ["up", "--chips", args.chips]
@@ -442,12 +614,15 @@ def main():
         t = threading.Thread(target=client_loop, args=(s, 99, chips, stop, warm, args.request_timeout, 1))
         t.start()
         if args.hostile:
-            hp = start_hostile(s, chips, args.seed + 2000, oracle, args.request_timeout, "--once")
+            partner = RacePartner(s, warm, args.request_timeout, args.seed + 2500)
+            partners.append(partner)
+            hp = start_hostile(s, chips, args.seed + 2000, oracle, args.request_timeout, partner, "--once")
             try:
                 hp.wait(args.request_timeout + 60)
             except subprocess.TimeoutExpired:
                 pass
             hostile_docs.append(finish_hostile(hp, 30, problems))
+            partner.finish(args.request_timeout + 10, problems)
         else:
             time.sleep(1.0)
         stop.set()
@@ -468,11 +643,16 @@ def main():
         ft = threading.Thread(target=fault_loop, args=(s, chips, stop, args.fault_interval, rng, faults, fault_log))
         for th in threads + [ft]:
             th.start()
-        hp = start_hostile(s, chips, args.seed + 3000, oracle, args.request_timeout) if args.hostile else None
+        hp = None
+        if args.hostile:
+            partner = RacePartner(s, counters, args.request_timeout, args.seed + 3500)
+            partners.append(partner)
+            hp = start_hostile(s, chips, args.seed + 3000, oracle, args.request_timeout, partner)
         time.sleep(args.seconds)
         stop.set()
         if hp is not None:
             hostile_docs.append(finish_hostile(hp, args.request_timeout + 60, problems))
+            partner.finish(args.request_timeout + 10, problems)
         for th in threads + [ft]:
             th.join(args.request_timeout + 60)
             if th.is_alive():
@@ -556,6 +736,16 @@ def main():
                  "where": f"chip {m[0]} {hex(m[3])} + {m[4]}"} for m in corrupt if m[4] >= 0]
             hostile["honest_read_backs_with_its_tag_after_a_reset"] = sum(
                 1 for m in counters.mismatches if m[4] >= 0 and m not in corrupt)
+            # The race partner's findings, judged as the read-backs are.
+            race = [m for p in partners for m in p.mismatches]
+            judged = [m for m in race
+                      if not any(e["chip"] == m[0] and e["kind"] != "dma-corrupt" and
+                                 m[1] - 2 <= e["t"] <= m[2] for e in fault_log)]
+            hostile["breaches"] += [{"kind": "race partner", "what": m[4], "where": f"chip {m[0]} {hex(m[3])}"}
+                                    for m in judged]
+            hostile["race_partner"] = {"races": sum(p.races for p in partners),
+                                       "armed": sum(p.armed for p in partners),
+                                       "differed_after_a_reset": len(race) - len(judged)}
             report["hostile"] = hostile
             problems += hostile_problems(hostile, args.hbm_quota_mib)
         bad_faults = [e for e in fault_log if e["status"] != 0]
