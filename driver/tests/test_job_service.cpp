@@ -45,16 +45,10 @@ struct FakeJobChip final : drv::JobBackend {
   }
   void later(std::function<void()> f) { loop->add_timer_in(0, std::move(f)); }
 
-  Vtrn__Api__Status chip_check(uint32_t chip, std::string* why) override {
-    if (chip != 0) {
-      *why = "no chip";
-      return VTRN__API__STATUS__STATUS_UNKNOWN_CHIP;
-    }
-    if (!ready) {
-      *why = "chip 0 is BOOTING";
-      return VTRN__API__STATUS__STATUS_CHIP_NOT_READY;
-    }
-    return VTRN__API__STATUS__STATUS_OK;
+  drv::Error chip_check(uint32_t chip) override {
+    if (chip != 0) return drv::Error(drv::Code::kNoSuchChip, "no chip");
+    if (!ready) return drv::Error(drv::Code::kNotReady, "chip 0 is BOOTING");
+    return drv::Error();
   }
   uint32_t neuron_cores(uint32_t) override { return 2; }
   uint64_t hbm_bytes(uint32_t) override { return kHbmBytes; }

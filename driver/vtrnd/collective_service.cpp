@@ -2,6 +2,7 @@
 // board topology, and the stage -> run -> read -> free state machine of one
 // collective across every chip of the board.
 #include "collective_service.h"
+#include "api_enums.h"
 
 #include <time.h>
 
@@ -155,9 +156,8 @@ void CollectiveService::run(uint64_t cid, uint64_t id, const Vtrn__Api__Collecti
     }
   }
   for (const vtrn::board::Chip& c : chips_) {
-    const Vtrn__Api__Status st = backend_->chip_check(c.id, &why);
-    if (st != VTRN__API__STATUS__STATUS_OK) {
-      reply_error(cid, id, st, why);
+    if (Error e = backend_->chip_check(c.id); !e.ok()) {
+      reply_error(cid, id, to_api(e), e.detail());
       return;
     }
   }

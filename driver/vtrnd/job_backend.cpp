@@ -31,21 +31,13 @@ void DaemonJobBackend::deliver(std::function<void()> f) {
   loop_->add_timer_in(0, std::move(f));
 }
 
-Vtrn__Api__Status DaemonJobBackend::chip_check(uint32_t chip, std::string* why) {
+Error DaemonJobBackend::chip_check(uint32_t chip) {
   Chip* c = find(chip);
-  if (c == nullptr) {
-    *why = no_chip_text(chip);
-    return VTRN__API__STATUS__STATUS_UNKNOWN_CHIP;
-  }
-  if (c->state() != ChipState::kReady) {
-    *why = c->not_ready_reason();
-    return VTRN__API__STATUS__STATUS_CHIP_NOT_READY;
-  }
-  if (!c->dma().attached()) {
-    *why = "chip " + std::to_string(chip) + " has no DMA region (firmware without DMA)";
-    return VTRN__API__STATUS__STATUS_CHIP_NOT_READY;
-  }
-  return VTRN__API__STATUS__STATUS_OK;
+  if (c == nullptr) return Error(Code::kNoSuchChip, no_chip_text(chip));
+  if (c->state() != ChipState::kReady) return Error(Code::kNotReady, c->not_ready_reason());
+  if (!c->dma().attached())
+    return Error(Code::kNotReady, "chip " + std::to_string(chip) + " has no DMA region (firmware without DMA)");
+  return Error();
 }
 
 uint32_t DaemonJobBackend::neuron_cores(uint32_t chip) {

@@ -34,7 +34,7 @@ class DaemonJobBackend final : public JobBackend {
   DaemonJobBackend(EventLoop* loop, const std::vector<std::unique_ptr<Chip>>* chips, DmaService* dma,
                    HbmService* hbm);
 
-  Vtrn__Api__Status chip_check(uint32_t chip, std::string* why) override;
+  Error chip_check(uint32_t chip) override;
   uint32_t neuron_cores(uint32_t chip) override;
   uint64_t hbm_bytes(uint32_t chip) override;
   void hbm_alloc(uint32_t chip, uint64_t owner, uint64_t bytes, AllocDone done) override;

@@ -1,6 +1,7 @@
 // vtrnd's job service (see job_service.h): validation, staging, the chip
 // phase driven by JobEvents, read-back, and the end of every job.
 #include "job_service.h"
+#include "api_enums.h"
 #include "hbm_service.h"
 #include "proto_arena.h"
 
@@ -267,10 +268,8 @@ void JobService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, co
 }
 
 void JobService::submit(uint64_t cid, uint64_t id, const Vtrn__Api__JobSubmitRequest& r) {
-  std::string why;
-  const Vtrn__Api__Status st = backend_->chip_check(r.chip, &why);
-  if (st != VTRN__API__STATUS__STATUS_OK) {
-    reply_error(cid, id, st, why);
+  if (Error e = backend_->chip_check(r.chip); !e.ok()) {
+    reply_error(cid, id, to_api(e), e.detail());
     return;
   }
   const std::string err = validate(r, backend_->neuron_cores(r.chip), backend_->hbm_bytes(r.chip));
@@ -897,9 +896,8 @@ void JobService::list(uint64_t cid, uint64_t id, const Vtrn__Api__JobListRequest
   // Unset or -1: every chip.
   const int64_t chip = r.select_case == VTRN__API__JOB_LIST_REQUEST__SELECT_CHIP ? r.chip : -1;
   if (chip >= 0) {
-    std::string why;
-    const Vtrn__Api__Status st = backend_->chip_check(uint32_t(chip), &why);
-    if (st == VTRN__API__STATUS__STATUS_UNKNOWN_CHIP) return reply_error(cid, id, st, why);
+    Error e = backend_->chip_check(uint32_t(chip));
+    if (e.code() == Code::kNoSuchChip) return reply_error(cid, id, to_api(e), e.detail());
   }
   for (auto& [jid, j] : jobs_) refresh(*j);
   ProtoArena a;

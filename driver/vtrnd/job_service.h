@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "vtrn/drv/error.h"
 #include "vtrn/drv/event_loop.h"
 #include "vtrn/drv/fw_call.h"
 #include "vtrn/proto_names.h"
@@ -60,9 +61,9 @@ class JobBackend {
   using ReadDone = std::function<void(bool ok, const std::string& error, std::vector<uint8_t> data)>;
   virtual ~JobBackend() = default;
 
-  // STATUS_OK when the chip exists and is READY; otherwise the status
-  // (UNKNOWN_CHIP, CHIP_NOT_READY) and one line in *why.
-  virtual Vtrn__Api__Status chip_check(uint32_t chip, std::string* why) = 0;
+  // Success when the chip exists and is READY; otherwise kNoSuchChip or
+  // kNotReady with one line of detail.
+  virtual Error chip_check(uint32_t chip) = 0;
   virtual uint32_t neuron_cores(uint32_t chip) = 0;
   virtual uint64_t hbm_bytes(uint32_t chip) = 0;
   virtual void hbm_alloc(uint32_t chip, uint64_t owner, uint64_t bytes, AllocDone done) = 0;
