@@ -363,17 +363,18 @@ void test_mxfp4_gemm_needs_scales_and_k_multiple_of_32(void** state) {
   s.m = 8;
   s.n = 4;
   s.k = 64;
-  drv::JobService::OperandBytes b;
-  std::string why;
-  assert_true(drv::JobService::operand_bytes(s, &b, &why));
+  drv::Result<drv::JobService::OperandBytes> sized = drv::JobService::operand_bytes(s);
+  assert_true(sized.ok());
+  const drv::JobService::OperandBytes b = *sized;
   assert_int_equal(b.a, 8 * 64 / 2);
   assert_int_equal(b.a_scales, 8 * 2);
   assert_int_equal(b.b, 4 * 64 / 2);
   assert_int_equal(b.b_scales, 4 * 2);
   assert_int_equal(b.out, 8 * 4 * 4);
   s.k = 48;
-  assert_false(drv::JobService::operand_bytes(s, &b, &why));
-  assert_non_null(strstr(why.c_str(), "multiple of 32"));
+  sized = drv::JobService::operand_bytes(s);
+  assert_false(sized.ok());
+  assert_non_null(strstr(sized.error().detail().c_str(), "multiple of 32"));
 }
 
 void test_events_for_unknown_jobs_or_impossible_states_are_ignored(void** state) {

@@ -52,126 +52,126 @@ const std::vector<uint8_t>& zeros(size_t n) {
 
 std::string step_field(size_t i, const char* f) { return "steps[" + std::to_string(i) + "]." + f; }
 
+// A submit field that is wrong; the detail names it.
+Error invalid(std::string detail) { return Error(Code::kInvalidArgument, std::move(detail)); }
+
 
 }  // namespace
 
 // Validation.
 
-bool JobService::operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, std::string* why,
-                               const char** field) {
-  *out = {};
+Result<JobService::OperandBytes> JobService::operand_bytes(const Vtrn__Api__JobStep& s, const char** field) {
+  OperandBytes out;
   const char* ignored = nullptr;
   if (field == nullptr) field = &ignored;
   const bool gemm = s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM;
   auto dim = [&](uint32_t v, const char* f) {
-    if (v == 0 || v > kMaxDim) {
-      *field = f;
-      *why = std::string(f) + " " + std::to_string(v) + " outside 1.." + std::to_string(kMaxDim);
-      return false;
-    }
-    return true;
+    if (v != 0 && v <= kMaxDim) return Error();
+    *field = f;
+    return Error(Code::kOutOfRange,
+                 std::string(f) + " " + std::to_string(v) + " outside 1.." + std::to_string(kMaxDim));
   };
-  if (!dim(s.m, "m") || !dim(s.n, "n")) return false;
+  if (Error e = dim(s.m, "m"); !e.ok()) return e;
+  if (Error e = dim(s.n, "n"); !e.ok()) return e;
   const uint64_t m = s.m, n = s.n;
   if (!gemm) {
     if (s.k != 0) {
       *field = "k";
-      *why = std::string("k must be 0 for ") + vtrn::proto::kernel_name(s.kernel);
-      return false;
+      return Error(Code::kInvalidArgument, std::string("k must be 0 for ") + vtrn::proto::kernel_name(s.kernel));
     }
-    out->a = m * n * 4;
-    out->out = s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_SUM ? m * 4 : m * n * 4;
+    out.a = m * n * 4;
+    out.out = s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_SUM ? m * 4 : m * n * 4;
     if (s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_ADD || s.kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_MUL)
-      out->b = m * n * 4;
-    return true;
+      out.b = m * n * 4;
+    return out;
   }
-  if (!dim(s.k, "k")) return false;
+  if (Error e = dim(s.k, "k"); !e.ok()) return e;
   const uint64_t k = s.k;
-  out->out = m * n * 4;
+  out.out = m * n * 4;
   switch (s.dtype) {
-    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32: out->a = m * k * 4; out->b = n * k * 4; break;
-    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_BF16: out->a = m * k * 2; out->b = n * k * 2; break;
+    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32: out.a = m * k * 4; out.b = n * k * 4; break;
+    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_BF16: out.a = m * k * 2; out.b = n * k * 2; break;
     case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E4M3:
-    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E5M2: out->a = m * k; out->b = n * k; break;
+    case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_FP8_E5M2: out.a = m * k; out.b = n * k; break;
     case VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_MXFP4:
       if (k % 32 != 0) {
         *field = "k";
-        *why = "k " + std::to_string(k) + " is not a multiple of 32 (one mxfp4 scale per 32 elements)";
-        return false;
+        return Error(Code::kInvalidArgument,
+                     "k " + std::to_string(k) + " is not a multiple of 32 (one mxfp4 scale per 32 elements)");
       }
-      out->a = m * k / 2;
-      out->a_scales = m * k / 32;
-      out->b = n * k / 2;
-      out->b_scales = n * k / 32;
+      out.a = m * k / 2;
+      out.a_scales = m * k / 32;
+      out.b = n * k / 2;
+      out.b_scales = n * k / 32;
       break;
     default:
       *field = "dtype";
-      *why = "unknown dtype " + std::to_string(int(s.dtype));
-      return false;
+      return Error(Code::kInvalidArgument, "unknown dtype " + std::to_string(int(s.dtype)));
   }
-  return true;
+  return out;
 }
 
-std::string JobService::validate(const Vtrn__Api__JobSubmitRequest& r, uint32_t neuron_cores,
-                                 uint64_t hbm_bytes) {
+Error JobService::validate(const Vtrn__Api__JobSubmitRequest& r, uint32_t neuron_cores, uint64_t hbm_bytes) {
   if (r.name != nullptr && strlen(r.name) > kMaxNameChars)
-    return "name: longer than " + std::to_string(kMaxNameChars) + " characters";
+    return invalid("name: longer than " + std::to_string(kMaxNameChars) + " characters");
   if (r.priority > kMaxPriority)
-    return "priority: " + std::to_string(r.priority) + " outside 0.." + std::to_string(kMaxPriority);
+    return invalid("priority: " + std::to_string(r.priority) + " outside 0.." + std::to_string(kMaxPriority));
   if (r.timeout_ms > kMaxTimeoutMs)
-    return "timeout_ms: " + std::to_string(r.timeout_ms) + " above " + std::to_string(kMaxTimeoutMs);
+    return invalid("timeout_ms: " + std::to_string(r.timeout_ms) + " above " + std::to_string(kMaxTimeoutMs));
   if (r.max_cores > neuron_cores)
-    return "max_cores: " + std::to_string(r.max_cores) + " above the chip's " + std::to_string(neuron_cores) +
-           " NeuronCores";
-  if (r.detach && r.wait) return "detach: a detached job cannot also be waited for";
+    return invalid("max_cores: " + std::to_string(r.max_cores) + " above the chip's " + std::to_string(neuron_cores) +
+                   " NeuronCores");
+  if (r.detach && r.wait) return invalid("detach: a detached job cannot also be waited for");
   if (r.engine != VTRN__TYPES__JOB_ENGINE__JOB_ENGINE_DEFAULT && r.engine != VTRN__TYPES__JOB_ENGINE__JOB_ENGINE_TENSOR &&
       r.engine != VTRN__TYPES__JOB_ENGINE__JOB_ENGINE_CORES)
-    return "engine: " + std::to_string(int(r.engine)) + " is not a known engine";
+    return invalid("engine: " + std::to_string(int(r.engine)) + " is not a known engine");
   if (r.n_buffers == 0 || r.n_buffers > kMaxBuffers)
-    return "buffers: " + std::to_string(r.n_buffers) + " buffers, expected 1.." + std::to_string(kMaxBuffers);
+    return invalid("buffers: " + std::to_string(r.n_buffers) + " buffers, expected 1.." + std::to_string(kMaxBuffers));
   if (r.n_steps == 0 || r.n_steps > kMaxSteps)
-    return "steps: " + std::to_string(r.n_steps) + " steps, expected 1.." + std::to_string(kMaxSteps);
+    return invalid("steps: " + std::to_string(r.n_steps) + " steps, expected 1.." + std::to_string(kMaxSteps));
 
   std::map<std::string, size_t> by_name;
   uint64_t total = 0, outputs = 0;
   for (size_t i = 0; i < r.n_buffers; ++i) {
     const Vtrn__Api__JobBuffer* b = r.buffers[i];
     const std::string f = "buffers[" + std::to_string(i) + "]";
-    if (b == nullptr) return f + ": missing";
+    if (b == nullptr) return invalid(f + ": missing");
     if (!valid_name(b->name))
-      return f + ".name: '" + std::string(b->name ? b->name : "") + "' is not 1.." +
-             std::to_string(kMaxNameChars) + " characters of [A-Za-z0-9_.-]";
-    if (!by_name.emplace(b->name, i).second) return f + ".name: '" + b->name + "' is used twice";
-    if (b->bytes == 0) return f + ".bytes: 0 (a buffer holds at least 1 byte)";
+      return invalid(f + ".name: '" + std::string(b->name ? b->name : "") + "' is not 1.." +
+                     std::to_string(kMaxNameChars) + " characters of [A-Za-z0-9_.-]");
+    if (!by_name.emplace(b->name, i).second) return invalid(f + ".name: '" + b->name + "' is used twice");
+    if (b->bytes == 0) return invalid(f + ".bytes: 0 (a buffer holds at least 1 byte)");
     if (b->bytes > hbm_bytes)
-      return f + ".bytes: " + std::to_string(b->bytes) + " bytes do not fit in the chip's HBM (" +
-             std::to_string(hbm_bytes) + " bytes)";
+      return invalid(f + ".bytes: " + std::to_string(b->bytes) + " bytes do not fit in the chip's HBM (" +
+                     std::to_string(hbm_bytes) + " bytes)");
     if (b->data.len != 0 && b->data.len != b->bytes)
-      return f + ".data: " + std::to_string(b->data.len) + " bytes for a buffer of " + std::to_string(b->bytes);
+      return invalid(f + ".data: " + std::to_string(b->data.len) + " bytes for a buffer of " +
+                     std::to_string(b->bytes));
     total += (b->bytes + kBufferAlign - 1) / kBufferAlign * kBufferAlign;
     if (b->output) outputs += b->bytes;
   }
   if (total > hbm_bytes)
-    return "buffers: " + std::to_string(total) + " bytes in total do not fit in the chip's HBM (" +
-           std::to_string(hbm_bytes) + " bytes)";
+    return invalid("buffers: " + std::to_string(total) + " bytes in total do not fit in the chip's HBM (" +
+                   std::to_string(hbm_bytes) + " bytes)");
   if (r.wait && outputs > kMaxOutputBytes)
-    return "buffers: outputs of " + std::to_string(outputs) + " bytes in total exceed what one answer carries (" +
-           std::to_string(kMaxOutputBytes) + ")";
+    return invalid("buffers: outputs of " + std::to_string(outputs) +
+                   " bytes in total exceed what one answer carries (" + std::to_string(kMaxOutputBytes) + ")");
 
   for (size_t i = 0; i < r.n_steps; ++i) {
     const Vtrn__Api__JobStep* s = r.steps[i];
-    if (s == nullptr) return step_field(i, "kernel") + ": missing";
+    if (s == nullptr) return invalid(step_field(i, "kernel") + ": missing");
     if (!kernel_known(s->kernel))
-      return step_field(i, "kernel") + ": unknown kernel " + std::to_string(int(s->kernel));
-    if (!dtype_known(s->dtype)) return step_field(i, "dtype") + ": unknown dtype " + std::to_string(int(s->dtype));
+      return invalid(step_field(i, "kernel") + ": unknown kernel " + std::to_string(int(s->kernel)));
+    if (!dtype_known(s->dtype))
+      return invalid(step_field(i, "dtype") + ": unknown dtype " + std::to_string(int(s->dtype)));
     const bool gemm = s->kernel == VTRN__TYPES__JOB_KERNEL__JOB_KERNEL_GEMM;
     if (!gemm && s->dtype != VTRN__TYPES__JOB_DTYPE__JOB_DTYPE_F32)
-      return step_field(i, "dtype") + ": " + vtrn::proto::kernel_name(s->kernel) + " takes fp32 only, not " +
-             vtrn::proto::dtype_name(s->dtype);
-    OperandBytes need;
-    std::string why;
+      return invalid(step_field(i, "dtype") + ": " + vtrn::proto::kernel_name(s->kernel) + " takes fp32 only, not " +
+                     vtrn::proto::dtype_name(s->dtype));
     const char* fld = "";
-    if (!operand_bytes(*s, &need, &why, &fld)) return step_field(i, fld) + ": " + why;
+    Result<OperandBytes> sized = operand_bytes(*s, &fld);
+    if (!sized.ok()) return Error(sized.error()).prefix(step_field(i, fld) + ": ");
+    const OperandBytes& need = *sized;
     struct Op {
       const char* field;
       const char* value;
@@ -187,24 +187,24 @@ std::string JobService::validate(const Vtrn__Api__JobSubmitRequest& r, uint32_t 
     for (const Op& op : ops) {
       const bool given = op.value != nullptr && op.value[0] != 0;
       if (op.need == 0) {
-        if (given) return step_field(i, op.field) + ": " + shape + " takes no " + op.field + " operand";
+        if (given) return invalid(step_field(i, op.field) + ": " + shape + " takes no " + op.field + " operand");
         continue;
       }
-      if (!given) return step_field(i, op.field) + ": missing (" + shape + " needs it)";
+      if (!given) return invalid(step_field(i, op.field) + ": missing (" + shape + " needs it)");
       auto it = by_name.find(op.value);
-      if (it == by_name.end()) return step_field(i, op.field) + ": no buffer named '" + op.value + "'";
+      if (it == by_name.end()) return invalid(step_field(i, op.field) + ": no buffer named '" + op.value + "'");
       const uint64_t have = r.buffers[it->second]->bytes;
       if (have != op.need)
-        return step_field(i, op.field) + ": buffer '" + op.value + "' holds " + std::to_string(have) +
-               " bytes, " + shape + " needs " + std::to_string(op.need);
+        return invalid(step_field(i, op.field) + ": buffer '" + op.value + "' holds " + std::to_string(have) +
+                       " bytes, " + shape + " needs " + std::to_string(op.need));
     }
     for (const Op& op : ops) {
       if (&op == &ops[4] || op.value == nullptr || op.value[0] == 0) continue;
       if (strcmp(op.value, s->out) == 0)
-        return step_field(i, "out") + ": buffer '" + s->out + "' is also operand " + op.field + " of the step";
+        return invalid(step_field(i, "out") + ": buffer '" + s->out + "' is also operand " + op.field + " of the step");
     }
   }
-  return "";
+  return Error();
 }
 
 // The service.
@@ -272,10 +272,9 @@ void JobService::submit(uint64_t cid, uint64_t id, const Vtrn__Api__JobSubmitReq
     reply_error(cid, id, to_api(e), e.detail());
     return;
   }
-  const std::string err = validate(r, backend_->neuron_cores(r.chip), backend_->hbm_bytes(r.chip));
-  if (!err.empty()) {
+  if (Error e = validate(r, backend_->neuron_cores(r.chip), backend_->hbm_bytes(r.chip)); !e.ok()) {
     ++chip_stats(r.chip).c.rejected;
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, err);
+    reply_error(cid, id, to_api(e), e.detail());
     return;
   }
   auto j = std::make_unique<Job>();

@@ -193,17 +193,16 @@ class JobService final : public Service {
   [[nodiscard]] size_t pinned_jobs() const;
 
   // The validation a submit gets, without a backend (unit tests, and the
-  // error texts the CLI shows): "" when valid, else one line naming the field.
-  static std::string validate(const Vtrn__Api__JobSubmitRequest& r, uint32_t neuron_cores,
-                              uint64_t hbm_bytes);
-  // Bytes each operand of a step needs; false + *why when the shape is
+  // error texts the CLI shows): success when valid, else kInvalidArgument
+  // (kOutOfRange for a step's dimension) with one line naming the field.
+  static Error validate(const Vtrn__Api__JobSubmitRequest& r, uint32_t neuron_cores, uint64_t hbm_bytes);
+  // Bytes each operand of a step needs, or the error when the shape is
   // invalid (zero or oversized dimension, k not a multiple of 32 for mxfp4).
   struct OperandBytes {
     uint64_t a = 0, a_scales = 0, b = 0, b_scales = 0, out = 0;
   };
-  // false + *why, and *field (when given) the step field that is wrong.
-  static bool operand_bytes(const Vtrn__Api__JobStep& s, OperandBytes* out, std::string* why,
-                            const char** field = nullptr);
+  // On an error, *field (when given) is the step field that is wrong.
+  static Result<OperandBytes> operand_bytes(const Vtrn__Api__JobStep& s, const char** field = nullptr);
 
  private:
   enum class Phase { kStaging, kSubmitting, kChipQueued, kChipRunning, kReading, kEnded };
