@@ -59,8 +59,9 @@ void assert_ring_consistent(const std::vector<Chip>& chips, const std::vector<dr
 void test_ring_board_keeps_chip_id_order(void**) {
   std::vector<Chip> chips = board(4);
   for (uint32_t i = 0; i < 4; ++i) wire(chips, i, 0, (i + 1) % 4, 1);
-  std::string why;
-  const auto ring = drv::build_ring(chips, &why);
+  drv::Result<std::vector<drv::RingMember>> built = drv::build_ring(chips);
+  assert_true(built.ok());
+  const std::vector<drv::RingMember>& ring = *built;
   assert_int_equal(ring.size(), 4);
   for (uint32_t k = 0; k < 4; ++k) assert_int_equal(ring[k].chip, k);
   assert_ring_consistent(chips, ring);
@@ -73,8 +74,9 @@ void test_grid_without_id_order_ring_gets_a_snake(void**) {
   wire(chips, 2, 0, 3, 0);
   wire(chips, 0, 1, 2, 1);
   wire(chips, 1, 1, 3, 1);
-  std::string why;
-  const auto ring = drv::build_ring(chips, &why);
+  drv::Result<std::vector<drv::RingMember>> built = drv::build_ring(chips);
+  assert_true(built.ok());
+  const std::vector<drv::RingMember>& ring = *built;
   assert_int_equal(ring.size(), 4);
   assert_ring_consistent(chips, ring);
 }
@@ -83,8 +85,9 @@ void test_two_chips_with_two_links_use_both_directions(void**) {
   std::vector<Chip> chips = board(2);
   wire(chips, 0, 0, 1, 1);
   wire(chips, 1, 0, 0, 1);
-  std::string why;
-  const auto ring = drv::build_ring(chips, &why);
+  drv::Result<std::vector<drv::RingMember>> built = drv::build_ring(chips);
+  assert_true(built.ok());
+  const std::vector<drv::RingMember>& ring = *built;
   assert_int_equal(ring.size(), 2);
   assert_ring_consistent(chips, ring);
 }
@@ -98,15 +101,15 @@ void test_switched_board_has_no_ring(void**) {
     chips[i].ports[0].peer.id = 0;
     chips[i].ports[0].peer.port = i;
   }
-  std::string why;
-  assert_true(drv::build_ring(chips, &why).empty());
-  assert_non_null(strstr(why.c_str(), "cannot form a ring"));
+  const drv::Result<std::vector<drv::RingMember>> built = drv::build_ring(chips);
+  assert_false(built.ok());
+  assert_non_null(strstr(built.error().detail().c_str(), "cannot form a ring"));
 }
 
 void test_one_chip_is_not_a_ring(void**) {
-  std::string why;
-  assert_true(drv::build_ring(board(1), &why).empty());
-  assert_non_null(strstr(why.c_str(), "at least 2 chips"));
+  const drv::Result<std::vector<drv::RingMember>> built = drv::build_ring(board(1));
+  assert_false(built.ok());
+  assert_non_null(strstr(built.error().detail().c_str(), "at least 2 chips"));
 }
 
 }  // namespace

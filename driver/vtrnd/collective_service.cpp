@@ -61,12 +61,9 @@ bool extend(const std::vector<std::vector<bool>>& adj, std::vector<uint32_t>* pa
 
 }  // namespace
 
-std::vector<RingMember> build_ring(const std::vector<vtrn::board::Chip>& chips, std::string* why) {
+Result<std::vector<RingMember>> build_ring(const std::vector<vtrn::board::Chip>& chips) {
   const size_t n = chips.size();
-  if (n < 2) {
-    *why = "a collective needs at least 2 chips; this board has " + std::to_string(n);
-    return {};
-  }
+  if (n < 2) return Error(Code::kUnsupported, "a collective needs at least 2 chips; this board has " + std::to_string(n));
   std::vector<std::vector<bool>> adj(n, std::vector<bool>(n, false));
   for (size_t a = 0; a < n; ++a) {
     for (size_t b = 0; b < n; ++b) {
@@ -88,9 +85,9 @@ std::vector<RingMember> build_ring(const std::vector<vtrn::board::Chip>& chips, 
     if (extend(adj, &path, &used, &budget)) order = path;
   }
   if (order.empty()) {
-    *why = "the chips cannot form a ring of direct chip-to-chip links (links through a switch are "
-           "not forwarded)";
-    return {};
+    return Error(Code::kUnsupported,
+                 "the chips cannot form a ring of direct chip-to-chip links (links through a switch are "
+                 "not forwarded)");
   }
   std::vector<RingMember> ring(n);
   for (size_t k = 0; k < n; ++k) {
@@ -137,10 +134,11 @@ void CollectiveService::run(uint64_t cid, uint64_t id, const Vtrn__Api__Collecti
                                   std::to_string(kMaxBytes));
     return;
   }
-  std::string why;
-  std::vector<RingMember> ring = build_ring(chips_, &why);
-  if (ring.empty()) {
-    reply_error(cid, id, bad, "board " + model_ + ": " + why);
+  Result<std::vector<RingMember>> ring = build_ring(chips_);
+  if (!ring.ok()) {
+    Error e = ring.error();
+    e.prefix("board " + model_ + ": ");
+    reply_error(cid, id, to_api(e), e.detail());
     return;
   }
   if (r.n_inputs != chips_.size()) {
@@ -167,11 +165,11 @@ void CollectiveService::run(uint64_t cid, uint64_t id, const Vtrn__Api__Collecti
   run->op = r.op;
   run->collective_id = next_collective_++;
   run->bytes = r.bytes;
-  run->out_bytes = r.op == VTRN__TYPES__COLLECTIVE_OP__COLLECTIVE_OP_ALL_GATHER ? r.bytes * ring.size() : r.bytes;
+  run->out_bytes = r.op == VTRN__TYPES__COLLECTIVE_OP__COLLECTIVE_OP_ALL_GATHER ? r.bytes * ring->size() : r.bytes;
   run->timeout_ms = r.timeout_ms != 0 ? std::min<uint32_t>(r.timeout_ms, 600'000) : kDefaultTimeoutMs;
   run->step_timeout_ms = r.step_timeout_ms != 0 ? r.step_timeout_ms : kDefaultStepTimeoutMs;
   run->return_outputs = r.return_outputs;
-  for (const RingMember& m : ring) {
+  for (const RingMember& m : *ring) {
     Rank k;
     k.m = m;
     k.job_id = next_job_++;

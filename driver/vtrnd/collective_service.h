@@ -32,6 +32,7 @@
 
 #include "job_service.h"
 #include "vtrn/board.h"
+#include "vtrn/drv/error.h"
 #include "vtrn/drv/event_loop.h"
 #include "vtrn_api.pb-c.h"
 #include "vtrn_ctrl.pb-c.h"
@@ -46,9 +47,10 @@ struct RingMember {
 };
 
 // Orders `chips` in a ring where each chip has a direct link to the next
-// (ports wired chip to chip, both ends on the board). Empty with one line in
-// *why when there is none (a switched board: the switch does not forward).
-std::vector<RingMember> build_ring(const std::vector<vtrn::board::Chip>& chips, std::string* why);
+// (ports wired chip to chip, both ends on the board). kUnsupported when
+// there is none (fewer than 2 chips, or a switched board: the switch does
+// not forward).
+Result<std::vector<RingMember>> build_ring(const std::vector<vtrn::board::Chip>& chips);
 
 class CollectiveService final : public Service {
  public:
