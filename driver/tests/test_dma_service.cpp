@@ -369,12 +369,10 @@ void test_another_tenants_hbm_is_refused_before_any_dma(void** state) {
   asked.clear();
   write_req(f, 21, 6, kTheirs + 4096, d);
   bool service_done = false;
-  f->svc->write(f->chip.get(), kTheirs, d.data(), d.size(),
-                [&](Vtrn__Api__Status st, const std::string& err, std::vector<uint8_t>) {
-                  assert_int_equal(st, VTRN__API__STATUS__STATUS_OK);
-                  (void)err;
-                  service_done = true;
-                });
+  f->svc->write(f->chip.get(), kTheirs, d.data(), d.size(), [&](drv::Result<std::vector<uint8_t>> r) {
+    assert_true(r.ok());
+    service_done = true;
+  });
   run_until(f, 6);
   const uint64_t until = drv::monotonic_ns() + 5'000'000'000ull;
   while (!service_done && drv::monotonic_ns() < until) assert_true(f->loop.run_once(5).ok());

@@ -63,25 +63,22 @@ void DmaService::reply_error(uint64_t cid, uint64_t id, Vtrn__Api__Status st, co
 }
 
 DmaService::ChipDma* DmaService::ready_chip(uint64_t cid, uint64_t id, Chip* chip) {
-  return ready_chip(chip, [this, cid, id](Vtrn__Api__Status st, const std::string& err) {
-    reply_error(cid, id, st, err);
-  });
+  return ready_chip(chip, [this, cid, id](const Error& e) { reply_error(cid, id, to_api(e), e.detail()); });
 }
 
 DmaService::ChipDma* DmaService::ready_chip(Chip* chip, const Refuse& refuse) {
   auto it = chips_.find(chip);
   const std::string label = "chip " + std::to_string(chip->id());
   if (it == chips_.end()) {
-    refuse(VTRN__API__STATUS__STATUS_INTERNAL, label + ": no DMA service");
+    refuse(Error(Code::kInternal, label + ": no DMA service"));
     return nullptr;
   }
   if (chip->state() != ChipState::kReady) {
-    refuse(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, chip->not_ready_reason());
+    refuse(Error(Code::kNotReady, chip->not_ready_reason()));
     return nullptr;
   }
   if (!chip->dma().attached()) {
-    refuse(VTRN__API__STATUS__STATUS_CHIP_ERROR,
-                label + ": firmware offers no DMA (capability bit not set)");
+    refuse(Error(Code::kChipError, label + ": firmware offers no DMA (capability bit not set)"));
     return nullptr;
   }
   return it->second.get();
@@ -189,23 +186,23 @@ void DmaService::read(Chip* chip, uint64_t hbm_addr, uint32_t len, TransferDone 
 
 void DmaService::start_transfer(Origin from, Kind kind, Chip* chip, uint64_t hbm_addr, const uint8_t* data,
                                 uint64_t len) {
-  auto refuse = [this, &from](Vtrn__Api__Status st, const std::string& err) {
-    if (from.done) return from.done(st, err, {});
-    reply_error(from.cid, from.id, st, err);
+  auto refuse = [this, &from](const Error& e) {
+    if (from.done) return from.done(e);
+    reply_error(from.cid, from.id, to_api(e), e.detail());
   };
   ChipDma* cd = ready_chip(chip, refuse);
   if (cd == nullptr) return;
   DmaEngine& e = chip->dma();
   const bool write = kind == Kind::kWrite;
   if (!write && (len == 0 || len > kMaxReadBytes)) {
-    return refuse(VTRN__API__STATUS__STATUS_BAD_REQUEST,
-                  "DMA read length " + std::to_string(len) + " outside 1.." + std::to_string(kMaxReadBytes));
+    return refuse(Error(Code::kOutOfRange,
+                        "DMA read length " + std::to_string(len) + " outside 1.." + std::to_string(kMaxReadBytes)));
   }
   if ((write && len == 0) || !e.hbm_contains(hbm_addr, len)) {
-    return refuse(VTRN__API__STATUS__STATUS_BAD_REQUEST,
-                  std::string(write ? "DMA write of " : "DMA read of ") + std::to_string(len) + " bytes at " +
-                      hex(hbm_addr) + " is outside HBM [" + hex(e.hbm_base()) + ", " +
-                      hex(e.hbm_base() + e.hbm_size()) + ")");
+    return refuse(Error(Code::kOutOfRange, std::string(write ? "DMA write of " : "DMA read of ") +
+                                               std::to_string(len) + " bytes at " + hex(hbm_addr) +
+                                               " is outside HBM [" + hex(e.hbm_base()) + ", " +
+                                               hex(e.hbm_base() + e.hbm_size()) + ")"));
   }
   auto j = std::make_unique<Job>();
   if (!from.done && !claim(chip, from.cid, from.id, *j, hbm_addr, len, write ? "DMA write to" : "DMA read of"))
@@ -528,7 +525,7 @@ void DmaService::on_event(ChipDma& cd) {
       auto it = cd.jobs.find(id);
       if (it == cd.jobs.end()) continue;
       Job& j = *it->second;
-      fail_job(cd, j, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, cd.chip->not_ready_reason());
+      fail_job(cd, j, Error(Code::kNotReady, cd.chip->not_ready_reason()));
     }
   }
   check_resets(cd);
@@ -576,7 +573,7 @@ void DmaService::pump(ChipDma& cd) {
     if (r == Issue::kIssued) continue;
     cd.sched.unissue(*p);
     if (r == Issue::kNoRoom) break;
-    fail_job(cd, j, VTRN__API__STATUS__STATUS_CHIP_ERROR, why);
+    fail_job(cd, j, Error(Code::kChipError, why));
   }
   e.release_doorbell();
 }
@@ -743,9 +740,9 @@ size_t DmaService::on_results(ChipDma& cd, const DmaResult* rs, size_t n) {
           if (r.status == kOk && j->kind == Kind::kRead) memcpy(j->data.data() + c.offset, c.buf.ptr, c.length);
           if (r.status != kOk && j->first_status == kOk) {
             j->first_status = r.status;
-            j->api = VTRN__API__STATUS__STATUS_CHIP_ERROR;
-            j->error = "chip " + std::to_string(cd.chip->id()) + ": DMA " + (j->kind == Kind::kWrite ? "write" : "read") +
-                       " chunk at " + hex(j->hbm_addr + c.offset) + " failed: " + dma_status_name(r.status);
+            j->error = Error(Code::kChipError, "chip " + std::to_string(cd.chip->id()) + ": DMA " +
+                                                   (j->kind == Kind::kWrite ? "write" : "read") + " chunk at " +
+                                                   hex(j->hbm_addr + c.offset) + " failed: " + dma_status_name(r.status));
             if (!j->orphan) cd.sched.close(j->cid, j->id);
           }
           break;
@@ -763,9 +760,8 @@ size_t DmaService::on_results(ChipDma& cd, const DmaResult* rs, size_t n) {
             ++j->errors;
             if (j->first_status == kOk) {
               j->first_status = r.status;
-              j->api = VTRN__API__STATUS__STATUS_CHIP_ERROR;
-              j->error = "chip " + std::to_string(cd.chip->id()) + ": DMA bench descriptor failed: " +
-                         dma_status_name(r.status);
+              j->error = Error(Code::kChipError, "chip " + std::to_string(cd.chip->id()) +
+                                                     ": DMA bench descriptor failed: " + dma_status_name(r.status));
               if (!j->orphan) cd.sched.close(j->cid, j->id);
             }
           }
@@ -806,11 +802,8 @@ void DmaService::chunk_finished(ChipDma& cd, uint64_t chunk_id) {
   if (cd.sched.done(j.cid, j.id)) finish_job(cd, j.id);
 }
 
-void DmaService::fail_job(ChipDma& cd, Job& j, Vtrn__Api__Status st, const std::string& why) {
-  if (j.api == VTRN__API__STATUS__STATUS_OK) {
-    j.api = st;
-    j.error = why;
-  }
+void DmaService::fail_job(ChipDma& cd, Job& j, const Error& why) {
+  if (j.error.ok()) j.error = why;
   const uint64_t id = j.id;
   const bool drained = j.orphan ? j.chunks_in_flight == 0 : cd.sched.close(j.cid, j.id);
   if (drained && j.chunks_in_flight == 0) finish_job(cd, id);
@@ -835,14 +828,12 @@ void DmaService::finish_job(ChipDma& cd, uint64_t job_id) {
 void DmaService::answer(Job& j) {
   if (j.done) {
     // A service's transfer: the data a read brought back, or nothing.
-    const bool data = j.kind == Kind::kRead && j.api == VTRN__API__STATUS__STATUS_OK;
-    return j.done(j.api, j.error, data ? std::move(j.data) : std::vector<uint8_t>());
+    if (!j.error.ok()) return j.done(j.error);
+    return j.done(j.kind == Kind::kRead ? std::move(j.data) : std::vector<uint8_t>());
   }
   Vtrn__Api__Response resp = VTRN__API__RESPONSE__INIT;
   resp.id = j.req_id;
-  resp.status = j.api;
-  std::string err = j.error;
-  resp.error = err.data();
+  Error outcome = j.error;
   const uint64_t elapsed = monotonic_ns() - j.t0;
   Vtrn__Api__DmaWriteResponse wr = VTRN__API__DMA_WRITE_RESPONSE__INIT;
   Vtrn__Api__DmaReadResponse rr = VTRN__API__DMA_READ_RESPONSE__INIT;
@@ -851,14 +842,14 @@ void DmaService::answer(Job& j) {
   std::string status_name;
   switch (j.kind) {
     case Kind::kWrite:
-      wr.bytes = j.api == VTRN__API__STATUS__STATUS_OK ? j.length : 0;
+      wr.bytes = j.error.ok() ? j.length : 0;
       wr.elapsed_ns = elapsed;
       wr.chunks = uint32_t(j.chunks);
       resp.body_case = VTRN__API__RESPONSE__BODY_DMA_WRITE;
       resp.dma_write = &wr;
       break;
     case Kind::kRead:
-      if (j.api == VTRN__API__STATUS__STATUS_OK) {
+      if (j.error.ok()) {
         rr.data.data = j.data.data();
         rr.data.len = j.data.size();
       }
@@ -878,11 +869,8 @@ void DmaService::answer(Job& j) {
       // Raw copies report the device's verdict as data: the request itself
       // succeeded when the device answered. A validated copy that failed is
       // a chip error.
-      if (resp.status == VTRN__API__STATUS__STATUS_OK && !j.raw && j.result.status != kOk) {
-        resp.status = VTRN__API__STATUS__STATUS_CHIP_ERROR;
-        err = std::string("DMA copy failed: ") + dma_status_name(j.result.status);
-        resp.error = err.data();
-      }
+      if (outcome.ok() && !j.raw && j.result.status != kOk)
+        outcome = Error(Code::kChipError, std::string("DMA copy failed: ") + dma_status_name(j.result.status));
       resp.body_case = VTRN__API__RESPONSE__BODY_DMA_COPY;
       resp.dma_copy = &cr;
       break;
@@ -906,6 +894,9 @@ void DmaService::answer(Job& j) {
       break;
     }
   }
+  resp.status = to_api(outcome);
+  std::string text = outcome.detail();  // protobuf-c wants a mutable char*
+  resp.error = text.data();
   reply_(j.cid, &resp);
 }
 

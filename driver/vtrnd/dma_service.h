@@ -31,6 +31,7 @@
 #include "vtrn/drv/chip.h"
 #include "vtrn/drv/dma_engine.h"
 #include "vtrn/drv/dma_scheduler.h"
+#include "vtrn/drv/error.h"
 #include "vtrn/drv/event_loop.h"
 #include "vtrn/drv/reservoir.h"
 #include "vtrn_api.pb-c.h"
@@ -103,9 +104,9 @@ class DmaService final : public Service {
   // checks, chunking and round-robin share as a client's DmaWrite / DmaRead,
   // each transfer under an owner id of its own that no client connection
   // has. `done` runs once, possibly before the call returns (chip not
-  // READY, range outside HBM); a read's data comes with a success.
-  using TransferDone =
-      std::function<void(Vtrn__Api__Status status, const std::string& error, std::vector<uint8_t> data)>;
+  // READY, range outside HBM); a read's data comes with a success, a
+  // write's success holds no bytes.
+  using TransferDone = std::function<void(Result<std::vector<uint8_t>> data)>;
   void write(Chip* chip, uint64_t hbm_addr, const uint8_t* data, size_t len, TransferDone done);
   void read(Chip* chip, uint64_t hbm_addr, uint32_t len, TransferDone done);
 
@@ -116,7 +117,7 @@ class DmaService final : public Service {
     uint64_t cid = 0, id = 0;
     TransferDone done;
   };
-  using Refuse = std::function<void(Vtrn__Api__Status, const std::string&)>;
+  using Refuse = std::function<void(const Error&)>;
   // Owner ids of the typed API: above any connection id the daemon hands out.
   static constexpr uint64_t kInternalOwnerBase = 1ull << 62;
   enum class Issue { kIssued, kNoRoom, kFailed };
@@ -161,8 +162,7 @@ class DmaService final : public Service {
     // Outcome.
     TransferDone done;  // a service's transfer: answered here, not to a client
     uint32_t first_status = vtrn::dma::kOk;
-    Vtrn__Api__Status api = VTRN__API__STATUS__STATUS_OK;
-    std::string error;
+    Error error;  // the job's first failure; success until one
   };
   struct Chunk {
     uint64_t job = 0;
@@ -224,7 +224,9 @@ class DmaService final : public Service {
   // benchmark batch's results are adjacent.
   size_t on_results(ChipDma& cd, const DmaResult* rs, size_t n);
   void chunk_finished(ChipDma& cd, uint64_t chunk_id);
-  void fail_job(ChipDma& cd, Job& j, Vtrn__Api__Status st, const std::string& why);
+  // Ends job `j` with `why` (unless it failed already) once its chunks in
+  // flight are back.
+  void fail_job(ChipDma& cd, Job& j, const Error& why);
   void finish_job(ChipDma& cd, uint64_t job_id);
   void answer(Job& j);
   void check_resets(ChipDma& cd);

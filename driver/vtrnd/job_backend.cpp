@@ -87,11 +87,9 @@ void DaemonJobBackend::dma_write(uint32_t chip, uint64_t addr, const uint8_t* da
   if (c == nullptr) {
     deliver([done, chip] { done(false, no_chip_text(chip)); });
   } else {
-    dma_->write(c, addr, data, len,
-                [this, done](Vtrn__Api__Status st, const std::string& err, std::vector<uint8_t>) {
-                  const bool ok = st == VTRN__API__STATUS__STATUS_OK;
-                  deliver([done, ok, err] { done(ok, err); });
-                });
+    dma_->write(c, addr, data, len, [this, done](Result<std::vector<uint8_t>> r) {
+      deliver([done, ok = r.ok(), err = r.error().detail()] { done(ok, err); });
+    });
   }
   --in_call_;
 }
@@ -102,11 +100,13 @@ void DaemonJobBackend::dma_read(uint32_t chip, uint64_t addr, uint64_t len, Read
   if (c == nullptr) {
     deliver([done, chip] { done(false, no_chip_text(chip), {}); });
   } else {
-    dma_->read(c, addr, uint32_t(len),
-               [this, done](Vtrn__Api__Status st, const std::string& err, std::vector<uint8_t> data) {
-                 const bool ok = st == VTRN__API__STATUS__STATUS_OK;
-                 deliver([done, ok, err, data = std::move(data)]() mutable { done(ok, err, std::move(data)); });
-               });
+    dma_->read(c, addr, uint32_t(len), [this, done](Result<std::vector<uint8_t>> r) {
+      const bool ok = r.ok();
+      std::vector<uint8_t> data = ok ? std::move(*r) : std::vector<uint8_t>();
+      deliver([done, ok, err = r.error().detail(), data = std::move(data)]() mutable {
+        done(ok, err, std::move(data));
+      });
+    });
   }
   --in_call_;
 }
