@@ -89,19 +89,18 @@ DmaService::ChipDma* DmaService::ready_chip(Chip* chip, const Refuse& refuse) {
 bool DmaService::charge(uint64_t cid, uint64_t id, Job& j, uint64_t bytes) {
   j.tenant = opts_.tenant_of ? uint64_t(opts_.tenant_of(cid)) : (1ull << 32) + cid;
   TenantLoad& l = load_[j.tenant];
-  std::string why;
-  if (l.requests >= opts_.max_queued_requests) {
-    why = std::to_string(l.requests) + " DMA requests queued (cap " + std::to_string(opts_.max_queued_requests) + ")";
-  } else if (bytes > opts_.max_queued_bytes || l.bytes > opts_.max_queued_bytes - bytes) {
-    why = std::to_string(l.bytes) + " bytes of DMA queued, " + std::to_string(bytes) + " more asked (cap " +
-          std::to_string(opts_.max_queued_bytes) + ")";
-  }
-  if (!why.empty()) {
+  auto busy = [&](const std::string& held) {
     if (l.requests == 0 && l.bytes == 0) load_.erase(j.tenant);
     const std::string who = opts_.tenant_of ? "uid " + std::to_string(j.tenant) : "this client";
-    reply_error(cid, id, VTRN__API__STATUS__STATUS_BUSY, who + " has " + why + "; retry when they finish");
+    reply_error(cid, id, VTRN__API__STATUS__STATUS_BUSY, who + " has " + held + "; retry when they finish");
     return false;
-  }
+  };
+  if (l.requests >= opts_.max_queued_requests)
+    return busy(std::to_string(l.requests) + " DMA requests queued (cap " +
+                std::to_string(opts_.max_queued_requests) + ")");
+  if (bytes > opts_.max_queued_bytes || l.bytes > opts_.max_queued_bytes - bytes)
+    return busy(std::to_string(l.bytes) + " bytes of DMA queued, " + std::to_string(bytes) + " more asked (cap " +
+                std::to_string(opts_.max_queued_bytes) + ")");
   ++l.requests;
   l.bytes += bytes;
   j.charged = true;
@@ -568,17 +567,16 @@ void DmaService::pump(ChipDma& cd) {
     auto it = cd.jobs.find(p->job);
     if (it == cd.jobs.end()) continue;  // cannot happen: jobs leave the scheduler first
     Job& j = *it->second;
-    std::string why;
-    const Issue r = issue(cd, j, p->chunk, &why);
-    if (r == Issue::kIssued) continue;
+    Result<Issue> r = issue(cd, j, p->chunk);
+    if (r.ok() && r.value() == Issue::kIssued) continue;
     cd.sched.unissue(*p);
-    if (r == Issue::kNoRoom) break;
-    fail_job(cd, j, Error(Code::kChipError, why));
+    if (r.ok()) break;  // no room: retried on the next completion or tick
+    fail_job(cd, j, r.error());
   }
   e.release_doorbell();
 }
 
-int DmaService::pick_queue(ChipDma& cd, uint32_t needed, std::string* why) {
+Result<std::optional<uint32_t>> DmaService::pick_queue(ChipDma& cd, uint32_t needed) {
   DmaEngine& e = cd.chip->dma();
   const uint32_t n = e.queue_count();
   bool usable = false;
@@ -587,7 +585,7 @@ int DmaService::pick_queue(ChipDma& cd, uint32_t needed, std::string* why) {
     const uint32_t q = (cd.next_queue + k) % n;
     if (e.free_slots(q) >= needed) {
       cd.next_queue = (q + 1) % n;
-      return int(q);
+      return std::optional<uint32_t>(q);
     }
     std::string text;
     DmaQueueSnapshot s;
@@ -597,11 +595,12 @@ int DmaService::pick_queue(ChipDma& cd, uint32_t needed, std::string* why) {
       last_fault = "queue " + std::to_string(q) + ": " + text;
     }
   }
-  if (!usable) *why = "chip " + std::to_string(cd.chip->id()) + ": every DMA queue is broken (" + last_fault + ")";
-  return usable ? -1 : -2;
+  if (usable) return std::optional<uint32_t>();
+  return Error(Code::kChipError,
+               "chip " + std::to_string(cd.chip->id()) + ": every DMA queue is broken (" + last_fault + ")");
 }
 
-DmaService::Issue DmaService::issue(ChipDma& cd, Job& j, uint64_t index, std::string* why) {
+Result<DmaService::Issue> DmaService::issue(ChipDma& cd, Job& j, uint64_t index) {
   DmaEngine& e = cd.chip->dma();
   Chunk c;
   c.job = j.id;
@@ -610,13 +609,13 @@ DmaService::Issue DmaService::issue(ChipDma& cd, Job& j, uint64_t index, std::st
   DmaError err = DmaError::kOk;
   int q = -1;
 
-  auto no_room_or_fail = [&](int pq) { return pq == -2 ? Issue::kFailed : Issue::kNoRoom; };
-
   if (j.kind == Kind::kWrite || j.kind == Kind::kRead) {
     c.offset = index * opts_.chunk_bytes;
     c.length = uint32_t(std::min<uint64_t>(opts_.chunk_bytes, j.length - c.offset));
-    q = pick_queue(cd, 1, why);
-    if (q < 0) return no_room_or_fail(q);
+    Result<std::optional<uint32_t>> picked = pick_queue(cd, 1);
+    if (!picked.ok()) return picked.error();
+    if (!picked.value()) return Issue::kNoRoom;
+    q = int(*picked.value());
     if (e.alloc(c.length, &c.buf) != DmaError::kOk) return Issue::kNoRoom;
     c.has_buf = true;
     if (j.kind == Kind::kRead && j.data.size() != j.length) j.data.assign(j.length, 0);
@@ -637,14 +636,16 @@ DmaService::Issue DmaService::issue(ChipDma& cd, Job& j, uint64_t index, std::st
       if (e.free_slots(uint32_t(q)) < need) {
         std::string text;
         if (e.fault(uint32_t(q), &text) != DmaFault::kNone) {
-          *why = "chip " + std::to_string(cd.chip->id()) + ": DMA queue " + std::to_string(q) + " is broken: " + text;
-          return Issue::kFailed;
+          return Error(Code::kChipError, "chip " + std::to_string(cd.chip->id()) + ": DMA queue " +
+                                             std::to_string(q) + " is broken: " + text);
         }
         return Issue::kNoRoom;
       }
     } else {
-      q = pick_queue(cd, need, why);
-      if (q < 0) return no_room_or_fail(q);
+      Result<std::optional<uint32_t>> picked = pick_queue(cd, need);
+      if (!picked.ok()) return picked.error();
+      if (!picked.value()) return Issue::kNoRoom;
+      q = int(*picked.value());
     }
     j.used_queue = uint32_t(q);
     if (j.raw) {
@@ -666,8 +667,8 @@ DmaService::Issue DmaService::issue(ChipDma& cd, Job& j, uint64_t index, std::st
     if (e.free_slots(uint32_t(q)) < j.batch) {
       std::string text;
       if (e.fault(uint32_t(q), &text) != DmaFault::kNone) {
-        *why = "chip " + std::to_string(cd.chip->id()) + ": DMA queue " + std::to_string(q) + " is broken: " + text;
-        return Issue::kFailed;
+        return Error(Code::kChipError, "chip " + std::to_string(cd.chip->id()) + ": DMA queue " +
+                                           std::to_string(q) + " is broken: " + text);
       }
       return Issue::kNoRoom;
     }
@@ -704,9 +705,8 @@ DmaService::Issue DmaService::issue(ChipDma& cd, Job& j, uint64_t index, std::st
   if (err != DmaError::kOk) {
     if (c.has_buf) (void)e.free(c.buf);
     if (err == DmaError::kQueueFull || err == DmaError::kResetting) return Issue::kNoRoom;
-    *why = "chip " + std::to_string(cd.chip->id()) + ": DMA submit on queue " + std::to_string(q) + ": " +
-           dma_error_name(err);
-    return Issue::kFailed;
+    return Error(Code::kChipError, "chip " + std::to_string(cd.chip->id()) + ": DMA submit on queue " +
+                                       std::to_string(q) + ": " + dma_error_name(err));
   }
   const uint64_t chunk_id = cd.next_chunk++;
   c.left = uint32_t(handles.size());

@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -120,7 +121,10 @@ class DmaService final : public Service {
   using Refuse = std::function<void(const Error&)>;
   // Owner ids of the typed API: above any connection id the daemon hands out.
   static constexpr uint64_t kInternalOwnerBase = 1ull << 62;
-  enum class Issue { kIssued, kNoRoom, kFailed };
+  // What became of a chunk handed to issue(): submitted, or no room now
+  // (ring or window full, queue resetting: the scheduler gets it back and
+  // it is retried). A chunk that can never go out is an error instead.
+  enum class Issue { kIssued, kNoRoom };
 
   struct Job {
     Kind kind = Kind::kWrite;
@@ -216,8 +220,12 @@ class DmaService final : public Service {
   void start_job(ChipDma& cd, std::unique_ptr<Job> job, uint64_t chunks, uint32_t max_inflight);
   void on_event(ChipDma& cd);
   void pump(ChipDma& cd);
-  Issue issue(ChipDma& cd, Job& j, uint64_t index, std::string* why);
-  int pick_queue(ChipDma& cd, uint32_t needed, std::string* why);
+  // Submits chunk `index` of job `j`; kChipError when its queue (or every
+  // queue) is broken or the submit fails for good.
+  Result<Issue> issue(ChipDma& cd, Job& j, uint64_t index);
+  // The next queue in round robin with `needed` free slots; none while the
+  // usable ones are full or resetting; kChipError when every queue is broken.
+  Result<std::optional<uint32_t>> pick_queue(ChipDma& cd, uint32_t needed);
   // Handles the leading results of rs[0..n) that belong to one chunk (at
   // least one result); returns how many it consumed. One lookup per chunk
   // instead of per result: results arrive in completion order, so a
