@@ -137,11 +137,22 @@ Result<uint64_t> HbmService::claim_dma(uint64_t cid, Chip* chip, uint64_t addr, 
     auto prev = std::prev(it);
     if (prev->second.bytes > addr - prev->first) it = prev;  // starts before addr, reaches into it
   }
+  // Another tenant's memory is refused without saying what it is (a job's
+  // buffer or not is that tenant's business); the tenant's own jobs'
+  // buffers are the job's while it holds them: no connection of the tenant
+  // reaches them, or a write could land under the NeuronCores and change
+  // what the job returns.
+  auto job_buffer = [&](uint64_t alloc_addr, uint64_t owner) -> Error {
+    if (admin || owner >> 32 != kOwnerKindJob) return Error();
+    return Error(Code::kPermissionDenied, range + " reaches the allocation at " + hex(alloc_addr) +
+                                              ", a buffer of job " + std::to_string(owner & 0xffffffffu) +
+                                              "; only the job reaches it until it ends");
+  };
   for (; it != ch->allocs.end() && it->first < end; ++it) {
-    // Not whether it is a job's buffer: that is the other tenant's business.
     if (!may_use(cid, it->second.owner))
       return Error(Code::kPermissionDenied,
                    range + " reaches the allocation at " + hex(it->first) + ", which belongs to another tenant");
+    if (Error e = job_buffer(it->first, it->second.owner); !e.ok()) return e;
     held.push_back(it->first);
   }
   // The physical pages behind stitched allocations.
@@ -156,6 +167,7 @@ Result<uint64_t> HbmService::claim_dma(uint64_t cid, Chip* chip, uint64_t addr, 
     if (!may_use(cid, owner->second.owner))
       return Error(Code::kPermissionDenied, range + " reaches HBM behind the stitched allocation at " +
                                                 hex(e->second.second) + ", which belongs to another tenant");
+    if (Error err = job_buffer(owner->first, owner->second.owner); !err.ok()) return err;
     held.push_back(owner->first);
   }
   // A tenant's range lies wholly in memory it holds: what no allocation

@@ -119,8 +119,9 @@ class HbmService final : public Service {
   // allocation the range overlaps, the physical pages behind stitched ones,
   // and, unless vtrnd runs with --hbm-dma-unchecked, the range lies wholly
   // in such allocations (HBM no allocation covers now may be another
-  // tenant's by the time a queued chunk runs). The admin reaches any
-  // range. A refusal is kPermissionDenied naming `what` ("DMA write to",
+  // tenant's by the time a queued chunk runs). No job's buffer is reached,
+  // the tenant's own jobs' included: it is the job's until the job ends.
+  // The admin reaches any range. A refusal is kPermissionDenied naming `what` ("DMA write to",
   // ...) and the first allocation or address at fault.
   // Held: the allocations the range reaches are pinned for DMA under the
   // returned claim (0: nothing to hold) until release_dma. A free of a

@@ -8,6 +8,12 @@ naming the allocation or job), while the owner and the admin still can. The
 requests that change the board for everyone (reset, fault injection, power,
 stopping vtrnd) are refused to a tenant with one line and exit 8.
 
+Within one tenant each connection is a context (OneTenantTwoContexts): what
+it allocated goes with it, and so do its jobs unless detached; another
+context of the tenant acts on them only by naming them (an address, a job
+id), never on a job's buffers, and its free of memory that DMA holds waits
+for that DMA.
+
 The second user is real: each tenant command runs under
 `setpriv --reuid=nobody --regid=nogroup --clear-groups`, and a tenant's raw
 API connection is made with the effective uid and gid of nobody (vtrnd reads
@@ -16,6 +22,7 @@ the peer's uid with SO_PEERCRED at connect).
 
 import json
 import os
+import select
 import stat
 import subprocess
 import sys
@@ -27,9 +34,16 @@ import vtrn_harness as h  # noqa: E402
 
 TENANT_UID = h.NOBODY_UID
 SHARE_GROUP = "nogroup"  # nobody's own group (gid 65534)
+SHARE_GID = 65534
+OTHER_UID = 65533        # a third user in the share group: a tenant, not the admin
+SHORT_JOB = {"name": "short", "buffers": [{"name": "x", "values": [1, 2, 3, 4]},
+                                          {"name": "y", "values": [10, 20, 30, 40]},
+                                          {"name": "s", "bytes": 16}],
+             "steps": [{"kernel": "add", "m": 2, "n": 2, "a": "x", "b": "y", "out": "s"}]}
 PERMISSION_DENIED = 9    # vtrn.api STATUS_PERMISSION_DENIED
 MiB = 1 << 20
 DMA_H2D = 1              # vtrn.api DMA_DIR_H2D
+DMA_D2H = 1              # vtrn.api DMA_DIR_D2H
 
 
 class SharedSession(h.SessionTestCase):
@@ -43,24 +57,41 @@ class SharedSession(h.SessionTestCase):
 class TenantTools:
     """Acting as the tenant (nobody) and as the admin (root)."""
 
-    def tenant(self, *args, timeout=60):
-        """`vtrn ARGS` as the second user."""
+    def tenant_argv(self, args, uid):
         env = dict(self.s.env)
         env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
-        argv = ["setpriv", f"--reuid={TENANT_UID}", f"--regid={TENANT_UID}", "--clear-groups",
-                h.CLI, *map(str, args)]
+        argv = ["setpriv", f"--reuid={uid}", f"--regid={SHARE_GID}", "--clear-groups", h.CLI, *map(str, args)]
+        return argv, env
+
+    def tenant(self, *args, timeout=60, uid=TENANT_UID):
+        """`vtrn ARGS` as the second user (or as `uid`, in the share group)."""
+        argv, env = self.tenant_argv(args, uid)
         return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
 
-    def tenant_json(self, *args):
-        r = self.tenant(*args, "--json")
+    def tenant_popen(self, *args):
+        """`vtrn ARGS` as the second user, left running: (process). Killed
+        at the end of the test if it still runs."""
+        argv, env = self.tenant_argv(args, TENANT_UID)
+        p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def reap():
+            if p.poll() is None:
+                p.kill()
+            p.communicate(timeout=30)
+        self.addCleanup(reap)
+        return p
+
+    def tenant_json(self, *args, uid=TENANT_UID, timeout=60):
+        r = self.tenant(*args, "--json", uid=uid, timeout=timeout)
         self.assertEqual(r.returncode, 0, f"vtrn {' '.join(map(str, args))} as the tenant: {r.stderr}")
         return json.loads(r.stdout)
 
-    def tenant_api(self):
-        """A raw API connection whose peer is the tenant: made with nobody's
-        effective ids, then this process is root again."""
-        os.setegid(TENANT_UID)
-        os.seteuid(TENANT_UID)
+    def tenant_api(self, uid=TENANT_UID):
+        """A raw API connection whose peer is the tenant (or `uid`, in the
+        share group): made with those effective ids, then this process is
+        root again."""
+        os.setegid(SHARE_GID)
+        os.seteuid(uid)
         try:
             c = h.ApiClient(self.s)
         finally:
@@ -352,6 +383,199 @@ class TenantQuota(TenantTools, h.BoardTestCase, SharedSession):
         self.assertEqual(r.returncode, 0, r.stderr)
         h.hbm_free(admin, 0, a)
         h.hbm_free(admin, 0, c)
+
+
+class OneTenantTwoContexts(TenantTools, h.BoardTestCase, SharedSession):
+    """Each connection of a tenant is a context, as a CUDA context is: its
+    allocations and its jobs go away with it unless detached (jobs; an
+    allocation always lives as long as its connection), and another context
+    of the same tenant acts on them only by naming them (an address, a job
+    id), never on a job's buffers, which are the job's until it ends, and a
+    free of memory that DMA holds waits for that DMA. Both contexts are
+    nobody's (raw connections and CLI processes); OTHER_UID, in the same
+    group, is a second tenant that still may not name them."""
+    session_name = "tenant-contexts"
+    up_args = ("--chips", 1, "--group", SHARE_GROUP)
+
+    # A GEMM on the NeuronCores long enough (seconds under TCG) to be caught
+    # holding its buffers, short enough to wait for; `vtrn run` checks its
+    # result against the host reference.
+    RUN_GEMM = ("run", "gemm", "--m", 512, "--n", 512, "--k", 1024, "--dtype", "bf16", "--engine", "cores",
+                "--seed", 15, "--json")
+
+    def hbm_used(self):
+        return self.s.vtrn_json("mem", "stats", 0)["used_bytes"]
+
+    def listed(self):
+        """{addr: allocation} of what the tenant's `vtrn mem ls` shows (a
+        context of its own: one CLI process)."""
+        return {a["addr"]: a for a in self.tenant_json("mem", "ls", 0)["allocations"]}
+
+    def test_a_contexts_allocation_goes_with_it_when_it_disconnects(self):
+        base = self.hbm_used()
+        a = self.tenant_api()
+        addr, size = h.hbm_alloc(a, 0, 2 * MiB)
+        # Context B of the same tenant lists it, as A's (a client, the tenant's uid).
+        mine = self.listed().get(addr)
+        self.assertIsNotNone(mine, "another context of the tenant does not list its allocation")
+        self.assertEqual((mine["bytes"], mine["owner_kind"], mine["uid"]), (size, "client", TENANT_UID), mine)
+        self.assertEqual(self.hbm_used() - base, size)
+        a.close()
+        h.wait_until("the departed context's allocation freed", lambda: (addr in self.listed(), self.hbm_used()),
+                     lambda v: v == (False, base), 30)
+        # Named afterwards, it is nobody's.
+        r = self.tenant("mem", "free", 0, hex(addr))
+        self.assert_one_error_line(r, h.EXIT_FAILED, f"chip 0: no allocation starts at {hex(addr)}")
+        # What a user sees: `vtrn mem alloc` says the memory goes with the
+        # command, and it does.
+        r = self.tenant("mem", "alloc", 0, "1M")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("of HBM at 0x", r.stdout)
+        self.assertIn("released as this command exits", r.stdout)
+        h.wait_until("the CLI's allocation freed", self.hbm_used, lambda used: used == base, 30)
+
+    def test_a_detached_job_outlives_its_context_and_only_its_tenant_names_it(self):
+        base = self.hbm_used()
+        # Context A: `vtrn submit` without --wait detaches the job and exits.
+        job_id = self.tenant_json("submit", self.job_file(dict(h.LONG_GEMM_JOB, name="detached")))["job"]["id"]
+        self.addCleanup(lambda: self.s.vtrn("job", "cancel", job_id, timeout=60))
+        j = self.tenant_json("job", "show", job_id)
+        self.assertIn(j["state"], ("QUEUED", "RUNNING"), j)
+        self.assertEqual((j["detached"], j["uid"]), (True, TENANT_UID), j)
+        # Another tenant cannot name it.
+        for args, verb in ((("job", "show", job_id), "show"), (("job", "wait", job_id, "--timeout-ms", 100), "wait on"),
+                           (("job", "cancel", job_id), "cancel")):
+            with self.subTest(uid=OTHER_UID, args=args):
+                self.assert_one_error_line(self.tenant(*args, uid=OTHER_UID), h.EXIT_PERMISSION_DENIED,
+                                           f"job {job_id} belongs to another tenant",
+                                           f"only that tenant or the admin may {verb} it")
+        self.assertEqual(self.tenant_json("jobs", uid=OTHER_UID)["jobs"], [],
+                         "another tenant's job list shows this tenant's job")
+        # Context B of the same tenant names it: waits (up to a bound), cancels.
+        r = self.tenant("job", "wait", job_id, "--timeout-ms", 200)
+        self.assert_one_error_line(r, h.EXIT_TIMEOUT, f"job {job_id}")
+        j = self.tenant_json("job", "cancel", job_id, timeout=60)
+        self.assertEqual(j["state"], "CANCELLED", j)
+        h.wait_until("the cancelled job's HBM freed", self.hbm_used, lambda used: used == base, 30)
+        # A detached job that ends is waited for by another context too.
+        short_id = self.tenant_json("submit", self.job_file(SHORT_JOB))["job"]["id"]
+        j = self.tenant_json("job", "wait", short_id)
+        self.assertEqual((j["id"], j["state"], j["detached"]), (short_id, "DONE", True), j)
+
+    def test_an_attached_job_goes_with_its_context_and_the_others_list_it(self):
+        base = self.hbm_used()
+        # Another tenant's job (the admin's, ended), which the tenant's list leaves out.
+        admins = self.s.vtrn_json("submit", self.job_file(dict(SHORT_JOB, name="admins")), "--wait")["job"]
+        self.assertEqual(admins["state"], "DONE", admins)
+        # Context A: `vtrn submit --wait` holds its job on its connection.
+        p = self.tenant_popen("submit", self.job_file(dict(h.LONG_GEMM_JOB, name="attached")), "--wait")
+        running = h.wait_until("context A's job to run", lambda: [
+            j for j in self.tenant_json("jobs", "--active")["jobs"] if j["state"] == "RUNNING"], bool, 60)
+        job_id = running[0]["id"]
+        # Context B lists the tenant's jobs: A's, not the admin's.
+        doc = self.tenant_json("jobs")
+        self.assertFalse(doc["all_tenants"], doc)
+        listed = {j["id"]: j for j in doc["jobs"]}
+        self.assertNotIn(admins["id"], listed, "a tenant's job list shows another tenant's job")
+        self.assertIn(job_id, listed, "another context of the tenant does not list its job")
+        self.assertEqual((listed[job_id]["name"], listed[job_id]["detached"], listed[job_id]["uid"]),
+                         ("attached", False, TENANT_UID), listed[job_id])
+        self.assertEqual({j["uid"] for j in doc["jobs"]}, {TENANT_UID}, doc)
+        p.kill()
+        j = h.wait_until("context A's job to end", lambda: self.tenant_json("job", "show", job_id),
+                         lambda j: j["state"] not in ("QUEUED", "RUNNING"), 60)
+        self.assertEqual((j["state"], j["reason"]), ("CANCELLED", "client_gone"), j)
+        h.wait_until("the job's HBM freed", self.hbm_used, lambda used: used == base, 30)
+
+    def test_another_context_frees_a_live_allocation_by_naming_it_and_another_tenant_cannot(self):
+        a = self.tenant_api()
+        addr, size = h.hbm_alloc(a, 0, MiB)
+        a.dma_write(0, addr, b"\x5a" * 4096)
+        r = self.tenant("mem", "free", 0, hex(addr), uid=OTHER_UID)
+        self.assert_one_error_line(r, h.EXIT_PERMISSION_DENIED,
+                                   f"chip 0: the allocation at {hex(addr)} belongs to another tenant")
+        self.assertIn(addr, self.listed())
+        # Context B of the same tenant frees it by its address, while A is
+        # still connected.
+        self.assertEqual(self.tenant_json("mem", "free", 0, hex(addr))["bytes"], size)
+        self.assertNotIn(addr, self.listed())
+        # A's handle is gone with it: no DMA to it, no second free.
+        self.assert_denied(a.call_raw(30, [(1, 0), (2, addr), (3, b"\0" * 64)]),
+                           f"chip 0: DMA write to {hex(addr)} + 64 reaches HBM at {hex(addr)} "
+                           "that no allocation of this tenant covers")
+        status, error, _ = a.call_raw(41, [(1, 0), (2, addr)])
+        self.assertEqual((status, error), (h.API_STATUS_BAD_REQUEST,
+                                           f"chip 0: no allocation starts at {hex(addr)} (no such allocation)"))
+
+    def test_a_free_from_another_context_waits_for_the_dma_that_holds_the_memory(self):
+        a = self.tenant_api()
+        addr, size = h.hbm_alloc(a, 0, 4 * MiB)
+        pattern = bytes(range(256)) * 256
+        a.dma_write(0, addr, pattern)
+        # Context A: a one-second bench reading its allocation, then a read
+        # of it; HbmStats after them answers once vtrnd has taken both (a
+        # connection's frames are handled in order), so both hold it.
+        pending = {a.send(33, [(1, 0), (2, DMA_D2H), (3, 64 * 1024), (7, 1000), (9, addr), (10, size)]): "bench",
+                   a.send(31, [(1, 0), (2, addr), (3, len(pattern))]): "read"}
+        sync = a.send(42, [(1, 0)])
+        answers = {}
+        while True:
+            rid, status, error, bodies = a.receive()
+            if rid == sync:
+                break
+            answers[pending[rid]] = (status, error, bodies)
+        self.assertEqual(answers, {}, "A's DMA ended before the free was sent; the test proves nothing")
+        # Context B frees it by its address: answered once A's DMA ended,
+        # so A's answers are already on A's socket.
+        b = self.tenant_api()
+        status, error, body = b.call_raw(41, [(1, 0), (2, addr)])
+        self.assertEqual((status, error, h.pb_uint(body or {}, 1)), (0, "", size))
+        readable, _, _ = select.select([a.sock], [], [], 0)
+        self.assertTrue(readable, "B's free was answered while A's DMA still held the memory")
+        while len(answers) < 2:
+            rid, status, error, bodies = a.receive()
+            answers[pending[rid]] = (status, error, bodies)
+        self.assertEqual([(k, v[0], v[1]) for k, v in sorted(answers.items())], [("bench", 0, ""), ("read", 0, "")])
+        self.assertEqual(answers["read"][2][31][1][-1], pattern, "A's read returned other bytes than it wrote")
+        self.assertNotIn(addr, self.listed())
+
+    def test_no_context_frees_or_reaches_a_running_jobs_buffers_and_its_result_is_intact(self):
+        base = self.hbm_used()
+        p = self.tenant_popen(*self.RUN_GEMM)  # context A
+        bufs = h.wait_until("context A's job holding its buffers", lambda: [
+            a for a in self.listed().values() if a["owner_kind"] == "job"], lambda v: len(v) == 3, 60)
+        job_id = bufs[0]["owner_id"]
+        c = self.tenant_api()  # context B
+        for buf in bufs:
+            addr = buf["addr"]
+            with self.subTest(buffer=hex(addr)):
+                self.assert_denied(c.call_raw(41, [(1, 0), (2, addr)]),
+                                   f"chip 0: the allocation at {hex(addr)} is a buffer of job {job_id}; "
+                                   "it is freed when the job ends")
+                job_buffer = f"reaches the allocation at {hex(addr)}, a buffer of job {job_id}; " \
+                             "only the job reaches it until it ends"
+                self.assert_denied(c.call_raw(30, [(1, 0), (2, addr), (3, b"\xff" * 4096)]),
+                                   f"chip 0: DMA write to {hex(addr)} + 4096 {job_buffer}")
+                self.assert_denied(c.call_raw(31, [(1, 0), (2, addr), (3, 64)]),
+                                   f"chip 0: DMA read of {hex(addr)} + 64 {job_buffer}")
+        self.assert_denied(c.dma_copy_raw(0, src_addr=bufs[0]["addr"], dst_addr=bufs[1]["addr"], length=64),
+                           f"chip 0: DMA copy from {hex(bufs[0]['addr'])} + 64 reaches the allocation at "
+                           f"{hex(bufs[0]['addr'])}, a buffer of job {job_id}")
+        out = bufs[-1]["addr"]
+        # What a user sees.
+        self.assert_one_error_line(self.tenant("mem", "free", 0, hex(out)), h.EXIT_PERMISSION_DENIED,
+                                   f"chip 0: the allocation at {hex(out)} is a buffer of job {job_id}; "
+                                   "it is freed when the job ends")
+        self.assert_one_error_line(self.tenant("mem", "write", 0, hex(out), "--pattern", 1, "--length", "4K"),
+                                   h.EXIT_PERMISSION_DENIED, f"a buffer of job {job_id}",
+                                   "only the job reaches it until it ends")
+        self.assertIn(job_id, [j["id"] for j in self.tenant_json("jobs", "--active")["jobs"]],
+                      "the job ended before the other context tried its buffers; the test proves nothing")
+        stdout, stderr = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 0, stderr)
+        doc = json.loads(stdout)
+        self.assertTrue(doc["verified"], doc)
+        h.wait_until("the job's HBM freed", self.hbm_used, lambda used: used == base, 30)
 
 
 if __name__ == "__main__":
