@@ -60,7 +60,7 @@ json job_json(const Vtrn__Api__JobInfo& j) {
           {"buffer_bytes", j.buffer_bytes},
           {"client", j.client},
           {"uid", j.uid >= 0 ? json(j.uid) : json(nullptr)},
-          {"detached", j.detached},
+          {"detached", bool(j.detached)},
           {"latency_ns", j.latency_ns},
           {"stage_in_ns", j.stage_in_ns},
           {"chip_queue_ns", j.chip_queue_ns},

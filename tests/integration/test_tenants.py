@@ -442,6 +442,7 @@ class OneTenantTwoContexts(TenantTools, h.BoardTestCase, SharedSession):
         j = self.tenant_json("job", "show", job_id)
         self.assertIn(j["state"], ("QUEUED", "RUNNING"), j)
         self.assertEqual((j["detached"], j["uid"]), (True, TENANT_UID), j)
+        self.assertIs(j["detached"], True, "--json gives detached as a JSON boolean")
         # Another tenant cannot name it.
         for args, verb in ((("job", "show", job_id), "show"), (("job", "wait", job_id, "--timeout-ms", 100), "wait on"),
                            (("job", "cancel", job_id), "cancel")):
@@ -480,6 +481,7 @@ class OneTenantTwoContexts(TenantTools, h.BoardTestCase, SharedSession):
         self.assertIn(job_id, listed, "another context of the tenant does not list its job")
         self.assertEqual((listed[job_id]["name"], listed[job_id]["detached"], listed[job_id]["uid"]),
                          ("attached", False, TENANT_UID), listed[job_id])
+        self.assertIs(listed[job_id]["detached"], False, "--json gives detached as a JSON boolean")
         self.assertEqual({j["uid"] for j in doc["jobs"]}, {TENANT_UID}, doc)
         p.kill()
         j = h.wait_until("context A's job to end", lambda: self.tenant_json("job", "show", job_id),
