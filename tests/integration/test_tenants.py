@@ -42,7 +42,7 @@ SHORT_JOB = {"name": "short", "buffers": [{"name": "x", "values": [1, 2, 3, 4]},
              "steps": [{"kernel": "add", "m": 2, "n": 2, "a": "x", "b": "y", "out": "s"}]}
 PERMISSION_DENIED = 9    # vtrn.api STATUS_PERMISSION_DENIED
 MiB = 1 << 20
-DMA_H2D = 1              # vtrn.api DMA_DIR_H2D
+DMA_H2D = 0              # vtrn.api DMA_DIR_H2D
 DMA_D2H = 1              # vtrn.api DMA_DIR_D2H
 
 
