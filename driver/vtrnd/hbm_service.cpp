@@ -290,7 +290,7 @@ void HbmService::on_state(ChipHbm& ch) {
   std::vector<Waiter> w;
   w.swap(ch.waiting);
   const std::string why = ch.chip->not_ready_reason();
-  for (Waiter& x : w) x.fail(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, why);
+  for (Waiter& x : w) x.fail(Error(Code::kNotReady, why));
   drop_claims(ch);
 }
 
@@ -347,10 +347,9 @@ void HbmService::sync_retired(ChipHbm& ch) {
   run_after_dma(ch);
 }
 
-void HbmService::when_ready(ChipHbm& ch, std::function<void()> run,
-                            std::function<void(Vtrn__Api__Status, const std::string&)> fail) {
+void HbmService::when_ready(ChipHbm& ch, std::function<void()> run, std::function<void(const Error&)> fail) {
   if (ch.chip->state() != ChipState::kReady) {
-    fail(VTRN__API__STATUS__STATUS_CHIP_NOT_READY, ch.chip->not_ready_reason());
+    fail(Error(Code::kNotReady, ch.chip->not_ready_reason()));
     return;
   }
   if (ch.ready) {
@@ -489,13 +488,13 @@ std::string HbmService::alloc_error(ChipHbm& ch, uint32_t result, const std::str
 void HbmService::alloc(Chip* chip, uint64_t owner, uint32_t category, uint64_t bytes,
                        uint64_t align, AllocDone done) {
   ChipHbm* ch = find(chip);
-  if (ch == nullptr) return done(VTRN__API__STATUS__STATUS_INTERNAL, 0, "chip has no HBM service");
+  if (ch == nullptr) return done(Error(Code::kInternal, "chip has no HBM service"));
   if (!valid_owner(owner))
-    return done(VTRN__API__STATUS__STATUS_BAD_REQUEST, 0, "HBM owner " + hex(owner) + " is outside the owner scheme");
+    return done(Error(Code::kInvalidArgument, "HBM owner " + hex(owner) + " is outside the owner scheme"));
   if (category >= vtrn::hbm::kCategoryCount)
-    return done(VTRN__API__STATUS__STATUS_BAD_REQUEST, 0, "unknown HBM category " + std::to_string(category));
+    return done(Error(Code::kInvalidArgument, "unknown HBM category " + std::to_string(category)));
   std::weak_ptr<bool> alive = alive_;
-  auto fail = [done](Vtrn__Api__Status st, const std::string& e) { done(st, 0, e); };
+  auto fail = [done](const Error& e) { done(e); };
   when_ready(*ch, [this, ch, owner, category, bytes, align, done, alive] {
     const uint64_t epoch = ch->epoch;
     // A job's buffers count against its submitter's quota (issue 15 item 9).
@@ -507,34 +506,34 @@ void HbmService::alloc(Chip* chip, uint64_t owner, uint32_t category, uint64_t b
       const uint64_t held = charged(*ch, key);
       if (rounded > quota || held > quota - rounded) {
         ++ch->quota_refusals;
-        return done(VTRN__API__STATUS__STATUS_CHIP_ERROR, 0,
-                    alloc_error(*ch, uint32_t(vtrn::hbm::Error::kQuota), charge_text(key), bytes, align, held, quota));
+        return done(Error(Code::kChipError, alloc_error(*ch, uint32_t(vtrn::hbm::Error::kQuota), charge_text(key),
+                                                        bytes, align, held, quota)));
       }
       add_pending(*ch, owner, rounded);
     }
     ctrl_alloc(*ch, owner, category, bytes, align, false, 0,
                [this, ch, owner, bytes, align, done, alive, epoch, charged_here, rounded](
                    const FwReply<Vtrn__Ctrl__HbmAllocResponse>& r) {
-                 if (auto a = alive.lock(); !a || !*a) return done(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, 0, "vtrnd is shutting down");
+                 if (auto a = alive.lock(); !a || !*a) return done(Error(Code::kStopping, "vtrnd is shutting down"));
                  if (charged_here && ch->epoch == epoch) drop_pending(*ch, owner, rounded);
-                 if (!r.ok()) return done(to_api(r.error), 0, r.error.detail());
+                 if (!r.ok()) return done(r.error);
                  const Vtrn__Ctrl__HbmAllocResponse& b = *r.body;
                  if (b.result != 0)
-                   return done(b.result == uint32_t(vtrn::hbm::Error::kBadArgument) ? VTRN__API__STATUS__STATUS_BAD_REQUEST
-                                                                                  : VTRN__API__STATUS__STATUS_CHIP_ERROR,
-                               0, alloc_error(*ch, b.result, owner_text(owner), bytes, align, b.owner_used_bytes,
-                                              b.owner_quota_bytes));
+                   return done(Error(b.result == uint32_t(vtrn::hbm::Error::kBadArgument) ? Code::kInvalidArgument
+                                                                                        : Code::kChipError,
+                                     alloc_error(*ch, b.result, owner_text(owner), bytes, align, b.owner_used_bytes,
+                                                 b.owner_quota_bytes)));
                  if (ch->epoch == epoch) note_alloc(*ch, owner, b);
-                 done(VTRN__API__STATUS__STATUS_OK, b.addr, "");
+                 done(b.addr);
                });
   }, fail);
 }
 
 void HbmService::free(Chip* chip, uint64_t owner, uint64_t addr, FreeDone done) {
   ChipHbm* ch = find(chip);
-  if (ch == nullptr) return done(VTRN__API__STATUS__STATUS_INTERNAL, "chip has no HBM service");
+  if (ch == nullptr) return done(Error(Code::kInternal, "chip has no HBM service"));
   if (!valid_owner(owner))
-    return done(VTRN__API__STATUS__STATUS_BAD_REQUEST, "HBM owner " + hex(owner) + " is outside the owner scheme");
+    return done(Error(Code::kInvalidArgument, "HBM owner " + hex(owner) + " is outside the owner scheme"));
   if (claimed_addr(*ch, addr)) {
     ch->after_dma.push_back(AfterDma{addr, 0, [this, chip, owner, addr, done] { free(chip, owner, addr, done); }});
     return;
@@ -547,59 +546,59 @@ void HbmService::free(Chip* chip, uint64_t owner, uint64_t addr, FreeDone done) 
     const uint64_t epoch = ch->epoch;
     fw_call(*ch->chip, &Vtrn__Ctrl__Request::hbm_free, fr, &Vtrn__Ctrl__Response::hbm_free, kCtrlTimeoutMs,
             [this, ch, addr, done, alive, epoch](const FwReply<Vtrn__Ctrl__HbmFreeResponse>& r) {
-      if (auto a = alive.lock(); !a || !*a) return done(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, "vtrnd is shutting down");
-      if (!r.ok()) return done(to_api(r.error), r.error.detail());
+      if (auto a = alive.lock(); !a || !*a) return done(Error(Code::kStopping, "vtrnd is shutting down"));
+      if (!r.ok()) return done(r.error);
       const uint32_t res = r.body->result;
       if (res == uint32_t(vtrn::hbm::Error::kPinned))
-        return done(VTRN__API__STATUS__STATUS_BUSY, "chip " + std::to_string(ch->chip->id()) + ": cannot free " +
-                                                        hex(addr) + ": a job the chip has not ended still uses it");
-      if (res != 0)
-        return done(VTRN__API__STATUS__STATUS_BAD_REQUEST,
-                    "chip " + std::to_string(ch->chip->id()) + ": cannot free " + hex(addr) + ": " +
-                        (res == uint32_t(vtrn::hbm::Error::kNoSuchAllocation) ? "no allocation starts there"
-                         : res == uint32_t(vtrn::hbm::Error::kNotOwner)       ? "it belongs to another owner"
-                                                                              : vtrn::hbm::error_name(vtrn::hbm::Error(res))));
+        return done(Error(Code::kBusy, "chip " + std::to_string(ch->chip->id()) + ": cannot free " + hex(addr) +
+                                           ": a job the chip has not ended still uses it"));
+      if (res != 0) {
+        std::string why = vtrn::hbm::error_name(vtrn::hbm::Error(res));
+        if (res == uint32_t(vtrn::hbm::Error::kNoSuchAllocation)) why = "no allocation starts there";
+        if (res == uint32_t(vtrn::hbm::Error::kNotOwner)) why = "it belongs to another owner";
+        return done(Error(Code::kInvalidArgument,
+                          "chip " + std::to_string(ch->chip->id()) + ": cannot free " + hex(addr) + ": " + why));
+      }
       if (ch->epoch == epoch) note_free(*ch, addr);
-      done(VTRN__API__STATUS__STATUS_OK, "");
+      done(Error());
     });
   }, done);
 }
 
 void HbmService::free_owner(Chip* chip, uint64_t owner, FreeOwnerDone done) {
   ChipHbm* ch = find(chip);
-  if (ch == nullptr) return done(VTRN__API__STATUS__STATUS_INTERNAL, 0, "chip has no HBM service");
+  if (ch == nullptr) return done(Error(Code::kInternal, "chip has no HBM service"));
   if (!valid_owner(owner))
-    return done(VTRN__API__STATUS__STATUS_BAD_REQUEST, 0, "HBM owner " + hex(owner) + " is outside the owner scheme");
+    return done(Error(Code::kInvalidArgument, "HBM owner " + hex(owner) + " is outside the owner scheme"));
   // Not ready means not READY or syncing: in both cases the chip holds
   // nothing for this owner that the retired-list push would let through.
   if (ch->chip->state() != ChipState::kReady) {
     ch->owner_used.erase(owner);
-    return done(VTRN__API__STATUS__STATUS_OK, 0, "");
+    return done(uint64_t(0));
   }
   if (claimed_owner(*ch, owner)) {
     ch->after_dma.push_back(AfterDma{0, owner, [this, chip, owner, done] { free_owner(chip, owner, done); }});
     return;
   }
   std::weak_ptr<bool> alive = alive_;
-  auto fail = [done](Vtrn__Api__Status st, const std::string& e) { done(st, 0, e); };
+  auto fail = [done](const Error& e) { done(e); };
   when_ready(*ch, [this, ch, owner, done, alive] {
     Vtrn__Ctrl__HbmFreeOwnerRequest fr = VTRN__CTRL__HBM_FREE_OWNER_REQUEST__INIT;
     fr.owner = owner;
     const uint64_t epoch = ch->epoch;
     fw_call(*ch->chip, &Vtrn__Ctrl__Request::hbm_free_owner, fr, &Vtrn__Ctrl__Response::hbm_free_owner,
             kCtrlTimeoutMs, [this, ch, owner, done, alive, epoch](const FwReply<Vtrn__Ctrl__HbmFreeOwnerResponse>& r) {
-      if (auto a = alive.lock(); !a || !*a) return done(VTRN__API__STATUS__STATUS_SHUTTING_DOWN, 0, "vtrnd is shutting down");
-      if (!r.ok()) return done(to_api(r.error), 0, r.error.detail());
+      if (auto a = alive.lock(); !a || !*a) return done(Error(Code::kStopping, "vtrnd is shutting down"));
+      if (!r.ok()) return done(r.error);
       // Pinned: a job of this owner still runs on the chip; nothing was
       // freed, so the book keeps it.
       if (r.body->result == uint32_t(vtrn::hbm::Error::kPinned))
-        return done(VTRN__API__STATUS__STATUS_BUSY, 0,
-                    "chip " + std::to_string(ch->chip->id()) + ": the HBM of owner " + hex(owner) +
-                        " is pinned by a job the chip has not ended");
+        return done(Error(Code::kBusy, "chip " + std::to_string(ch->chip->id()) + ": the HBM of owner " + hex(owner) +
+                                           " is pinned by a job the chip has not ended"));
       if (r.body->result != 0)
-        return done(VTRN__API__STATUS__STATUS_CHIP_ERROR, 0,
-                    "chip " + std::to_string(ch->chip->id()) + ": freeing the HBM of owner " + hex(owner) +
-                        " failed: " + vtrn::hbm::error_name(vtrn::hbm::Error(r.body->result)));
+        return done(Error(Code::kChipError, "chip " + std::to_string(ch->chip->id()) + ": freeing the HBM of owner " +
+                                                hex(owner) + " failed: " +
+                                                vtrn::hbm::error_name(vtrn::hbm::Error(r.body->result))));
       if (ch->epoch == epoch) {
         for (auto it = ch->allocs.begin(); it != ch->allocs.end();) {
           if (it->second.owner != owner) {
@@ -612,7 +611,7 @@ void HbmService::free_owner(Chip* chip, uint64_t owner, FreeOwnerDone done) {
         ch->owner_used.erase(owner);
         ch->quota_set.erase(owner);
       }
-      done(VTRN__API__STATUS__STATUS_OK, r.body->bytes, "");
+      done(r.body->bytes);
     });
   }, fail);
 }
@@ -711,7 +710,7 @@ void HbmService::do_alloc(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Ap
                  ar.elapsed_ns = monotonic_ns() - t0;
                  reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_HBM_ALLOC, &ar.base);
                });
-  }, [this, cid, id](Vtrn__Api__Status st, const std::string& e) { reply_error(cid, id, st, e); });
+  }, [this, cid, id](const Error& e) { reply_error(cid, id, to_api(e), e.detail()); });
 }
 
 void HbmService::do_free(uint64_t cid, uint64_t id, ChipHbm& ch, uint64_t addr) {
@@ -761,7 +760,7 @@ void HbmService::do_free(uint64_t cid, uint64_t id, ChipHbm& ch, uint64_t addr) 
       fr2.elapsed_ns = monotonic_ns() - t0;
       reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_HBM_FREE, &fr2.base);
     });
-  }, [this, cid, id](Vtrn__Api__Status st, const std::string& e) { reply_error(cid, id, st, e); });
+  }, [this, cid, id](const Error& e) { reply_error(cid, id, to_api(e), e.detail()); });
 }
 
 void HbmService::do_stats(uint64_t cid, uint64_t id, ChipHbm& ch) {
@@ -809,14 +808,14 @@ void HbmService::do_stats(uint64_t cid, uint64_t id, ChipHbm& ch) {
         reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_HBM_STATS, &out.base);
       });
     });
-  }, [this, cid, id](Vtrn__Api__Status st, const std::string& e) { reply_error(cid, id, st, e); });
+  }, [this, cid, id](const Error& e) { reply_error(cid, id, to_api(e), e.detail()); });
 }
 
 void HbmService::do_list(uint64_t cid, uint64_t id, ChipHbm& ch) {
   ChipHbm* p = &ch;
   when_ready(ch, [this, p, cid, id] {
     list_page(cid, id, *p, p->epoch, 0, std::make_shared<std::vector<Vtrn__Api__HbmAllocationInfo>>());
-  }, [this, cid, id](Vtrn__Api__Status st, const std::string& e) { reply_error(cid, id, st, e); });
+  }, [this, cid, id](const Error& e) { reply_error(cid, id, to_api(e), e.detail()); });
 }
 
 void HbmService::list_page(uint64_t cid, uint64_t id, ChipHbm& ch, uint64_t epoch, uint64_t from,
@@ -916,7 +915,7 @@ void HbmService::do_inject(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__A
       out.persisted = persisted;
       reply_body(reply_, cid, id, VTRN__API__RESPONSE__BODY_HBM_INJECT_ECC, &out.base);
     });
-  }, [this, cid, id](Vtrn__Api__Status st, const std::string& e) { reply_error(cid, id, st, e); });
+  }, [this, cid, id](const Error& e) { reply_error(cid, id, to_api(e), e.detail()); });
 }
 
 void HbmService::client_gone(uint64_t cid) {
@@ -927,13 +926,13 @@ void HbmService::client_gone(uint64_t cid) {
     // requests in order, so the free comes after it.
     if (ch->clients.erase(owner) == 0) continue;
     const uint32_t chip_id = chip->id();
-    free_owner(chip, owner, [chip_id, cid](Vtrn__Api__Status st, uint64_t bytes, const std::string& err) {
-      if (st != VTRN__API__STATUS__STATUS_OK) {
+    free_owner(chip, owner, [chip_id, cid](Result<uint64_t> bytes) {
+      if (!bytes.ok()) {
         DRV_LOGW("chip %u: freeing HBM of departed client %llu failed: %s", chip_id, (unsigned long long)cid,
-                 err.c_str());
-      } else if (bytes != 0) {
+                 bytes.error().detail().c_str());
+      } else if (bytes.value() != 0) {
         DRV_LOGD("chip %u: client %llu gone, %llu bytes of HBM freed", chip_id, (unsigned long long)cid,
-                 (unsigned long long)bytes);
+                 (unsigned long long)bytes.value());
       }
     });
   }

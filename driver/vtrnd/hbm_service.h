@@ -65,10 +65,10 @@ struct HbmServiceOptions {
 class HbmService final : public Service {
  public:
   using ReplyFn = drv::ReplyFn;
-  using AllocDone = std::function<void(Vtrn__Api__Status status, uint64_t addr, const std::string& error)>;
-  using FreeDone = std::function<void(Vtrn__Api__Status status, const std::string& error)>;
-  using FreeOwnerDone =
-      std::function<void(Vtrn__Api__Status status, uint64_t bytes, const std::string& error)>;
+  // The address allocated, success (free), the bytes freed (free_owner).
+  using AllocDone = std::function<void(Result<uint64_t> addr)>;
+  using FreeDone = std::function<void(const Error& error)>;
+  using FreeOwnerDone = std::function<void(Result<uint64_t> bytes)>;
 
   static constexpr uint32_t kCtrlTimeoutMs = 5000;
   static constexpr uint64_t kOwnerKindClient = 1;
@@ -86,9 +86,10 @@ class HbmService final : public Service {
 
   // The async API. `done` may run before the call returns (chip not READY,
   // bad arguments). category: vtrn.api.HbmCategory. A job owner with a
-  // tenant is charged to that tenant's quota (refused with
-  // STATUS_CHIP_ERROR and the quota text past it); other owners are not
-  // (the caller decides what they may hold).
+  // tenant is charged to that tenant's quota (refused with kChipError and
+  // the quota text past it); other owners are not (the caller decides what
+  // they may hold). A free the firmware refuses because a job of the owner
+  // has not ended on the chip is kBusy.
   void alloc(Chip* chip, uint64_t owner, uint32_t category, uint64_t bytes, uint64_t align,
              AllocDone done);
   void free(Chip* chip, uint64_t owner, uint64_t addr, FreeDone done);
@@ -135,7 +136,7 @@ class HbmService final : public Service {
  private:
   struct Waiter {
     std::function<void()> run;
-    std::function<void(Vtrn__Api__Status, const std::string&)> fail;
+    std::function<void(const Error&)> fail;
   };
   struct Allocation {
     uint64_t owner = 0;
@@ -174,8 +175,7 @@ class HbmService final : public Service {
   [[nodiscard]] const ChipHbm* find(const Chip* chip) const;
   void on_state(ChipHbm& ch);
   void sync_retired(ChipHbm& ch);
-  void when_ready(ChipHbm& ch, std::function<void()> run,
-                  std::function<void(Vtrn__Api__Status, const std::string&)> fail);
+  void when_ready(ChipHbm& ch, std::function<void()> run, std::function<void(const Error&)> fail);
   void persist(ChipHbm& ch, uint64_t offset);
   void note_alloc(ChipHbm& ch, uint64_t owner, const Vtrn__Ctrl__HbmAllocResponse& b);
   void note_free(ChipHbm& ch, uint64_t addr);

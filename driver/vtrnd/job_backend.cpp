@@ -2,6 +2,8 @@
 // onto Chip, HbmService and DmaService.
 #include "job_backend.h"
 
+#include "api_enums.h"
+
 #include <string.h>
 
 #include <algorithm>
@@ -60,9 +62,9 @@ void DaemonJobBackend::hbm_alloc(uint32_t chip, uint64_t owner, uint64_t bytes, 
     deliver([done, chip] { done(false, 0, no_chip_text(chip)); });
   } else {
     hbm_->alloc(c, owner, VTRN__API__HBM_CATEGORY__HBM_CATEGORY_TENSORS, bytes, JobService::kBufferAlign,
-                [this, done](Vtrn__Api__Status st, uint64_t addr, const std::string& err) {
-                  const bool ok = st == VTRN__API__STATUS__STATUS_OK;
-                  deliver([done, ok, addr, err] { done(ok, addr, err); });
+                [this, done](Result<uint64_t> r) {
+                  const uint64_t addr = r.ok() ? r.value() : 0;
+                  deliver([done, ok = r.ok(), addr, err = r.error().detail()] { done(ok, addr, err); });
                 });
   }
   --in_call_;
@@ -74,8 +76,8 @@ void DaemonJobBackend::hbm_free_owner(uint32_t chip, uint64_t owner, FreeDone do
   if (c == nullptr) {
     deliver([done, chip] { done(VTRN__API__STATUS__STATUS_UNKNOWN_CHIP, no_chip_text(chip)); });
   } else {
-    hbm_->free_owner(c, owner, [this, done](Vtrn__Api__Status st, uint64_t /*bytes*/, const std::string& err) {
-      deliver([done, st, err] { done(st, err); });
+    hbm_->free_owner(c, owner, [this, done](Result<uint64_t> bytes) {
+      deliver([done, st = to_api(bytes.error()), err = bytes.error().detail()] { done(st, err); });
     });
   }
   --in_call_;
