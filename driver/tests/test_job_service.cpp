@@ -55,14 +55,14 @@ struct FakeJobChip final : drv::JobBackend {
   void hbm_alloc(uint32_t, uint64_t owner, uint64_t bytes, AllocDone done) override {
     const uint64_t rounded = (bytes + 4095) / 4096 * 4096;
     if (next_addr + rounded > kHbmBase + kHbmBytes) {
-      later([done] { done(false, 0, "out of HBM"); });
+      later([done] { done(drv::Error(drv::Code::kNoSpace, "out of HBM")); });
       return;
     }
     const uint64_t a = next_addr;
     next_addr += rounded;
     allocs[a] = {owner, bytes};
     ++allocations;
-    later([done, a] { done(true, a, ""); });
+    later([done, a] { done(a); });
   }
   uint64_t pinned_refusals = 0;
   void hbm_free_owner(uint32_t, uint64_t owner, FreeDone done) override {
@@ -72,7 +72,7 @@ struct FakeJobChip final : drv::JobBackend {
     if (ready && (owner >> 32) == 2 && table.count(jid) != 0 &&
         table[jid] == VTRN__TYPES__JOB_STATE__JOB_STATE_RUNNING) {
       ++pinned_refusals;
-      later([done] { done(VTRN__API__STATUS__STATUS_BUSY, "pinned by a job the chip has not ended"); });
+      later([done] { done(drv::Error(drv::Code::kBusy, "pinned by a job the chip has not ended")); });
       return;
     }
     for (auto it = allocs.begin(); it != allocs.end();) {
@@ -83,19 +83,19 @@ struct FakeJobChip final : drv::JobBackend {
         ++it;
       }
     }
-    later([done] { done(VTRN__API__STATUS__STATUS_OK, ""); });
+    later([done] { done(drv::Error()); });
   }
   void dma_write(uint32_t, uint64_t addr, const uint8_t* data, size_t len, Done done) override {
     if (fail_dma) {
-      later([done] { done(false, "dst out of range"); });
+      later([done] { done(drv::Error(drv::Code::kOutOfRange, "dst out of range")); });
       return;
     }
     memcpy(hbm.data() + (addr - kHbmBase), data, len);
-    later([done] { done(true, ""); });
+    later([done] { done(drv::Error()); });
   }
   void dma_read(uint32_t, uint64_t addr, uint64_t len, ReadDone done) override {
     std::vector<uint8_t> d(hbm.begin() + ptrdiff_t(addr - kHbmBase), hbm.begin() + ptrdiff_t(addr - kHbmBase + len));
-    later([done, d] { done(true, "", d); });
+    later([done, d] { done(d); });
   }
   std::map<uint64_t, uint32_t> table;  // the firmware's job table: id -> state
   uint32_t chip_job_state(uint32_t, uint64_t job_id) override {

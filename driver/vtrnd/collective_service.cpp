@@ -198,24 +198,23 @@ void CollectiveService::fail_staging(const std::string& why) {
 void CollectiveService::stage(Rank& k) {
   Run* run = run_.get();
   const uint32_t chip = k.m.chip;
-  backend_->hbm_alloc(chip, HbmService::job_owner(k.job_id), run->bytes, [this, run, &k, chip](bool ok, uint64_t addr,
-                                                                                 const std::string& err) {
+  backend_->hbm_alloc(chip, HbmService::job_owner(k.job_id), run->bytes, [this, run, &k, chip](Result<uint64_t> in) {
     if (run_.get() != run) return;
-    if (!ok) {
-      fail_staging("chip " + std::to_string(chip) + ": input buffer: " + err);
+    if (!in.ok()) {
+      fail_staging("chip " + std::to_string(chip) + ": input buffer: " + in.error().detail());
       staged_one();
       return;
     }
-    k.in_addr = addr;
+    k.in_addr = in.value();
     backend_->hbm_alloc(chip, HbmService::job_owner(k.job_id), run->out_bytes,
-                        [this, run, &k, chip](bool ok2, uint64_t addr2, const std::string& err2) {
+                        [this, run, &k, chip](Result<uint64_t> out) {
                           if (run_.get() != run) return;
-                          if (!ok2) {
-                            fail_staging("chip " + std::to_string(chip) + ": output buffer: " + err2);
+                          if (!out.ok()) {
+                            fail_staging("chip " + std::to_string(chip) + ": output buffer: " + out.error().detail());
                             staged_one();
                             return;
                           }
-                          k.out_addr = addr2;
+                          k.out_addr = out.value();
                           write_piece(k, 0);
                         });
   });
@@ -229,10 +228,10 @@ void CollectiveService::write_piece(Rank& k, uint64_t off) {
   }
   const uint64_t len = std::min(kDmaPiece, run->bytes - off);
   backend_->dma_write(k.m.chip, k.in_addr + off, k.input.data() + off, size_t(len),
-                      [this, run, &k, off, len](bool ok, const std::string& err) {
+                      [this, run, &k, off, len](const Error& e) {
                         if (run_.get() != run) return;
-                        if (!ok) {
-                          fail_staging("chip " + std::to_string(k.m.chip) + ": DMA of the input: " + err);
+                        if (!e.ok()) {
+                          fail_staging("chip " + std::to_string(k.m.chip) + ": DMA of the input: " + e.detail());
                           staged_one();
                           return;
                         }
@@ -376,11 +375,12 @@ void CollectiveService::read_piece(Rank& k, uint64_t off) {
   }
   const uint64_t len = std::min(kDmaPiece, run->out_bytes - off);
   backend_->dma_read(k.m.chip, k.out_addr + off, len,
-                     [this, run, &k, off, len](bool ok, const std::string& err, std::vector<uint8_t> data) {
+                     [this, run, &k, off, len](Result<std::vector<uint8_t>> data) {
                        if (run_.get() != run) return;
-                       if (!ok || data.size() != len) {
+                       if (!data.ok() || data->size() != len) {
                          k.state = VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED;
-                         k.reason = "chip " + std::to_string(k.m.chip) + ": reading the output: " + err;
+                         k.reason =
+                             "chip " + std::to_string(k.m.chip) + ": reading the output: " + data.error().detail();
                          if (!run->failed) {
                            run->failed = true;
                            run->reason = k.reason;
@@ -388,7 +388,7 @@ void CollectiveService::read_piece(Rank& k, uint64_t off) {
                          read_one();
                          return;
                        }
-                       k.output.insert(k.output.end(), data.begin(), data.end());
+                       k.output.insert(k.output.end(), data->begin(), data->end());
                        read_piece(k, off + len);
                      });
 }
@@ -407,10 +407,9 @@ void CollectiveService::finish() {
   run->phase = Run::Phase::kFreeing;
   run->pending = uint32_t(run->ranks.size());
   for (Rank& k : run->ranks) {
-    backend_->hbm_free_owner(k.m.chip, HbmService::job_owner(k.job_id), [this, run](Vtrn__Api__Status st,
-                                                                                   const std::string& err) {
+    backend_->hbm_free_owner(k.m.chip, HbmService::job_owner(k.job_id), [this, run](const Error& e) {
       if (run_.get() != run) return;
-      if (st != VTRN__API__STATUS__STATUS_OK) DRV_LOGW("collective %u: freeing buffers: %s", unsigned(run->collective_id), err.c_str());
+      if (!e.ok()) DRV_LOGW("collective %u: freeing buffers: %s", unsigned(run->collective_id), e.detail().c_str());
       if (--run->pending != 0) return;
       reply_result(*run);
       run_.reset();

@@ -2,8 +2,6 @@
 // onto Chip, HbmService and DmaService.
 #include "job_backend.h"
 
-#include "api_enums.h"
-
 #include <string.h>
 
 #include <algorithm>
@@ -59,13 +57,10 @@ void DaemonJobBackend::hbm_alloc(uint32_t chip, uint64_t owner, uint64_t bytes, 
   Chip* c = find(chip);
   ++in_call_;
   if (c == nullptr) {
-    deliver([done, chip] { done(false, 0, no_chip_text(chip)); });
+    deliver([done, chip] { done(Error(Code::kNoSuchChip, no_chip_text(chip))); });
   } else {
     hbm_->alloc(c, owner, VTRN__API__HBM_CATEGORY__HBM_CATEGORY_TENSORS, bytes, JobService::kBufferAlign,
-                [this, done](Result<uint64_t> r) {
-                  const uint64_t addr = r.ok() ? r.value() : 0;
-                  deliver([done, ok = r.ok(), addr, err = r.error().detail()] { done(ok, addr, err); });
-                });
+                [this, done](Result<uint64_t> addr) { deliver([done, addr] { done(addr); }); });
   }
   --in_call_;
 }
@@ -74,10 +69,10 @@ void DaemonJobBackend::hbm_free_owner(uint32_t chip, uint64_t owner, FreeDone do
   Chip* c = find(chip);
   ++in_call_;
   if (c == nullptr) {
-    deliver([done, chip] { done(VTRN__API__STATUS__STATUS_UNKNOWN_CHIP, no_chip_text(chip)); });
+    deliver([done, chip] { done(Error(Code::kNoSuchChip, no_chip_text(chip))); });
   } else {
     hbm_->free_owner(c, owner, [this, done](Result<uint64_t> bytes) {
-      deliver([done, st = to_api(bytes.error()), err = bytes.error().detail()] { done(st, err); });
+      deliver([done, e = bytes.error()] { done(e); });
     });
   }
   --in_call_;
@@ -87,10 +82,10 @@ void DaemonJobBackend::dma_write(uint32_t chip, uint64_t addr, const uint8_t* da
   Chip* c = find(chip);
   ++in_call_;
   if (c == nullptr) {
-    deliver([done, chip] { done(false, no_chip_text(chip)); });
+    deliver([done, chip] { done(Error(Code::kNoSuchChip, no_chip_text(chip))); });
   } else {
     dma_->write(c, addr, data, len, [this, done](Result<std::vector<uint8_t>> r) {
-      deliver([done, ok = r.ok(), err = r.error().detail()] { done(ok, err); });
+      deliver([done, e = r.error()] { done(e); });
     });
   }
   --in_call_;
@@ -100,14 +95,10 @@ void DaemonJobBackend::dma_read(uint32_t chip, uint64_t addr, uint64_t len, Read
   Chip* c = find(chip);
   ++in_call_;
   if (c == nullptr) {
-    deliver([done, chip] { done(false, no_chip_text(chip), {}); });
+    deliver([done, chip] { done(Error(Code::kNoSuchChip, no_chip_text(chip))); });
   } else {
     dma_->read(c, addr, uint32_t(len), [this, done](Result<std::vector<uint8_t>> r) {
-      const bool ok = r.ok();
-      std::vector<uint8_t> data = ok ? std::move(*r) : std::vector<uint8_t>();
-      deliver([done, ok, err = r.error().detail(), data = std::move(data)]() mutable {
-        done(ok, err, std::move(data));
-      });
+      deliver([done, r = std::move(r)]() mutable { done(std::move(r)); });
     });
   }
   --in_call_;

@@ -346,17 +346,17 @@ void JobService::stage_next(Job& j) {
     ++j.ops_in_flight;
     j.any_alloc = true;  // an allocation that times out on the host may still exist on the chip
     backend_->hbm_alloc(j.chip, HbmService::job_owner(jid), b.bytes,
-                        [this, jid, bi, field](bool ok, uint64_t addr, const std::string& err) {
+                        [this, jid, bi, field](Result<uint64_t> addr) {
                           Job* jp = find(jid);
                           if (jp == nullptr) return;
                           --jp->ops_in_flight;
                           if (jp->phase == Phase::kEnded) return op_returned(*jp);
-                          if (!ok)
+                          if (!addr.ok())
                             return end(*jp, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED,
                                        field + ": HBM allocation of " + std::to_string(jp->buffers[bi].bytes) +
-                                           " bytes failed: " + err);
+                                           " bytes failed: " + addr.error().detail());
                           jp->buffers[bi].allocated = true;
-                          jp->buffers[bi].addr = addr;
+                          jp->buffers[bi].addr = addr.value();
                           stage_next(*jp);
                         });
     return;
@@ -365,12 +365,13 @@ void JobService::stage_next(Job& j) {
   const uint64_t len = std::min<uint64_t>(opts_.dma_piece_bytes, b.bytes - off);
   const uint8_t* src = b.data.empty() ? zeros(size_t(len)).data() : b.data.data() + off;
   ++j.ops_in_flight;
-  backend_->dma_write(j.chip, b.addr + off, src, size_t(len), [this, jid, field](bool ok, const std::string& err) {
+  backend_->dma_write(j.chip, b.addr + off, src, size_t(len), [this, jid, field](const Error& e) {
     Job* jp = find(jid);
     if (jp == nullptr) return;
     --jp->ops_in_flight;
     if (jp->phase == Phase::kEnded) return op_returned(*jp);
-    if (!ok) return end(*jp, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED, field + ": DMA into HBM failed: " + err);
+    if (!e.ok())
+      return end(*jp, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED, field + ": DMA into HBM failed: " + e.detail());
     Buffer& bb = jp->buffers[jp->next_buffer];
     ++jp->piece;
     if (jp->piece * opts_.dma_piece_bytes >= bb.bytes) {
@@ -555,19 +556,20 @@ void JobService::read_next(Job& j) {
   const std::string field = "buffers[" + std::to_string(j.next_buffer) + "] '" + b.name + "'";
   ++j.ops_in_flight;
   backend_->dma_read(j.chip, b.addr + off, len,
-                     [this, jid, len, field](bool ok, const std::string& err, std::vector<uint8_t> data) {
+                     [this, jid, len, field](Result<std::vector<uint8_t>> data) {
                        Job* jp = find(jid);
                        if (jp == nullptr) return;
                        --jp->ops_in_flight;
                        if (jp->phase == Phase::kEnded) return op_returned(*jp);
-                       if (!ok)
-                         return end(*jp, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED, field + ": DMA out of HBM failed: " + err);
-                       if (data.size() != len)
+                       if (!data.ok())
                          return end(*jp, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED,
-                                    field + ": DMA out returned " + std::to_string(data.size()) + " bytes of " +
+                                    field + ": DMA out of HBM failed: " + data.error().detail());
+                       if (data->size() != len)
+                         return end(*jp, VTRN__TYPES__JOB_STATE__JOB_STATE_FAILED,
+                                    field + ": DMA out returned " + std::to_string(data->size()) + " bytes of " +
                                         std::to_string(len));
                        auto& out = jp->outputs.back().second;
-                       out.insert(out.end(), data.begin(), data.end());
+                       out.insert(out.end(), data->begin(), data->end());
                        ++jp->piece;
                        if (jp->piece * opts_.dma_piece_bytes >= jp->buffers[jp->next_buffer].bytes) {
                          jp->piece = 0;
@@ -731,10 +733,10 @@ void JobService::release(Job& j) {
   for (Buffer& b : j.buffers) std::vector<uint8_t>().swap(b.data);
   const uint64_t jid = j.id;
   if (!j.any_alloc) return retire(jid);
-  backend_->hbm_free_owner(j.chip, HbmService::job_owner(jid), [this, jid](Vtrn__Api__Status st, const std::string& err) {
+  backend_->hbm_free_owner(j.chip, HbmService::job_owner(jid), [this, jid](const Error& e) {
     Job* jp = find(jid);
     if (jp == nullptr) return;
-    if (st == VTRN__API__STATUS__STATUS_BUSY) {
+    if (e.code() == Code::kBusy) {
       // A NeuronCore may still be inside a chunk of it: the memory waits
       // for the firmware's end of the job, so nobody else gets it while
       // the chunk writes (issue 15).
@@ -749,8 +751,9 @@ void JobService::release(Job& j) {
       return;
     }
     jp->hbm_pinned = false;
-    if (st != VTRN__API__STATUS__STATUS_OK)
-      DRV_LOGW("chip %u: freeing the HBM of job %llu failed: %s", jp->chip, (unsigned long long)jid, err.c_str());
+    if (!e.ok())
+      DRV_LOGW("chip %u: freeing the HBM of job %llu failed: %s", jp->chip, (unsigned long long)jid,
+               e.detail().c_str());
     retire(jid);
   });
 }

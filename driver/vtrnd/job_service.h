@@ -56,9 +56,9 @@ class ProtoArena;  // job_service.cpp: owns what a reply under construction poin
 // once.
 class JobBackend {
  public:
-  using Done = std::function<void(bool ok, const std::string& error)>;
-  using AllocDone = std::function<void(bool ok, uint64_t addr, const std::string& error)>;
-  using ReadDone = std::function<void(bool ok, const std::string& error, std::vector<uint8_t> data)>;
+  using Done = std::function<void(const Error& error)>;
+  using AllocDone = std::function<void(Result<uint64_t> addr)>;
+  using ReadDone = std::function<void(Result<std::vector<uint8_t>> data)>;
   virtual ~JobBackend() = default;
 
   // Success when the chip exists and is READY; otherwise kNoSuchChip or
@@ -67,9 +67,9 @@ class JobBackend {
   virtual uint32_t neuron_cores(uint32_t chip) = 0;
   virtual uint64_t hbm_bytes(uint32_t chip) = 0;
   virtual void hbm_alloc(uint32_t chip, uint64_t owner, uint64_t bytes, AllocDone done) = 0;
-  // STATUS_BUSY: the firmware keeps the memory pinned because a job of
-  // this owner has not ended on the chip yet (nothing freed; issue 15).
-  using FreeDone = std::function<void(Vtrn__Api__Status status, const std::string& error)>;
+  // kBusy: the firmware keeps the memory pinned because a job of this
+  // owner has not ended on the chip yet (nothing freed; issue 15).
+  using FreeDone = std::function<void(const Error& error)>;
   virtual void hbm_free_owner(uint32_t chip, uint64_t owner, FreeDone done) = 0;
   // Copies `data` before returning.
   virtual void dma_write(uint32_t chip, uint64_t addr, const uint8_t* data, size_t len, Done done) = 0;
