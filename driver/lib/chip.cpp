@@ -581,15 +581,15 @@ std::string host_pci_bus_id(uint32_t id) {
   return buf;
 }
 
-std::string Chip::monitor_missing() const {
-  if (qmp_ && qmp_->ready()) return {};
-  return label_ + " has no QEMU monitor connected (" + chip_state_name(state_) + ")";
+Error Chip::monitor_ready() const {
+  if (qmp_ && qmp_->ready()) return Error();
+  return Error(Code::kNotReady, label_ + " has no QEMU monitor connected (" + chip_state_name(state_) + ")");
 }
 
 void Chip::monitor(const std::string& command, const std::string& arguments_json,
                    QmpClient::Reply reply) {
-  if (std::string why = monitor_missing(); !why.empty()) {
-    reply(false, why);
+  if (Error e = monitor_ready(); !e.ok()) {
+    reply(false, e.detail());
     return;
   }
   if (arguments_json.empty()) qmp_->execute(command, std::move(reply));

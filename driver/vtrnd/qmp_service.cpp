@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api_enums.h"
 #include "qmp_policy.h"
 #include "vtrn/drv/log.h"
 
@@ -45,8 +46,7 @@ void QmpService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip)
     Error e = check_read_only(*c);
     if (!e.ok()) return refuse(e.detail() + " (start vtrnd with --allow-qmp-write)");
   }
-  if (std::string why = chip->monitor_missing(); !why.empty())
-    return reply_error(reply_, cid, id, VTRN__API__STATUS__STATUS_CHIP_NOT_READY, why);
+  if (Error e = chip->monitor_ready(); !e.ok()) return reply_error(reply_, cid, id, to_api(e), e.detail());
   const std::string what = hmp ? c->hmp : c->execute;
   DRV_LOGI("%s: monitor command from client %llu: %s", label.c_str(), (unsigned long long)cid, what.c_str());
   const std::string executed = c->execute;

@@ -270,10 +270,10 @@ class Chip {
   // The chip's QEMU monitor through vtrnd's own QMP connection (QEMU
   // connects to vtrnd, so no second QMP client can): `command` with its
   // `arguments_json` object ("" for none). Fails at once, with
-  // monitor_missing()'s text, when no QEMU monitor is connected. The caller
-  // decides what is allowed. monitor_missing() is "" when the monitor is
-  // connected, else "chip N has no QEMU monitor connected (STATE)".
-  [[nodiscard]] std::string monitor_missing() const;
+  // monitor_ready()'s text, when no QEMU monitor is connected. The caller
+  // decides what is allowed. monitor_ready() is success when the monitor is
+  // connected, else kNotReady "chip N has no QEMU monitor connected (STATE)".
+  [[nodiscard]] Error monitor_ready() const;
   void monitor(const std::string& command, const std::string& arguments_json, QmpClient::Reply reply);
 
   // DMA (only attached while READY and when the firmware sets kCapDma).
