@@ -51,7 +51,7 @@ bool owner_key(uint64_t owner, uint32_t* key) {
     *key = 0;
     return true;
   }
-  if (kind != kOwnerKindClient && kind != kOwnerKindJob) return false;
+  if (kind != kOwnerKindClient && kind != kOwnerKindJob && kind != kOwnerKindTenant) return false;
   if (id >= (1u << kOwnerIdBits)) return false;
   *key = (kind << kOwnerIdBits) | id;
   return true;

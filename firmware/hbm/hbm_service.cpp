@@ -66,6 +66,7 @@ const char* owner_kind_name(uint64_t owner) {
     case kOwnerKindFirmware: return "firmware";
     case kOwnerKindClient: return "client";
     case kOwnerKindJob: return "job";
+    case kOwnerKindTenant: return "tenant";
   }
   return "owner";
 }

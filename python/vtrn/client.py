@@ -33,7 +33,7 @@ from .proto import vtrn_types_pb2 as vtypes
 from .proto import vtrn_api_qmp_pb2 as api_qmp
 
 # The vtrn.api version this package was written for (driver/lib wire.h kApiMajor/kApiMinor).
-API_MAJOR, API_MINOR = 3, 0
+API_MAJOR, API_MINOR = 3, 1
 MAX_FRAME = 4 << 20
 DMA_PIECE = 2 << 20  # bytes per DmaWrite/DmaRead request (the CLI's kDmaPieceBytes)
 _HEADER = struct.Struct("<I")

@@ -85,9 +85,16 @@ void test_owner_ids_map_to_allocator_keys_and_back(void**) {
   assert_true(fw::hbm::owner_key(fw::hbm::job_owner((1u << 28) - 1), &key));
   assert_int_equal(fw::hbm::owner_from_key(key), fw::hbm::job_owner((1u << 28) - 1));
   assert_int_not_equal(key, vtrn::hbm::kAnyOwner);
+  // A tenant (a detached allocation), uid 0 included, is its own owner.
+  assert_true(fw::hbm::owner_key(fw::hbm::tenant_owner(0), &key));
+  assert_int_equal(fw::hbm::owner_from_key(key), fw::hbm::tenant_owner(0));
+  assert_true(fw::hbm::owner_key(fw::hbm::tenant_owner(65534), &key));
+  assert_int_equal(fw::hbm::owner_from_key(key), fw::hbm::tenant_owner(65534));
+  assert_int_not_equal(key, vtrn::hbm::kAnyOwner);
   // Ids that would alias another owner, unknown kinds, firmware with an id.
   assert_false(fw::hbm::owner_key(fw::hbm::client_owner(1u << 28), &key));
-  assert_false(fw::hbm::owner_key(3ull << 32, &key));
+  assert_false(fw::hbm::owner_key(fw::hbm::tenant_owner(1u << 28), &key));
+  assert_false(fw::hbm::owner_key(4ull << 32, &key));
   assert_false(fw::hbm::owner_key(5, &key));
 }
 

@@ -50,9 +50,11 @@ inline constexpr uint64_t kOwnerFirmware = 0;
 inline constexpr uint32_t kOwnerKindFirmware = 0;
 inline constexpr uint32_t kOwnerKindClient = 1;
 inline constexpr uint32_t kOwnerKindJob = 2;
+inline constexpr uint32_t kOwnerKindTenant = 3;  // a detached allocation: id is the uid
 inline constexpr uint32_t kOwnerIdBits = 28;
 constexpr uint64_t client_owner(uint32_t client) { return (uint64_t(kOwnerKindClient) << 32) | client; }
 constexpr uint64_t job_owner(uint32_t job) { return (uint64_t(kOwnerKindJob) << 32) | job; }
+constexpr uint64_t tenant_owner(uint32_t uid) { return (uint64_t(kOwnerKindTenant) << 32) | uid; }
 // The allocator's 32-bit owner for a protocol owner; false when the kind is
 // unknown or the id does not fit kOwnerIdBits (or kind 0 with an id).
 [[nodiscard]] bool owner_key(uint64_t owner, uint32_t* key);

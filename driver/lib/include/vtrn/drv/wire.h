@@ -35,8 +35,10 @@ inline constexpr uint32_t kMaxFrame = 4u << 20;
 // are the tenant's.
 // 3.0: HbmStatsResponse carries the chip's figures as one vtrn.types.HbmStats
 // (`stats`, the message the firmware sends), its own fields renumbered 2..5.
+// 3.1: detached HBM (HbmAllocRequest.detached, HbmAllocationInfo.detached,
+// owner kind 3: the tenant).
 inline constexpr uint32_t kApiMajor = 3;
-inline constexpr uint32_t kApiMinor = 0;
+inline constexpr uint32_t kApiMinor = 1;
 inline constexpr size_t kFrameHeader = 4;
 
 // $VTRN_RUNTIME_DIR, else default_runtime_dir().
