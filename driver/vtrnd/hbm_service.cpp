@@ -48,13 +48,15 @@ std::string owner_text(uint64_t owner) {
   if (kind == 0 && id == 0) return "firmware";
   if (kind == HbmService::kOwnerKindClient) return "client " + std::to_string(id);
   if (kind == HbmService::kOwnerKindJob) return "job " + std::to_string(id);
+  if (kind == HbmService::kOwnerKindTenant) return "tenant uid " + std::to_string(id) + " (detached)";
   return "owner " + hex(owner);
 }
 
 bool valid_owner(uint64_t owner) {
   const uint64_t kind = owner >> 32, id = owner & 0xffffffffu;
   if (kind == 0) return id == 0;
-  return (kind == HbmService::kOwnerKindClient || kind == HbmService::kOwnerKindJob) &&
+  return (kind == HbmService::kOwnerKindClient || kind == HbmService::kOwnerKindJob ||
+          kind == HbmService::kOwnerKindTenant) &&
          id < HbmService::kOwnerIdLimit;
 }
 
@@ -110,6 +112,7 @@ uint32_t HbmService::owner_tenant(uint64_t owner) const {
   const uint64_t kind = owner >> 32, id = owner & 0xffffffffu;
   if (kind == kOwnerKindClient) return opts_.tenant_of ? opts_.tenant_of(id) : kNoTenant;
   if (kind == kOwnerKindJob) return opts_.job_tenant ? opts_.job_tenant(id) : kNoTenant;
+  if (kind == kOwnerKindTenant) return uint32_t(id);
   return kNoTenant;
 }
 
@@ -647,10 +650,15 @@ void HbmService::handle(uint64_t cid, const Vtrn__Api__Request& req, Chip* chip)
 }
 
 void HbmService::do_alloc(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Api__HbmAllocRequest& r) {
-  const uint64_t owner = client_owner(cid);
   const std::string chip = "chip " + std::to_string(ch.chip->id());
   if (cid >= kOwnerIdLimit)
     return reply_error(cid, id, VTRN__API__STATUS__STATUS_INTERNAL, "client id " + std::to_string(cid) + " is beyond the HBM owner range");
+  // Detached: the tenant's, so it needs one whose uid the firmware can name.
+  const uint32_t uid = opts_.tenant_of ? opts_.tenant_of(cid) : kNoTenant;
+  if (r.detached && (uid == kNoTenant || uid >= kOwnerIdLimit))
+    return reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST,
+                       chip + ": a detached allocation needs a tenant uid below " + std::to_string(kOwnerIdLimit));
+  const uint64_t owner = r.detached ? tenant_owner(uid) : client_owner(cid);
   if (r.bytes == 0) return reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "HBM allocation of 0 bytes");
   if (uint32_t(r.category) >= vtrn::hbm::kCategoryCount)
     return reply_error(cid, id, VTRN__API__STATUS__STATUS_BAD_REQUEST, "unknown HBM category " + std::to_string(int(r.category)));
@@ -660,7 +668,8 @@ void HbmService::do_alloc(uint64_t cid, uint64_t id, ChipHbm& ch, const Vtrn__Ap
   const uint64_t t0 = monotonic_ns();
   std::weak_ptr<bool> alive = alive_;
   ChipHbm* p = &ch;
-  ch.clients.insert(owner);
+  // A departing connection frees what it owns here; nothing detached.
+  if (!r.detached) ch.clients.insert(owner);
   const uint64_t bytes = r.bytes, align = r.align;
   const uint32_t category = uint32_t(r.category);
   when_ready(ch, [this, p, cid, id, owner, bytes, align, category, t0, alive] {
@@ -850,6 +859,7 @@ void HbmService::list_page(uint64_t cid, uint64_t id, ChipHbm& ch, uint64_t epoc
       x.poisoned = e.poisoned;
       x.stitched = e.stitched;
       x.extents = e.extents;
+      x.detached = x.owner_kind == kOwnerKindTenant;
       const uint32_t tenant = owner_tenant(e.owner);
       x.uid = tenant == kNoTenant ? -1 : int64_t(tenant);
       // Another tenant's allocations are left out (the admin sees all).

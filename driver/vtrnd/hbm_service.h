@@ -5,6 +5,14 @@
 //  - owners: a client connection is owner (1<<32)|cid, a job (2<<32)|job id
 //    (the jobs service picks those); everything a client owned is freed on
 //    the chip when the connection closes (client_gone -> HbmFreeOwner);
+//  - detached allocations (HbmAllocRequest.detached): owner (3<<32)|uid,
+//    the tenant's rather than the connection's, as a detached job is. No
+//    connection's close frees them; any connection of the tenant, or the
+//    admin, frees one by naming it (HbmFree), another tenant neither frees
+//    nor lists it, and they count against the tenant's quota like the rest
+//    (the bound on how much: without --hbm-quota-mib a tenant may keep HBM
+//    detached as it may keep it with an open connection). The chip leaving
+//    READY drops them with everything else;
 //  - quotas: each tenant (uid; see tenant_of) may hold at most
 //    `client_quota_bytes` per chip (vtrnd --hbm-quota-mib) over all its
 //    connections and its jobs' buffers, so a new connection is not new
@@ -73,6 +81,7 @@ class HbmService final : public Service {
   static constexpr uint32_t kCtrlTimeoutMs = 5000;
   static constexpr uint64_t kOwnerKindClient = 1;
   static constexpr uint64_t kOwnerKindJob = 2;
+  static constexpr uint64_t kOwnerKindTenant = 3;        // detached allocations; id = uid
   static constexpr uint64_t kOwnerIdLimit = 1ull << 28;  // the firmware's owner id range
   static constexpr uint32_t kNoTenant = UINT32_MAX;      // the firmware's, vtrnd's own, a departed client's
 
@@ -105,10 +114,12 @@ class HbmService final : public Service {
   // buffers, and a collective's, which runs as one job per chip).
   static uint64_t client_owner(uint64_t cid) { return (kOwnerKindClient << 32) | cid; }
   static uint64_t job_owner(uint64_t job_id) { return (kOwnerKindJob << 32) | (job_id & 0xffffffffull); }
+  static uint64_t tenant_owner(uint32_t uid) { return (kOwnerKindTenant << 32) | uid; }
   [[nodiscard]] std::string store_path(const Chip* chip) const;
 
   // Tenants. The tenant (uid) an HBM owner belongs to: a client
-  // connection's uid, a job's submitter's; kNoTenant for the firmware's own
+  // connection's uid, a job's submitter's, a detached allocation's own
+  // (the owner id); kNoTenant for the firmware's own
   // memory, a collective's buffers and a connection already gone.
   [[nodiscard]] uint32_t owner_tenant(uint64_t owner) const;
   // Whether client connection `cid` may act on memory of `owner`: the admin
