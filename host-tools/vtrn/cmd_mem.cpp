@@ -8,8 +8,12 @@
 // and its connection alive, holding the memory, until it gets SIGINT,
 // SIGTERM or SIGHUP, which is what demos and tests use to own a buffer that
 // `mem read`/`mem write` (DMA, which the chip allows only inside a live
-// allocation) then work on. `mem free` frees whoever's allocation starts at
-// ADDR: it is a debugging tool.
+// allocation) then work on. `--detach` instead makes the allocation the
+// tenant's (the uid's, not the connection's), as `vtrn submit` detaches a
+// job: it stays after the command exits, counts against the tenant's quota,
+// and `mem free CHIP ADDR` from any process of that uid (or the admin) ends
+// it. `mem free` frees whoever's allocation starts at ADDR: it is a
+// debugging tool.
 #include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -44,6 +48,7 @@ std::string owner_name(uint32_t kind, uint64_t id) {
   if (kind == 0) return "firmware";
   if (kind == 1) return "client " + std::to_string(id);
   if (kind == 2) return "job " + std::to_string(id);
+  if (kind == 3) return "uid " + std::to_string(id) + " (detached)";
   return "owner " + std::to_string(kind) + ":" + std::to_string(id);
 }
 
@@ -185,7 +190,12 @@ void run_mem_ls(const MemChipOptions& o) {
     rows.push_back({{"addr", a.addr},
                     {"bytes", a.bytes},
                     {"owner", a.owner},
-                    {"owner_kind", a.owner_kind == 0 ? "firmware" : a.owner_kind == 1 ? "client" : a.owner_kind == 2 ? "job" : "unknown"},
+                    {"owner_kind", a.owner_kind == 0   ? "firmware"
+                                   : a.owner_kind == 1 ? "client"
+                                   : a.owner_kind == 2 ? "job"
+                                   : a.owner_kind == 3 ? "tenant"
+                                                       : "unknown"},
+                    {"detached", bool(a.detached)},
                     {"owner_id", a.owner_id},
                     {"uid", a.uid >= 0 ? nlohmann::json(a.uid) : nlohmann::json(nullptr)},
                     {"category", category_name(uint32_t(a.category))},
@@ -218,6 +228,7 @@ struct AllocOptions {
   uint64_t align = 0;
   std::string category = "tensors";
   bool hold = false;
+  bool detach = false;
   bool json = false;
 };
 
@@ -247,6 +258,7 @@ void run_alloc(const AllocOptions& o) {
   r.bytes = o.size;
   r.align = o.align;
   r.category = Vtrn__Api__HbmCategory(cat);
+  r.detached = o.detach;
   req.body_case = VTRN__API__REQUEST__BODY_HBM_ALLOC;
   req.hbm_alloc = &r;
   drv::ResponsePtr resp = conn.call(&req, VTRN__API__RESPONSE__BODY_HBM_ALLOC);
@@ -259,13 +271,18 @@ void run_alloc(const AllocOptions& o) {
                               {"client_used_bytes", a.client_used_bytes},
                               {"client_quota_bytes", a.client_quota_bytes},
                               {"elapsed_ns", a.elapsed_ns},
-                              {"held", o.hold}};
+                              {"held", o.hold},
+                              {"detached", o.detach}};
   if (o.json) {
     print_json(doc);
   } else {
     std::cout << "chip " << o.chip << ": " << format_bytes(a.bytes) << " of HBM at " << hex(a.addr) << " ("
               << o.category << ", " << format_ns(a.elapsed_ns) << " in vtrnd)"
-              << (o.hold ? ", held until SIGINT/SIGTERM" : ", released as this command exits") << "\n";
+              << (o.hold     ? ", held until SIGINT/SIGTERM"
+                  : o.detach ? ", detached: kept after this command exits until `vtrn mem free " +
+                                   std::to_string(o.chip) + " " + hex(a.addr) + "` from this uid"
+                             : ", released as this command exits")
+              << "\n";
   }
   std::cout.flush();
   if (o.hold) wait_for_release_signal();
@@ -461,14 +478,19 @@ void add_mem_command(CLI::App& app, Action* action) {
   l->callback([ls, action] { *action = [ls] { run_mem_ls(*ls); }; });
 
   auto al = std::make_shared<AllocOptions>();
-  CLI::App* a = mem->add_subcommand("alloc", "Allocate HBM (released when this command exits unless --hold)");
+  CLI::App* a =
+      mem->add_subcommand("alloc", "Allocate HBM (released when this command exits unless --hold or --detach)");
   a->add_option("chip", al->chip, "Chip id")->required()->check(chip_id_validator());
   a->add_option("size", al->size, "Bytes (K, M, G suffixes)")->required()->transform(size_validator(1, kMaxHbmBytes));
   a->add_option("--align", al->align, "Alignment, a power of two up to 2M (default one page)")
       ->transform(size_validator(1, uint64_t(2) << 20));
   a->add_option("--category", al->category, "tensors, code, scratch, collectives or dma-buffers")
       ->check(CLI::IsMember({"tensors", "code", "scratch", "collectives", "dma-buffers"}));
-  a->add_flag("--hold", al->hold, "Keep the allocation (and this process) until SIGINT/SIGTERM/SIGHUP");
+  CLI::Option* hold =
+      a->add_flag("--hold", al->hold, "Keep the allocation (and this process) until SIGINT/SIGTERM/SIGHUP");
+  a->add_flag("--detach", al->detach,
+              "Keep the allocation after this command exits, your uid's until `vtrn mem free` (counts against the quota)")
+      ->excludes(hold);
   a->add_flag("--json", al->json, "Print one JSON document instead of text");
   a->callback([al, action] { *action = [al] { run_alloc(*al); }; });
 

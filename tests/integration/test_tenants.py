@@ -9,7 +9,7 @@ requests that change the board for everyone (reset, fault injection, power,
 stopping vtrnd) are refused to a tenant with one line and exit 8.
 
 Within one tenant each connection is a context (OneTenantTwoContexts): what
-it allocated goes with it, and so do its jobs unless detached; another
+it allocated goes with it, and so do its jobs, unless detached; another
 context of the tenant acts on them only by naming them (an address, a job
 id), never on a job's buffers, and its free of memory that DMA holds waits
 for that DMA.
@@ -22,6 +22,7 @@ the peer's uid with SO_PEERCRED at connect).
 
 import json
 import os
+import re
 import select
 import stat
 import subprocess
@@ -384,11 +385,28 @@ class TenantQuota(TenantTools, h.BoardTestCase, SharedSession):
         h.hbm_free(admin, 0, a)
         h.hbm_free(admin, 0, c)
 
+    def test_detached_memory_counts_against_its_tenants_quota(self):
+        doc = self.tenant_json("mem", "alloc", 0, "40M", "--detach")
+        self.assertIs(doc["detached"], True, doc)
+        addr = doc["addr"]
+        self.addCleanup(lambda: self.s.vtrn("mem", "free", 0, hex(addr)))
+        # The command has exited; its 40 MiB are still the tenant's.
+        t = self.tenant_api()
+        with self.assertRaises(h.ApiError) as e:
+            h.hbm_alloc(t, 0, 30 * MiB)
+        self.assertIn(f"HBM quota exceeded: tenant uid {TENANT_UID} holds 40.00 MiB of its 64.00 MiB quota",
+                      e.exception.error)
+        r = self.tenant("mem", "alloc", 0, "30M", "--detach")
+        self.assert_one_error_line(r, h.EXIT_FAILED, f"tenant uid {TENANT_UID} holds 40.00 MiB")
+        self.assertEqual(self.tenant_json("mem", "free", 0, hex(addr))["bytes"], 40 * MiB)
+        b, _ = h.hbm_alloc(t, 0, 30 * MiB)
+        h.hbm_free(t, 0, b)
+
 
 class OneTenantTwoContexts(TenantTools, h.BoardTestCase, SharedSession):
     """Each connection of a tenant is a context, as a CUDA context is: its
-    allocations and its jobs go away with it unless detached (jobs; an
-    allocation always lives as long as its connection), and another context
+    allocations and its jobs go away with it unless detached (then they are
+    the tenant's until one of its contexts names them), and another context
     of the same tenant acts on them only by naming them (an address, a job
     id), never on a job's buffers, which are the job's until it ends, and a
     free of memory that DMA holds waits for that DMA. Both contexts are
@@ -433,6 +451,61 @@ class OneTenantTwoContexts(TenantTools, h.BoardTestCase, SharedSession):
         self.assertIn("of HBM at 0x", r.stdout)
         self.assertIn("released as this command exits", r.stdout)
         h.wait_until("the CLI's allocation freed", self.hbm_used, lambda used: used == base, 30)
+
+    def test_a_detached_allocation_outlives_its_context_and_only_its_tenant_frees_it(self):
+        base = self.hbm_used()
+        # Context A: `vtrn mem alloc --detach` exits and says the memory stays;
+        # an attached allocation made the same way goes.
+        r = self.tenant("mem", "alloc", 0, "2M", "--detach")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        m = re.fullmatch(r"chip 0: 2 MiB of HBM at (0x[0-9a-f]+) \(tensors, .* in vtrnd\), detached: kept after "
+                         r"this command exits until `vtrn mem free 0 (0x[0-9a-f]+)` from this uid\n", r.stdout)
+        self.assertIsNotNone(m, r.stdout)
+        self.assertEqual(m.group(1), m.group(2), r.stdout)
+        addr = int(m.group(1), 16)
+        self.addCleanup(lambda: self.s.vtrn("mem", "free", 0, hex(addr)))
+        doc = self.tenant_json("mem", "alloc", 0, "1M")
+        self.assertIs(doc["detached"], False, doc)
+        h.wait_until("the attached allocation freed", lambda: doc["addr"] in self.listed(), lambda v: not v, 30)
+        self.assertEqual(self.hbm_used() - base, 2 * MiB, "the detached allocation went with its context")
+        # Context B of the tenant lists it as the tenant's, detached.
+        mine = self.listed().get(addr)
+        self.assertIsNotNone(mine, "another context of the tenant does not list the detached allocation")
+        self.assertEqual((mine["bytes"], mine["owner_kind"], mine["owner_id"], mine["uid"]),
+                         (2 * MiB, "tenant", TENANT_UID, TENANT_UID), mine)
+        self.assertIs(mine["detached"], True, mine)
+        r = self.tenant("mem", "ls", 0)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        row = [line for line in r.stdout.splitlines() if line.startswith(hex(addr))]
+        self.assertEqual(len(row), 1, r.stdout)
+        self.assertIn(f"uid {TENANT_UID} (detached)", row[0])
+        # ... and reaches it by DMA.
+        b = self.tenant_api()
+        b.dma_write(0, addr, b"\x5a" * 4096)
+        # Another tenant neither lists, frees nor reaches it.
+        self.assertNotIn(addr, {a["addr"] for a in self.tenant_json("mem", "ls", 0, uid=OTHER_UID)["allocations"]})
+        self.assert_one_error_line(self.tenant("mem", "free", 0, hex(addr), uid=OTHER_UID), h.EXIT_PERMISSION_DENIED,
+                                   f"chip 0: the allocation at {hex(addr)} belongs to another tenant")
+        self.assert_one_error_line(self.tenant("mem", "write", 0, hex(addr), "--pattern", 1, "--length", "4K",
+                                               uid=OTHER_UID), h.EXIT_PERMISSION_DENIED,
+                                   f"reaches the allocation at {hex(addr)}, which belongs to another tenant")
+        # B's connection closing does not free it either; C frees it by its address.
+        b.close()
+        r = self.tenant("mem", "free", 0, hex(addr))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, f"chip 0: freed 2 MiB at {hex(addr)} (held by uid {TENANT_UID} (detached))\n")
+        self.assertNotIn(addr, self.listed())
+        self.assertEqual(self.hbm_used(), base)
+        # Over the API: the flag, the owner, and a second free names nothing.
+        c = self.tenant_api()
+        r = c.call(40, [(1, 0), (2, MiB), (5, 1)])
+        addr2 = h.pb_uint(r, 1)
+        self.assertEqual(h.pb_uint(r, 3), (3 << 32) | TENANT_UID)
+        c.close()
+        self.assertEqual(h.hbm_free(self.tenant_api(), 0, addr2), MiB)
+        status, error, _ = self.tenant_api().call_raw(41, [(1, 0), (2, addr2)])
+        self.assertEqual((status, error), (h.API_STATUS_BAD_REQUEST,
+                                           f"chip 0: no allocation starts at {hex(addr2)} (no such allocation)"))
 
     def test_a_detached_job_outlives_its_context_and_only_its_tenant_names_it(self):
         base = self.hbm_used()
