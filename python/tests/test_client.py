@@ -113,6 +113,23 @@ def test_hbm_round_trip_larger_than_one_frame(dev):
     assert e.value.code == vtrn.errors.FAILED
 
 
+def test_a_detached_allocation_outlives_its_connection_until_freed_by_address(board):
+    sock = os.path.join(board.runtime_dir, "vtrnd.sock")
+    a = vtrn.connect(sock, timeout=60)
+    buf = a.alloc(0, 1 << 20, detached=True)
+    attached = a.alloc(0, 1 << 20)
+    assert buf.detached and not attached.detached
+    a.write(0, buf.addr, b"\x7e" * 4096)
+    a.close()
+    with vtrn.connect(sock, timeout=60) as b:
+        listed = h.wait_until("the attached allocation freed", lambda: {x.addr: x for x in b.hbm_allocations(0)},
+                              lambda v: attached.addr not in v, 30)
+        assert buf.addr in listed and listed[buf.addr].detached
+        assert bytes(b.read(0, buf.addr, 4096)) == b"\x7e" * 4096
+        assert b.free(0, buf.addr).bytes == buf.nbytes
+        assert buf.addr not in {x.addr for x in b.hbm_allocations(0)}
+
+
 @pytest.mark.parametrize("engine", ["default", "cores"])
 @pytest.mark.parametrize("dtype", dtypes.NAMES)
 def test_gemm_in_every_dtype_matches_numpy_within_the_bound(dev, dtype, engine):

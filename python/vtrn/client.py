@@ -10,7 +10,8 @@ above 4 MiB is a protocol error on both sides, so transfers bigger than one
 frame are split into pieces here, as the CLI splits them.
 
 One Client is one connection, and one connection is one vtrnd client: HBM
-it allocates (and jobs it submits without detach) go away when it closes.
+it allocates (unless allocated detached) and jobs it submits (unless
+detached) go away when it closes.
 Not thread safe; use one Client per thread.
 """
 
@@ -142,10 +143,13 @@ def _check_u64(name, value, low=0):
 
 class Allocation:
     """HBM that this connection holds on one chip. free() (or leaving a
-    `with` block) gives it back; closing the connection frees it too."""
+    `with` block) gives it back; closing the connection frees it too, unless
+    it is detached (the tenant's: any connection of its uid frees it by
+    address)."""
 
-    def __init__(self, client, chip, addr, nbytes):
+    def __init__(self, client, chip, addr, nbytes, detached=False):
         self.client, self.chip, self.addr, self.nbytes = client, chip, addr, nbytes
+        self.detached = detached
         self._live = True
 
     def write(self, data, offset=0):
@@ -353,15 +357,17 @@ class Client:
             next_t += interval
             time.sleep(max(0.0, next_t - time.monotonic()))
 
-    def alloc(self, chip, nbytes, align=0, category="tensors"):
-        """An Allocation of at least nbytes on the chip."""
+    def alloc(self, chip, nbytes, align=0, category="tensors", detached=False):
+        """An Allocation of at least nbytes on the chip; detached=True makes
+        it the tenant's, so it outlives this connection."""
         if category not in _CATEGORIES:
             raise errors.UsageError(f"category must be one of {', '.join(_CATEGORIES)}, not {category!r}")
         nbytes = _check_u64("nbytes", nbytes, low=1)
         align = _check_u64("align", align)
         r = self.call("hbm_alloc", api_hbm.HbmAllocRequest(
-            chip=_check_chip(chip), bytes=nbytes, align=align, category=_CATEGORIES[category]))
-        return Allocation(self, int(chip), r.addr, r.bytes)
+            chip=_check_chip(chip), bytes=nbytes, align=align, category=_CATEGORIES[category],
+            detached=bool(detached)))
+        return Allocation(self, int(chip), r.addr, r.bytes, detached=bool(detached))
 
     def free(self, chip, addr):
         return self.call("hbm_free", api_hbm.HbmFreeRequest(chip=_check_chip(chip), addr=_check_u64("addr", addr)))
