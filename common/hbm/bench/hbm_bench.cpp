@@ -18,6 +18,9 @@
 //    back; the ratio within each round is printed too (median, best and
 //    worst over the rounds), the figure least moved by load that comes and
 //    goes between rounds.
+//    The replay loop alone (the same walk of the trace and slot stores, no
+//    allocator) is timed the same way after them: its ns per op are part of
+//    every allocator's figure.
 //  - latency: --lat-passes further replays timing every op, in turns too (one
 //    steady_clock pair per op, overhead printed). The shared machine
 //    preempts often, so two summaries: each percentile's minimum over the
@@ -180,6 +183,26 @@ struct Pow2Runner {
       if (addr[op.slot] == 0) failures++;
     } else if (addr[op.slot] != 0) {
       lists.free(addr[op.slot]);
+      addr[op.slot] = 0;
+    }
+  }
+};
+
+// The harness alone: the same walk of the trace, the same branch between
+// allocate and free and the same slot stores, with no allocator behind them.
+// Its time per op is inside every allocator's figure above (and bounds how
+// far any ratio to glibc can go: an allocator that took no time at all would
+// show glibc's ns/op divided by this).
+struct ReplayOnlyRunner {
+  std::vector<uint64_t> addr;
+  uint64_t failures = 0;
+  explicit ReplayOnlyRunner(uint32_t slots) : addr(slots) {}
+  inline void step(const Op& op) {
+    if (op.size) {
+      addr[op.slot] = op.size;
+      asm volatile("" : : "r"(addr[op.slot]) : "memory");
+    } else if (addr[op.slot] != 0) {
+      asm volatile("" : : "r"(addr[op.slot]) : "memory");
       addr[op.slot] = 0;
     }
   }
@@ -638,6 +661,18 @@ int main(int argc, char** argv) {
   const Result& rh = results[0];
   const Result& rg = results[1];
   const Result& rp = results[2];
+  // The harness alone, best of as many passes (after the warm-up replay).
+  double replay_best = 0;
+  {
+    ReplayOnlyRunner replay(slots);
+    for (const Op& op : trace) replay.step(op);
+    for (int i = 0; i < passes; ++i) {
+      double c0 = thread_cpu_s();
+      for (const Op& op : trace) replay.step(op);
+      double c1 = thread_cpu_s();
+      replay_best = std::max(replay_best, double(trace.size()) / (c1 - c0));
+    }
+  }
   const RoundRatio round_glibc = round_ratio(rh, rg);
   const RoundRatio round_pow2 = round_ratio(rh, rp);
   double overhead = timer_overhead_ns();
@@ -682,9 +717,10 @@ int main(int argc, char** argv) {
     printf(",");
     row(rp);
     printf("],\"ratio_best_ops_per_s\":%.2f,\"ratio_median_ops_per_s\":%.2f,"
-           "\"ratio_to_pow2_best_ops_per_s\":%.3f,\"ratio_to_pow2_median_ops_per_s\":%.3f,",
+           "\"ratio_to_pow2_best_ops_per_s\":%.3f,\"ratio_to_pow2_median_ops_per_s\":%.3f,"
+           "\"replay_only_best_ops_per_s\":%.0f,",
            rh.best_ops / rg.best_ops, rh.median_ops / rg.median_ops, rh.best_ops / rp.best_ops,
-           rh.median_ops / rp.median_ops);
+           rh.median_ops / rp.median_ops, replay_best);
     printf("\"ratio_in_round\":{\"glibc\":{\"median\":%.2f,\"best\":%.2f,\"worst\":%.2f},"
            "\"pow2\":{\"median\":%.3f,\"best\":%.3f,\"worst\":%.3f}},",
            round_glibc.median, round_glibc.best, round_glibc.worst, round_pow2.median,
@@ -727,6 +763,9 @@ int main(int argc, char** argv) {
          "best %.2fx, worst %.2fx;\nhbm / pow2 median %.3fx, best %.3fx, worst %.3fx\n",
          round_glibc.median, round_glibc.best, round_glibc.worst, round_pow2.median,
          round_pow2.best, round_pow2.worst);
+  printf("the replay loop alone (no allocator): %.0f ops/s best, %.1f ns of each op above; per op "
+         "best: hbm %.1f ns, glibc %.1f ns, pow2 %.1f ns\n",
+         replay_best, 1e9 / replay_best, 1e9 / rh.best_ops, 1e9 / rg.best_ops, 1e9 / rp.best_ops);
   printf("\nlatency ns over %d replays (timer pair overhead %.0f ns included)\n", lat_passes,
          overhead);
   printf("%-14s %-22s %8s %8s %9s %10s\n", "allocator", "summary", "p50", "p99", "p99.99", "max");
