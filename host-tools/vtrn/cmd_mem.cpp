@@ -12,8 +12,8 @@
 // tenant's (the uid's, not the connection's), as `vtrn submit` detaches a
 // job: it stays after the command exits, counts against the tenant's quota,
 // and `mem free CHIP ADDR` from any process of that uid (or the admin) ends
-// it. `mem free` frees whoever's allocation starts at ADDR: it is a
-// debugging tool.
+// it. `mem free` frees the allocation that starts at ADDR if it is this
+// uid's (or the caller is the admin); another tenant's is refused (exit 8).
 #include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
